@@ -1,0 +1,37 @@
+package history
+
+import "time"
+
+// ActivityScheduled records that workflow code called an activity.
+type ActivityScheduled struct {
+	Name  string      `msgpack:"name"`
+	Input []byte      `msgpack:"input,omitempty"`
+	Retry RetryPolicy `msgpack:"retry"`
+	// Queue routes the task to workers serving that queue.
+	Queue string `msgpack:"queue,omitempty"`
+	// Timeout bounds one attempt (start to close); zero means the engine's
+	// default.
+	Timeout time.Duration `msgpack:"timeout,omitempty"`
+}
+
+// ActivityCompleted records an activity's result.
+type ActivityCompleted struct {
+	Result   []byte `msgpack:"result,omitempty"`
+	Attempts int    `msgpack:"attempts"`
+}
+
+// ActivityFailed records that an activity failed for good: attempts were
+// exhausted or the error was not retryable.
+type ActivityFailed struct {
+	Failure  Failure `msgpack:"failure"`
+	Attempts int     `msgpack:"attempts"`
+}
+
+// EventKind implements [Attributes].
+func (*ActivityScheduled) EventKind() Kind { return KindActivityScheduled }
+
+// EventKind implements [Attributes].
+func (*ActivityCompleted) EventKind() Kind { return KindActivityCompleted }
+
+// EventKind implements [Attributes].
+func (*ActivityFailed) EventKind() Kind { return KindActivityFailed }

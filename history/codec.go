@@ -1,0 +1,175 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Errors of this package.
+var (
+	// ErrCorrupt is wrapped by every decoding error: the bytes are not what
+	// this package writes.
+	ErrCorrupt = errors.New("history: corrupt encoding")
+	// ErrInvalid is wrapped by validation errors of ids and fields.
+	ErrInvalid = errors.New("history: invalid value")
+	// ErrTooLarge is wrapped when encoded data exceeds [MaxEncodedSize].
+	ErrTooLarge = errors.New("history: encoded data too large")
+)
+
+// MaxEncodedSize bounds any encoded event, payload or envelope this package
+// decodes. Engines enforce a much smaller payload limit when data enters.
+const MaxEncodedSize = 64 << 20
+
+// eventFormat is the version of the canonical event layout. The layout is
+// covered by the hash chain and is never changed in place: a new layout gets
+// a new format number and the decoder keeps reading the old one.
+const eventFormat = 1
+
+// MarshalEvent returns the stored encoding of e: the canonical encoding that
+// the hash covers, followed by the hash.
+func MarshalEvent(e *Event) []byte {
+	b := make([]byte, 0, 128+len(e.InstanceID)+len(e.ExecutionID)+len(e.CorrelationID)+len(e.Payload))
+	b = appendCanonical(b, e, 11)
+	return appendBin(b, e.Hash)
+}
+
+// canonical returns the bytes the hash of e covers (every field but Hash).
+func canonical(e *Event) []byte {
+	b := make([]byte, 0, 96+len(e.InstanceID)+len(e.ExecutionID)+len(e.CorrelationID)+len(e.Payload))
+	return appendCanonical(b, e, 10)
+}
+
+func appendCanonical(b []byte, e *Event, fields byte) []byte {
+	b = append(b, 0x90|fields) // fixarray
+	b = appendInt(b, eventFormat)
+	b = appendInt(b, e.Seq)
+	b = appendStr(b, e.InstanceID)
+	b = appendStr(b, e.ExecutionID)
+	b = appendStr(b, string(e.Kind))
+	b = appendStr(b, e.CorrelationID)
+	b = appendInt(b, timeNanos(e.At))
+	b = appendStr(b, e.Actor)
+	b = appendBin(b, e.Payload)
+	return appendBin(b, e.PrevHash)
+}
+
+// UnmarshalEvent decodes an event written by [MarshalEvent]. It never panics;
+// on bad input it returns an error wrapping [ErrCorrupt].
+func UnmarshalEvent(data []byte) (Event, error) {
+	var e Event
+	if len(data) > MaxEncodedSize {
+		return e, fmt.Errorf("%w: event of %d bytes", ErrTooLarge, len(data))
+	}
+	r := reader{buf: data}
+	if n := r.arrayLen(); n != 11 && r.err == nil {
+		return e, fmt.Errorf("%w: event has %d fields, want 11", ErrCorrupt, n)
+	}
+	if f := r.int(); f != eventFormat && r.err == nil {
+		return e, fmt.Errorf("%w: unknown event format %d", ErrCorrupt, f)
+	}
+	e.Seq = r.int()
+	e.InstanceID = r.str()
+	e.ExecutionID = r.str()
+	e.Kind = Kind(r.str())
+	e.CorrelationID = r.str()
+	e.At = nanosTime(r.int())
+	e.Actor = r.str()
+	e.Payload = r.bin()
+	e.PrevHash = r.bin()
+	e.Hash = r.bin()
+	if r.err != nil {
+		return Event{}, r.err
+	}
+	if len(r.buf) != r.off {
+		return Event{}, fmt.Errorf("%w: %d trailing bytes after event", ErrCorrupt, len(r.buf)-r.off)
+	}
+	return e, nil
+}
+
+func timeNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func nanosTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// EncodeAttributes encodes typed attributes as an event payload.
+func EncodeAttributes(a Attributes) ([]byte, error) {
+	if a == nil || reflect.ValueOf(a).IsNil() {
+		return nil, fmt.Errorf("%w: nil attributes", ErrInvalid)
+	}
+	if !a.EventKind().Valid() {
+		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalid, a.EventKind())
+	}
+	return Encode(a)
+}
+
+// DecodeAttributes decodes the payload of an event of kind k into its typed
+// attributes. It never panics; bad input yields an error wrapping
+// [ErrCorrupt].
+func DecodeAttributes(k Kind, payload []byte) (Attributes, error) {
+	info, ok := kindInfo[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown event kind %q", ErrCorrupt, k)
+	}
+	a := info.new()
+	if err := Decode(payload, a); err != nil {
+		return nil, fmt.Errorf("decode %s attributes: %w", k, err)
+	}
+	if n, ok := a.(utcNormalizer); ok {
+		n.normalizeUTC()
+	}
+	return a, nil
+}
+
+// Encode encodes v with MessagePack, the encoding of stored payloads and
+// envelopes.
+func Encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode decodes MessagePack data written by [Encode] into v, a pointer. It
+// bounds allocation by the input size, rejects trailing bytes and never
+// panics: every failure wraps [ErrCorrupt].
+func Decode(data []byte, v any) (err error) {
+	if len(data) > MaxEncodedSize {
+		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty input", ErrCorrupt)
+	}
+	defer func() {
+		// The msgpack decoder has no known panics on bad input; this keeps
+		// the promise even if one is found.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	rd := bytes.NewReader(data)
+	dec := msgpack.NewDecoder(rd)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if rd.Len() != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, rd.Len())
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package history
+
+// ExecutionStarted starts an execution (a new instance, or a new execution
+// after continue-as-new).
+type ExecutionStarted struct {
+	// Name and Version identify the workflow.
+	Name    string `msgpack:"name"`
+	Version string `msgpack:"version,omitempty"`
+	// Input is the encoded workflow input.
+	Input []byte `msgpack:"input,omitempty"`
+	// BusinessKey and BusinessParts are the product's reference of the
+	// instance (a claim number, say), indexed for queries.
+	BusinessKey   string            `msgpack:"business_key,omitempty"`
+	BusinessParts map[string]string `msgpack:"business_parts,omitempty"`
+	// Parent is set when a workflow started the instance as a sub-workflow.
+	Parent *ParentRef `msgpack:"parent,omitempty"`
+	// Tags are free-form labels.
+	Tags map[string]string `msgpack:"tags,omitempty"`
+	// Trace carries a W3C traceparent of the caller.
+	Trace string `msgpack:"trace,omitempty"`
+	// ContinuedFrom names the previous execution after continue-as-new.
+	ContinuedFrom string `msgpack:"continued_from,omitempty"`
+}
+
+// ParentRef points from a sub-workflow to the step of its parent that
+// scheduled it.
+type ParentRef struct {
+	InstanceID   string `msgpack:"instance_id"`
+	ExecutionID  string `msgpack:"execution_id"`
+	ScheduledSeq int64  `msgpack:"scheduled_seq"`
+}
+
+// ExecutionCompleted ends an execution with a result.
+type ExecutionCompleted struct {
+	Output []byte `msgpack:"output,omitempty"`
+}
+
+// ExecutionFailed ends an execution with an error.
+type ExecutionFailed struct {
+	Failure Failure `msgpack:"failure"`
+}
+
+// ExecutionTerminated ends an execution by an operator's or client's order.
+type ExecutionTerminated struct {
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+// ExecutionSuspended pauses an execution: events are recorded but the
+// workflow code does not run until it is resumed.
+type ExecutionSuspended struct {
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+// ExecutionResumed ends a suspension.
+type ExecutionResumed struct {
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+// ContinuedAsNew ends an execution and starts the next one with new input.
+type ContinuedAsNew struct {
+	NewExecutionID string `msgpack:"new_execution_id"`
+	Input          []byte `msgpack:"input,omitempty"`
+	Version        string `msgpack:"version,omitempty"`
+}
+
+// TurnStarted opens a turn of workflow code; its event's At is the
+// workflow's deterministic now for that turn.
+type TurnStarted struct{}
+
+// EventKind implements [Attributes].
+func (*ExecutionStarted) EventKind() Kind { return KindExecutionStarted }
+
+// EventKind implements [Attributes].
+func (*ExecutionCompleted) EventKind() Kind { return KindExecutionCompleted }
+
+// EventKind implements [Attributes].
+func (*ExecutionFailed) EventKind() Kind { return KindExecutionFailed }
+
+// EventKind implements [Attributes].
+func (*ExecutionTerminated) EventKind() Kind { return KindExecutionTerminated }
+
+// EventKind implements [Attributes].
+func (*ExecutionSuspended) EventKind() Kind { return KindExecutionSuspended }
+
+// EventKind implements [Attributes].
+func (*ExecutionResumed) EventKind() Kind { return KindExecutionResumed }
+
+// EventKind implements [Attributes].
+func (*ContinuedAsNew) EventKind() Kind { return KindContinuedAsNew }
+
+// EventKind implements [Attributes].
+func (*TurnStarted) EventKind() Kind { return KindTurnStarted }

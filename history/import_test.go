@@ -1,0 +1,96 @@
+package history_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/chronicleflow/chronicle"
+
+// TestImportDirection keeps the architecture's imports pointing one way
+// (DESIGN.md §1): history is a leaf, round and projector build on it, the
+// providers never import the engine or replay.
+func TestImportDirection(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	imports := map[string]map[string]bool{} // package dir → project packages it imports
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		if imports[rel] == nil {
+			imports[rel] = map[string]bool{}
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p == module {
+				imports[rel]["."] = true
+			} else if strings.HasPrefix(p, module+"/") {
+				imports[rel][strings.TrimPrefix(p, module+"/")] = true
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, imports, "history")
+
+	allowed := func(pkg, imp string) bool {
+		switch {
+		case pkg == "history":
+			return false
+		case pkg == "round":
+			return imp == "history"
+		case pkg == "projector":
+			return imp == "history" || imp == "round"
+		case pkg == "replay":
+			return imp == "history" || imp == "round"
+		case strings.HasPrefix(pkg, "provider/"):
+			return imp != "." && imp != "replay" && !strings.HasPrefix(imp, "cmd/") && !strings.HasPrefix(imp, "examples/")
+		case pkg == ".":
+			return !strings.HasPrefix(imp, "cmd/") && !strings.HasPrefix(imp, "examples/") && !strings.HasPrefix(imp, "provider/postgres") && !strings.HasPrefix(imp, "provider/mongo") && !strings.HasPrefix(imp, "provider/oracle")
+		}
+		return true
+	}
+	for pkg, imps := range imports {
+		for imp := range imps {
+			require.True(t, allowed(pkg, imp), "package %s must not import %s", pkg, imp)
+		}
+	}
+	// history imports only the standard library, msgpack and uuid.
+	entries, err := os.ReadDir(filepath.Join(root, "history"))
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "history", e.Name()), nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			ok := !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") ||
+				p == "github.com/vmihailenco/msgpack/v5" || p == "github.com/google/uuid"
+			require.True(t, ok, "history/%s imports %s", e.Name(), p)
+		}
+	}
+}

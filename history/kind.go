@@ -1,0 +1,136 @@
+package history
+
+// Kind names what an event records. Its value is stored, so constants are
+// never renamed.
+type Kind string
+
+// Execution kinds.
+const (
+	KindExecutionStarted    Kind = "ExecutionStarted"
+	KindExecutionCompleted  Kind = "ExecutionCompleted"
+	KindExecutionFailed     Kind = "ExecutionFailed"
+	KindExecutionTerminated Kind = "ExecutionTerminated"
+	KindExecutionSuspended  Kind = "ExecutionSuspended"
+	KindExecutionResumed    Kind = "ExecutionResumed"
+	KindContinuedAsNew      Kind = "ContinuedAsNew"
+)
+
+// Turn kind: its At is the workflow's deterministic now.
+const KindTurnStarted Kind = "TurnStarted"
+
+// Activity kinds.
+const (
+	KindActivityScheduled Kind = "ActivityScheduled"
+	KindActivityCompleted Kind = "ActivityCompleted"
+	KindActivityFailed    Kind = "ActivityFailed"
+)
+
+// Timer kinds.
+const (
+	KindTimerCreated   Kind = "TimerCreated"
+	KindTimerFired     Kind = "TimerFired"
+	KindTimerCancelled Kind = "TimerCancelled"
+)
+
+// Signal kind.
+const KindEventRaised Kind = "EventRaised"
+
+// Sub-workflow kinds.
+const (
+	KindSubWorkflowScheduled Kind = "SubWorkflowScheduled"
+	KindSubWorkflowCompleted Kind = "SubWorkflowCompleted"
+	KindSubWorkflowFailed    Kind = "SubWorkflowFailed"
+)
+
+// Human task kinds.
+const (
+	KindTaskCreated    Kind = "TaskCreated"
+	KindTaskAssigned   Kind = "TaskAssigned"
+	KindTaskReleased   Kind = "TaskReleased"
+	KindTaskReassigned Kind = "TaskReassigned"
+	KindTaskCompleted  Kind = "TaskCompleted"
+	KindTaskCancelled  Kind = "TaskCancelled"
+)
+
+// State kinds.
+const (
+	KindMarkerRecorded        Kind = "MarkerRecorded"
+	KindCustomStatusSet       Kind = "CustomStatusSet"
+	KindCompensationStarted   Kind = "CompensationStarted"
+	KindCompensationCompleted Kind = "CompensationCompleted"
+)
+
+// Idempotency classes returned by [Kind.Class].
+const (
+	ClassStart       = "start"
+	ClassEnd         = "end"
+	ClassControl     = "control"
+	ClassActivity    = "activity"
+	ClassTimer       = "timer"
+	ClassEvent       = "event"
+	ClassSubWorkflow = "subworkflow"
+	ClassTask        = "task"
+)
+
+var kindInfo = map[Kind]struct {
+	class string
+	new   func() Attributes
+}{
+	KindExecutionStarted:      {ClassStart, func() Attributes { return &ExecutionStarted{} }},
+	KindExecutionCompleted:    {ClassEnd, func() Attributes { return &ExecutionCompleted{} }},
+	KindExecutionFailed:       {ClassEnd, func() Attributes { return &ExecutionFailed{} }},
+	KindExecutionTerminated:   {ClassEnd, func() Attributes { return &ExecutionTerminated{} }},
+	KindContinuedAsNew:        {ClassEnd, func() Attributes { return &ContinuedAsNew{} }},
+	KindExecutionSuspended:    {ClassControl, func() Attributes { return &ExecutionSuspended{} }},
+	KindExecutionResumed:      {ClassControl, func() Attributes { return &ExecutionResumed{} }},
+	KindTurnStarted:           {"", func() Attributes { return &TurnStarted{} }},
+	KindActivityScheduled:     {"", func() Attributes { return &ActivityScheduled{} }},
+	KindActivityCompleted:     {ClassActivity, func() Attributes { return &ActivityCompleted{} }},
+	KindActivityFailed:        {ClassActivity, func() Attributes { return &ActivityFailed{} }},
+	KindTimerCreated:          {"", func() Attributes { return &TimerCreated{} }},
+	KindTimerFired:            {ClassTimer, func() Attributes { return &TimerFired{} }},
+	KindTimerCancelled:        {ClassTimer, func() Attributes { return &TimerCancelled{} }},
+	KindEventRaised:           {ClassEvent, func() Attributes { return &EventRaised{} }},
+	KindSubWorkflowScheduled:  {"", func() Attributes { return &SubWorkflowScheduled{} }},
+	KindSubWorkflowCompleted:  {ClassSubWorkflow, func() Attributes { return &SubWorkflowCompleted{} }},
+	KindSubWorkflowFailed:     {ClassSubWorkflow, func() Attributes { return &SubWorkflowFailed{} }},
+	KindTaskCreated:           {"", func() Attributes { return &TaskCreated{} }},
+	KindTaskAssigned:          {ClassTask, func() Attributes { return &TaskAssigned{} }},
+	KindTaskReleased:          {ClassTask, func() Attributes { return &TaskReleased{} }},
+	KindTaskReassigned:        {ClassTask, func() Attributes { return &TaskReassigned{} }},
+	KindTaskCompleted:         {ClassTask, func() Attributes { return &TaskCompleted{} }},
+	KindTaskCancelled:         {ClassTask, func() Attributes { return &TaskCancelled{} }},
+	KindMarkerRecorded:        {"", func() Attributes { return &MarkerRecorded{} }},
+	KindCustomStatusSet:       {"", func() Attributes { return &CustomStatusSet{} }},
+	KindCompensationStarted:   {"", func() Attributes { return &CompensationStarted{} }},
+	KindCompensationCompleted: {"", func() Attributes { return &CompensationCompleted{} }},
+}
+
+// Kinds returns every kind, in a stable order.
+func Kinds() []Kind {
+	return []Kind{
+		KindExecutionStarted, KindExecutionCompleted, KindExecutionFailed, KindExecutionTerminated,
+		KindExecutionSuspended, KindExecutionResumed, KindContinuedAsNew,
+		KindTurnStarted,
+		KindActivityScheduled, KindActivityCompleted, KindActivityFailed,
+		KindTimerCreated, KindTimerFired, KindTimerCancelled,
+		KindEventRaised,
+		KindSubWorkflowScheduled, KindSubWorkflowCompleted, KindSubWorkflowFailed,
+		KindTaskCreated, KindTaskAssigned, KindTaskReleased, KindTaskReassigned, KindTaskCompleted, KindTaskCancelled,
+		KindMarkerRecorded, KindCustomStatusSet, KindCompensationStarted, KindCompensationCompleted,
+	}
+}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { _, ok := kindInfo[k]; return ok }
+
+// Class returns the idempotency class of completion-like kinds and "" for
+// kinds without an idempotency key. Two kinds of one class exclude each
+// other: an activity completes or fails, a timer fires or is cancelled.
+func (k Kind) Class() string { return kindInfo[k].class }
+
+// Terminal reports whether k ends an execution.
+func (k Kind) Terminal() bool { return k.Class() == ClassEnd }
+
+// String returns the kind's name.
+func (k Kind) String() string { return string(k) }

@@ -1,0 +1,31 @@
+package history
+
+// SubWorkflowScheduled records that workflow code started a child workflow.
+type SubWorkflowScheduled struct {
+	Name    string `msgpack:"name"`
+	Version string `msgpack:"version,omitempty"`
+	// InstanceID and ExecutionID name the child; both are derived
+	// deterministically from the parent.
+	InstanceID  string `msgpack:"instance_id"`
+	ExecutionID string `msgpack:"execution_id"`
+	Input       []byte `msgpack:"input,omitempty"`
+}
+
+// SubWorkflowCompleted records a child workflow's result.
+type SubWorkflowCompleted struct {
+	Output []byte `msgpack:"output,omitempty"`
+}
+
+// SubWorkflowFailed records that a child workflow failed or was terminated.
+type SubWorkflowFailed struct {
+	Failure Failure `msgpack:"failure"`
+}
+
+// EventKind implements [Attributes].
+func (*SubWorkflowScheduled) EventKind() Kind { return KindSubWorkflowScheduled }
+
+// EventKind implements [Attributes].
+func (*SubWorkflowCompleted) EventKind() Kind { return KindSubWorkflowCompleted }
+
+// EventKind implements [Attributes].
+func (*SubWorkflowFailed) EventKind() Kind { return KindSubWorkflowFailed }

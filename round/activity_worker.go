@@ -1,0 +1,332 @@
+package round
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// DefaultRetryPolicy is the retry policy of activities that set none:
+// 10 attempts, 1s doubling to at most 100s.
+var DefaultRetryPolicy = history.RetryPolicy{
+	MaxAttempts:     10,
+	InitialInterval: time.Second,
+	MaxInterval:     100 * time.Second,
+	Multiplier:      2,
+}
+
+// WithRetryDefaults fills the zero fields of p from def.
+func WithRetryDefaults(p, def history.RetryPolicy) history.RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = def.MaxAttempts
+	}
+	if p.InitialInterval <= 0 {
+		p.InitialInterval = def.InitialInterval
+	}
+	if p.MaxInterval <= 0 {
+		p.MaxInterval = def.MaxInterval
+	}
+	if p.MaxInterval < p.InitialInterval {
+		p.MaxInterval = p.InitialInterval
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = def.Multiplier
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 1
+	}
+	return p
+}
+
+// RetryDelay returns whether a task that failed its attempt-th attempt with
+// failure is retried, and after how long: InitialInterval ×
+// Multiplier^(attempt-1), capped at MaxInterval, of which a random half is
+// jitter (jitter is a number in [0,1)).
+func RetryDelay(p history.RetryPolicy, attempt int, failure *history.Failure, jitter float64) (bool, time.Duration) {
+	if failure.NonRetryable || slices.Contains(p.NonRetryable, failure.Type) || attempt >= p.MaxAttempts {
+		return false, 0
+	}
+	d := float64(p.InitialInterval) * math.Pow(p.Multiplier, float64(attempt-1))
+	if d > float64(p.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
+		d = float64(p.MaxInterval)
+	}
+	return true, time.Duration(d/2 + d/2*jitter)
+}
+
+// NonRetryableError is implemented by errors that retrying cannot fix.
+type NonRetryableError interface {
+	NonRetryable() bool
+}
+
+// TypedError is implemented by errors that name their type for retry
+// policies ([history.RetryPolicy.NonRetryable]).
+type TypedError interface {
+	ErrorType() string
+}
+
+// FailureOf describes an activity error for history.
+func FailureOf(err error) history.Failure {
+	f := history.Failure{Message: err.Error(), Type: fmt.Sprintf("%T", err)}
+	var typed TypedError
+	if errors.As(err, &typed) {
+		f.Type = typed.ErrorType()
+	}
+	var nr NonRetryableError
+	if errors.As(err, &nr) {
+		f.NonRetryable = nr.NonRetryable()
+	}
+	return f
+}
+
+// ActivityFunc runs one attempt of an activity task. ctx is cancelled when
+// the lease is lost, the lease runs out without a heartbeat, or the worker
+// stops.
+type ActivityFunc func(ctx context.Context, lease *ActivityLease, hb *Heartbeat) ([]byte, error)
+
+// ActivityWorkerOptions configure an [ActivityWorker].
+type ActivityWorkerOptions struct {
+	// Node names this process. Required.
+	Node string
+	// Resolve finds the function of an activity name. Required.
+	Resolve func(name string) (ActivityFunc, bool)
+	// Queues lists the task queues served; empty means the default queue.
+	Queues []string
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// LeaseDuration is the claim's lease, renewed by heartbeats; a task's
+	// Timeout overrides it when longer. Default 30s.
+	LeaseDuration time.Duration
+	// DefaultRetry fills zero fields of tasks' retry policies. Default
+	// [DefaultRetryPolicy].
+	DefaultRetry history.RetryPolicy
+	// Jitter returns numbers in [0,1) for retry jitter; default math/rand.
+	Jitter func() float64
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// ActivityWorker claims activity tasks and settles them: complete, retry
+// with backoff, fail for good or dead-letter.
+type ActivityWorker struct {
+	store Store
+	opts  ActivityWorkerOptions
+}
+
+// NewActivityWorker returns an activity worker for store.
+func NewActivityWorker(store Store, opts ActivityWorkerOptions) (*ActivityWorker, error) {
+	var problems []string
+	if opts.Node == "" {
+		problems = append(problems, "Node is required")
+	}
+	if opts.Resolve == nil {
+		problems = append(problems, "Resolve is required")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("round: invalid activity worker options: %s", strings.Join(problems, "; "))
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = 30 * time.Second
+	}
+	opts.DefaultRetry = WithRetryDefaults(opts.DefaultRetry, DefaultRetryPolicy)
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &ActivityWorker{store: store, opts: opts}, nil
+}
+
+// ActivityOutcomeKind says how an attempt was settled.
+type ActivityOutcomeKind string
+
+// Outcomes of an attempt.
+const (
+	OutcomeCompleted    ActivityOutcomeKind = "completed"
+	OutcomeRetry        ActivityOutcomeKind = "retry"
+	OutcomeFailed       ActivityOutcomeKind = "failed"
+	OutcomeDeadLettered ActivityOutcomeKind = "dead-lettered"
+	OutcomeLeaseLost    ActivityOutcomeKind = "lease-lost"
+)
+
+// ActivityReport tells what one [ActivityWorker.RunOnce] did.
+type ActivityReport struct {
+	TaskID  string
+	Name    string
+	Attempt int
+	Outcome ActivityOutcomeKind
+	// Err is the attempt's error, if any.
+	Err error
+	// RetryAt is when a retried task becomes visible.
+	RetryAt time.Time
+}
+
+// RunOnce claims one visible task, runs it and settles it. It returns a nil
+// report when no task was visible. Errors of the store are returned; an
+// activity's own error is in the report.
+func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
+	now := roundNow(w.opts.Clock)
+	lease, err := w.store.ClaimActivity(ctx, &ClaimActivityParams{
+		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim activity: %w", err)
+	}
+	if lease == nil {
+		return nil, nil
+	}
+	if lease.Task.Timeout > w.opts.LeaseDuration {
+		if err := w.store.HeartbeatActivity(ctx, &HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
+			return w.lost(lease, err)
+		}
+	}
+	return w.run(ctx, lease)
+}
+
+func (w *ActivityWorker) leaseFor(task *ActivityTask) time.Duration {
+	if task != nil && task.Timeout > w.opts.LeaseDuration {
+		return task.Timeout
+	}
+	return w.opts.LeaseDuration
+}
+
+func (w *ActivityWorker) lost(lease *ActivityLease, err error) (*ActivityReport, error) {
+	rep := &ActivityReport{TaskID: lease.Task.ID, Name: lease.Task.Name, Attempt: lease.Task.Attempt, Outcome: OutcomeLeaseLost, Err: err}
+	if errors.Is(err, ErrLeaseLost) {
+		return rep, nil
+	}
+	return rep, err
+}
+
+func (w *ActivityWorker) run(ctx context.Context, lease *ActivityLease) (*ActivityReport, error) {
+	task := &lease.Task
+	rep := &ActivityReport{TaskID: task.ID, Name: task.Name, Attempt: task.Attempt}
+	fn, ok := w.opts.Resolve(task.Name)
+	if !ok {
+		now := roundNow(w.opts.Clock)
+		tc := *task
+		err := w.store.DeadLetterActivity(ctx, &DeadLetterActivityParams{TaskID: task.ID, Token: lease.Token, Letter: DeadLetter{
+			ID: DeadLetterID(task.ID, task.EnqueuedAt), InstanceID: task.InstanceID, Activity: &tc,
+			Reason: ReasonUnknownActivity, Error: fmt.Sprintf("no activity named %q is registered", task.Name),
+			Node: w.opts.Node, At: now, Attempts: task.Attempt, Status: DeadLetterDead,
+		}})
+		if err != nil {
+			return w.lost(lease, err)
+		}
+		w.opts.Logger.WarnContext(ctx, "activity dead-lettered", slog.String("task", task.ID), slog.String("name", task.Name), slog.String("reason", string(ReasonUnknownActivity)))
+		rep.Outcome = OutcomeDeadLettered
+		return rep, nil
+	}
+
+	hb := newHeartbeat(ctx, w, lease)
+	defer hb.stop()
+	result, runErr := callActivity(hb.ctx, fn, lease, hb)
+	if hb.lostErr() != nil {
+		return w.lost(lease, hb.lostErr())
+	}
+	now := roundNow(w.opts.Clock)
+	var failure *history.Failure
+	if runErr != nil {
+		f := FailureOf(runErr)
+		failure, rep.Err = &f, runErr
+		policy := WithRetryDefaults(task.Retry, w.opts.DefaultRetry)
+		if retry, delay := RetryDelay(policy, task.Attempt, failure, w.opts.Jitter()); retry {
+			rep.Outcome, rep.RetryAt = OutcomeRetry, now.Add(delay)
+			err := w.store.RetryActivity(ctx, &RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message})
+			if err != nil {
+				return w.lost(lease, err)
+			}
+			return rep, nil
+		}
+	}
+	msg, err := ActivityOutcome(task, result, failure)
+	if err != nil {
+		return rep, err
+	}
+	if err := w.store.CompleteActivity(ctx, &CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}); err != nil {
+		return w.lost(lease, err)
+	}
+	rep.Outcome = OutcomeCompleted
+	if failure != nil {
+		rep.Outcome = OutcomeFailed
+	}
+	return rep, nil
+}
+
+func callActivity(ctx context.Context, fn ActivityFunc, lease *ActivityLease, hb *Heartbeat) (result []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, &activityPanic{value: p}
+		}
+	}()
+	return fn(ctx, lease, hb)
+}
+
+type activityPanic struct{ value any }
+
+func (e *activityPanic) Error() string     { return fmt.Sprintf("activity panicked: %v", e.value) }
+func (e *activityPanic) ErrorType() string { return "panic" }
+
+// Heartbeat renews the lease of a running activity.
+type Heartbeat struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	w      *ActivityWorker
+	lease  *ActivityLease
+	timer  *time.Timer
+	mu     sync.Mutex
+	lost   error
+}
+
+func newHeartbeat(parent context.Context, w *ActivityWorker, lease *ActivityLease) *Heartbeat {
+	ctx, cancel := context.WithCancelCause(parent)
+	hb := &Heartbeat{ctx: ctx, cancel: cancel, w: w, lease: lease}
+	// Without heartbeats the attempt ends when its lease would run out.
+	hb.timer = time.AfterFunc(w.leaseFor(&lease.Task), func() {
+		cancel(fmt.Errorf("activity %s: %w: no heartbeat within %s", lease.Task.ID, ErrLeaseLost, w.leaseFor(&lease.Task)))
+	})
+	return hb
+}
+
+// Beat extends the lease. It returns ErrLeaseLost, and cancels the
+// activity's context, when the task was taken over, cancelled or removed.
+func (h *Heartbeat) Beat(ctx context.Context) error {
+	d := h.w.leaseFor(&h.lease.Task)
+	err := h.w.store.HeartbeatActivity(ctx, &HeartbeatActivityParams{
+		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d),
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		h.mu.Lock()
+		h.lost = err
+		h.mu.Unlock()
+		h.cancel(err)
+		return err
+	}
+	if err == nil {
+		h.timer.Reset(d)
+	}
+	return err
+}
+
+func (h *Heartbeat) lostErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
+}
+
+func (h *Heartbeat) stop() {
+	h.timer.Stop()
+	h.cancel(nil)
+}

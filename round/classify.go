@@ -1,0 +1,118 @@
+package round
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// Verdict is what a round does with one dequeued message.
+type Verdict int
+
+const (
+	// Accept: append the message's event.
+	Accept Verdict = iota + 1
+	// Duplicate: history already holds the message's event; ack only.
+	Duplicate
+	// Stale: the message is for a schedule, task or execution that is no
+	// longer open (a cancelled timer, an old execution); ack only.
+	Stale
+	// Reject: the message can never be processed; dead-letter it.
+	Reject
+)
+
+// String names the verdict.
+func (v Verdict) String() string {
+	return [...]string{"", "accept", "duplicate", "stale", "reject"}[v]
+}
+
+// Classify decides what a round does with m given the snapshot. It expects
+// a message that passed [Message.Validate]. For Stale and Reject it also
+// says why; for Reject the reason is a dead-letter [Reason].
+func (s *Snapshot) Classify(m *Message) (Verdict, Reason, string) {
+	if m.Kind == history.KindExecutionStarted {
+		switch {
+		case slices.Contains(s.Executions, m.ExecutionID):
+			return Duplicate, "", ""
+		case s.Started() && !s.Ended:
+			return Reject, ReasonAlreadyRunning, fmt.Sprintf("execution %s of instance %s is still running", s.ExecutionID, s.InstanceID)
+		case m.CorrelationID != m.ExecutionID:
+			return Reject, ReasonUndecodable, "start message must be correlated with its execution id"
+		}
+		return Accept, "", ""
+	}
+	switch {
+	case !s.Started():
+		return Reject, ReasonNotStarted, fmt.Sprintf("instance %s has not been started", s.InstanceID)
+	case m.ExecutionID != "" && m.ExecutionID != s.ExecutionID:
+		return Stale, "", fmt.Sprintf("message for execution %s, current is %s", m.ExecutionID, s.ExecutionID)
+	case s.Ended:
+		return Stale, "", fmt.Sprintf("execution %s has ended", s.ExecutionID)
+	}
+	class := m.Kind.Class()
+	switch class {
+	case history.ClassEvent, history.ClassTask, history.ClassControl:
+		if s.Seen[seenKey(class, m.CorrelationID)] {
+			return Duplicate, "", ""
+		}
+	}
+	switch class {
+	case history.ClassActivity:
+		return s.pending(m, func(seq int64) bool { _, ok := s.Activities[seq]; return ok })
+	case history.ClassTimer:
+		return s.pending(m, func(seq int64) bool { _, ok := s.Timers[seq]; return ok })
+	case history.ClassSubWorkflow:
+		return s.pending(m, func(seq int64) bool { _, ok := s.SubWorkflows[seq]; return ok })
+	case history.ClassTask:
+		attrs, err := history.DecodeAttributes(m.Kind, m.Payload)
+		if err != nil {
+			return Reject, ReasonUndecodable, err.Error()
+		}
+		if _, ok := s.Tasks[taskIDOf(attrs)]; !ok {
+			return Stale, "", fmt.Sprintf("task %s is not open", taskIDOf(attrs))
+		}
+	}
+	switch m.Kind {
+	case history.KindExecutionSuspended:
+		if s.Status == StatusSuspended {
+			return Stale, "", "already suspended"
+		}
+	case history.KindExecutionResumed:
+		if s.Status != StatusSuspended {
+			return Stale, "", "not suspended"
+		}
+	case history.KindExecutionTerminated:
+		// A termination ends the current execution; its correlation is
+		// the execution id, set by the round.
+	}
+	return Accept, "", ""
+}
+
+func (s *Snapshot) pending(m *Message, open func(int64) bool) (Verdict, Reason, string) {
+	seq, err := history.ParseSeqCorrelation(m.CorrelationID)
+	if err != nil {
+		return Reject, ReasonUndecodable, err.Error()
+	}
+	if !open(seq) {
+		// Either its completion is already in history or it was cancelled.
+		return Stale, "", fmt.Sprintf("nothing pending at seq %d", seq)
+	}
+	return Accept, "", ""
+}
+
+func taskIDOf(a history.Attributes) string {
+	switch a := a.(type) {
+	case *history.TaskAssigned:
+		return a.TaskID
+	case *history.TaskReleased:
+		return a.TaskID
+	case *history.TaskReassigned:
+		return a.TaskID
+	case *history.TaskCompleted:
+		return a.TaskID
+	case *history.TaskCancelled:
+		return a.TaskID
+	}
+	return ""
+}

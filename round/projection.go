@@ -1,0 +1,124 @@
+package round
+
+import (
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// Status is an instance's lifecycle state.
+type Status string
+
+// Instance statuses.
+const (
+	StatusRunning    Status = "running"
+	StatusSuspended  Status = "suspended"
+	StatusCompleted  Status = "completed"
+	StatusFailed     Status = "failed"
+	StatusTerminated Status = "terminated"
+)
+
+// Terminal reports whether s is an end state.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusTerminated
+}
+
+// Projections are what a round writes besides history: every record is a
+// fold of the instance's history up to Seq, so all of them can be rebuilt.
+// A provider writes each record unless the stored one was folded at or
+// beyond Seq, which makes the write idempotent in peek-lock mode.
+type Projections struct {
+	InstanceID string
+	// Seq is the last event folded into these records.
+	Seq int64
+	// Snapshot is the encoded runtime [Snapshot].
+	Snapshot []byte
+	// Instance is the instance record, nil when unchanged.
+	Instance *InstanceRecord
+	// Tasks are the task records changed in this round.
+	Tasks []TaskRecord
+	// TaskEvents are task events to add (unique by instance and Seq).
+	TaskEvents []TaskEventRecord
+	// Custom are the changed records of user projections.
+	Custom []CustomRecord
+}
+
+// InstanceRecord is the queryable summary of an instance.
+type InstanceRecord struct {
+	InstanceID    string
+	ExecutionID   string
+	Name          string
+	Version       string
+	Status        Status
+	BusinessKey   string
+	BusinessParts map[string]string
+	CustomStatus  []byte
+	ParentID      string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CompletedAt   time.Time
+	// Output is the encoded result of a completed instance.
+	Output []byte
+	// Failure is the error of a failed instance.
+	Failure *history.Failure
+	// LastError is the most recent error recorded in history (a failed
+	// activity, say).
+	LastError string
+	// LastSeq is the last event folded into the record.
+	LastSeq int64
+	// Incident is not folded from history: it is the reason of the newest
+	// unresolved dead letter of the instance, kept by the provider.
+	Incident string
+}
+
+// TaskStatus is a human task's state.
+type TaskStatus string
+
+// Task statuses.
+const (
+	TaskOpen      TaskStatus = "open"
+	TaskCompleted TaskStatus = "completed"
+	TaskCancelled TaskStatus = "cancelled"
+)
+
+// TaskRecord is the queryable state of a human task.
+type TaskRecord struct {
+	TaskID      string
+	InstanceID  string
+	ExecutionID string
+	Name        string
+	Status      TaskStatus
+	Assignee    string
+	Roles       []string
+	Payload     []byte
+	Result      []byte
+	Due         time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
+	// Seq is the last event folded into the record.
+	Seq int64
+}
+
+// TaskEventRecord is one entry of a task's audit trail.
+type TaskEventRecord struct {
+	InstanceID string
+	TaskID     string
+	// Seq is the history event the record was folded from.
+	Seq      int64
+	Kind     history.Kind
+	Actor    string
+	At       time.Time
+	Assignee string
+	Detail   string
+}
+
+// CustomRecord is the state of a user-registered projection for one
+// instance.
+type CustomRecord struct {
+	Name       string
+	Version    int
+	InstanceID string
+	Seq        int64
+	Data       []byte
+}

@@ -1,0 +1,722 @@
+package round
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// TurnFunc runs workflow code for one round: given the events the round
+// appended so far, it returns the events the code produces next. It must
+// be deterministic in its input; it may keep state between rounds of an
+// instance in TurnOutput.Cached.
+type TurnFunc func(ctx context.Context, in *TurnInput) (*TurnOutput, error)
+
+// TurnInput is what a turn sees.
+type TurnInput struct {
+	InstanceID string
+	// Snapshot is the state after NewEvents. Read only.
+	Snapshot *Snapshot
+	// History holds the current execution's events, NewEvents included,
+	// when Cached is nil; it is nil otherwise.
+	History []history.Event
+	// NewEvents are the events this round appended before the turn.
+	NewEvents []history.Event
+	// Now is the round's clock reading.
+	Now  time.Time
+	Node string
+	// Cached is what the previous turn of this instance returned, when this
+	// runner still holds it and nobody else wrote the instance since.
+	Cached any
+}
+
+// TurnOutput is what a turn produces.
+type TurnOutput struct {
+	// Events continue the log from Snapshot.LastSeq+1. Kind, Payload and
+	// CorrelationID are required; an empty ExecutionID means the current
+	// one and an empty Actor the worker; the runner sets At and the hashes.
+	Events []history.Event
+	// Cached is handed to the next turn of the instance on this runner.
+	Cached any
+}
+
+// ProjectFunc folds a round's events into the product projections (tasks,
+// task events, custom projections); the runner itself writes the snapshot
+// and the instance record.
+type ProjectFunc func(ctx context.Context, in *ProjectInput) (*ProjectOutput, error)
+
+// ProjectInput is what a projection step sees.
+type ProjectInput struct {
+	InstanceID string
+	Snapshot   *Snapshot
+	// History holds the instance's whole history, NewEvents included, when
+	// Cached is nil; it is nil otherwise.
+	History   []history.Event
+	NewEvents []history.Event
+	Cached    any
+}
+
+// ProjectOutput is what a projection step produces.
+type ProjectOutput struct {
+	Tasks      []TaskRecord
+	TaskEvents []TaskEventRecord
+	Custom     []CustomRecord
+	Cached     any
+}
+
+// Reasoner is implemented by errors that know their dead-letter reason
+// (a nondeterminism error, a panic).
+type Reasoner interface {
+	DeadLetterReason() Reason
+}
+
+// RunnerOptions configure a [Runner]. Zero values take the defaults.
+type RunnerOptions struct {
+	// Node names this process in history and dead letters. Required.
+	Node string
+	// Turn runs workflow code. Required.
+	Turn TurnFunc
+	// Project folds product projections; nil writes only the snapshot and
+	// the instance record.
+	Project ProjectFunc
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// MaxDeliveries is how many failed deliveries a message may have before
+	// it is dead-lettered. Default 10.
+	MaxDeliveries int
+	// BatchLimit bounds the messages of one round. Default 100.
+	BatchLimit int
+	// LeaseDuration is the peek-lock lease of a round. Default 30s.
+	LeaseDuration time.Duration
+	// RetryDelay is the delay before a message whose round failed is
+	// delivered again, given its failed deliveries so far. Default:
+	// exponential from 1s, capped at 1 min.
+	RetryDelay func(attempts int) time.Duration
+	// CacheSize bounds the instances whose state is kept between rounds.
+	// Default 1000; negative disables the cache.
+	CacheSize int
+	// Hooks interrupt rounds in tests.
+	Hooks Hooks
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Runner drives rounds on a store: one call of [Runner.RunOnce] is one
+// round of one instance, in the store's mode.
+type Runner struct {
+	store Store
+	tx    TxStore
+	lease LeaseStore
+	opts  RunnerOptions
+	cache *cache
+	log   *slog.Logger
+}
+
+// NewRunner returns a runner for store.
+func NewRunner(store Store, opts RunnerOptions) (*Runner, error) {
+	var problems []string
+	if opts.Node == "" {
+		problems = append(problems, "Node is required")
+	}
+	if opts.Turn == nil {
+		problems = append(problems, "Turn is required")
+	}
+	r := &Runner{store: store}
+	switch store.Mode() {
+	case ModeTransactional:
+		tx, ok := store.(TxStore)
+		if !ok {
+			problems = append(problems, "store reports transactional mode but does not implement TxStore")
+		}
+		r.tx = tx
+	case ModePeekLock:
+		ls, ok := store.(LeaseStore)
+		if !ok {
+			problems = append(problems, "store reports peek-lock mode but does not implement LeaseStore")
+		}
+		r.lease = ls
+	default:
+		problems = append(problems, fmt.Sprintf("store has unknown mode %d", store.Mode()))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("round: invalid runner options: %s", strings.Join(problems, "; "))
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.MaxDeliveries <= 0 {
+		opts.MaxDeliveries = 10
+	}
+	if opts.BatchLimit <= 0 {
+		opts.BatchLimit = 100
+	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = 30 * time.Second
+	}
+	if opts.RetryDelay == nil {
+		opts.RetryDelay = DefaultRetryDelay
+	}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r.opts, r.cache, r.log = opts, newCache(opts.CacheSize), opts.Logger
+	return r, nil
+}
+
+// DefaultRetryDelay doubles from 1s per failed delivery, capped at 1 min.
+func DefaultRetryDelay(attempts int) time.Duration {
+	if attempts > 6 {
+		return time.Minute
+	}
+	return time.Second << max(attempts, 0)
+}
+
+// Forget drops the cached state of every instance, as a restart would.
+func (r *Runner) Forget() { r.cache = newCache(r.opts.CacheSize) }
+
+// Cached returns how many instances' state the runner holds.
+func (r *Runner) Cached() int { return r.cache.len() }
+
+// Report tells what one round did.
+type Report struct {
+	InstanceID string
+	// Appended counts the events appended.
+	Appended int
+	// Processed counts messages turned into events; Duplicates and Stale
+	// those acked without an event; DeadLettered those moved to the
+	// dead-letter store.
+	Processed, Duplicates, Stale, DeadLettered int
+	// Cold is true when the instance's history was loaded whole.
+	Cold bool
+}
+
+// RunOnce runs one round on one instance with visible work. It returns a
+// nil report when there was no work. A round whose messages fail is rolled
+// back (or, in peek-lock mode, abandoned) and its messages are retried
+// later: RunOnce then returns the error, which callers log and otherwise
+// ignore. Messages that cannot be processed are dead-lettered and reported,
+// not returned as errors.
+func (r *Runner) RunOnce(ctx context.Context) (*Report, error) {
+	if r.tx != nil {
+		return r.runTx(ctx)
+	}
+	return r.runLease(ctx)
+}
+
+func (r *Runner) runTx(ctx context.Context) (*Report, error) {
+	now := roundNow(r.opts.Clock)
+	var (
+		batch *Batch
+		entry *cacheEntry
+		rep   *Report
+	)
+	err := r.tx.RunRound(ctx, func(ctx context.Context, tx Tx) error {
+		b, err := tx.DequeueInstance(ctx, &DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
+		if err != nil || b == nil {
+			return err
+		}
+		batch = b
+		if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
+			return err
+		}
+		entry, rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, now)
+		return err
+	})
+	if batch == nil {
+		if err != nil {
+			return nil, fmt.Errorf("dequeue: %w", err)
+		}
+		return nil, nil
+	}
+	if err == nil {
+		err = r.opts.Hooks.crash(ctx, AfterCommit, batch.InstanceID)
+	}
+	if err != nil {
+		return r.failed(ctx, batch.InstanceID, batch.Messages, now, err, nil)
+	}
+	r.cache.put(entry)
+	return rep, nil
+}
+
+func (r *Runner) runLease(ctx context.Context) (*Report, error) {
+	now := roundNow(r.opts.Clock)
+	lease, err := r.lease.LeaseInstance(ctx, &LeaseParams{
+		Now: now, LockedUntil: now.Add(r.opts.LeaseDuration), Owner: r.opts.Node, Limit: r.opts.BatchLimit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	if lease == nil {
+		return nil, nil
+	}
+	err = r.opts.Hooks.crash(ctx, AfterDequeue, lease.InstanceID)
+	var (
+		entry *cacheEntry
+		rep   *Report
+	)
+	if err == nil {
+		entry, rep, err = r.process(ctx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
+	}
+	if err == nil {
+		err = r.opts.Hooks.crash(ctx, AfterCommit, lease.InstanceID)
+	}
+	if err != nil {
+		return r.failed(ctx, lease.InstanceID, lease.Messages, now, err, lease)
+	}
+	r.cache.put(entry)
+	return rep, nil
+}
+
+// failed handles a round that did not finish: a crash leaves everything as
+// it is, a dead-letter error moves the batch to the dead-letter store, any
+// other error puts the messages back with a delay.
+func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, now time.Time, err error, lease *Lease) (*Report, error) {
+	if IsCrash(err) {
+		r.cache.take(instanceID)
+		return nil, err
+	}
+	r.log.WarnContext(ctx, "round failed", slog.String("instance", instanceID), slog.Any("error", err))
+	var dl *DeadLetterError
+	if errors.As(err, &dl) {
+		n, dlErr := r.deadLetterBatch(ctx, instanceID, msgs, dl, now, lease)
+		if dlErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("dead-letter batch: %w", dlErr))
+		}
+		return &Report{InstanceID: instanceID, DeadLettered: n}, nil
+	}
+	attempts := 0
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+		attempts = max(attempts, m.Attempts+1)
+	}
+	text := err.Error()
+	var rs Reasoner
+	if errors.As(err, &rs) {
+		text = string(rs.DeadLetterReason()) + ": " + text
+	}
+	visible := now.Add(r.opts.RetryDelay(attempts))
+	var abandonErr error
+	if lease != nil {
+		abandonErr = r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: visible, Error: text})
+		if errors.Is(abandonErr, ErrLeaseLost) {
+			abandonErr = nil
+		}
+	} else {
+		abandonErr = r.store.AbandonMessages(ctx, &AbandonMessagesParams{InstanceID: instanceID, MessageIDs: ids, VisibleAt: visible, Error: text})
+	}
+	if abandonErr != nil {
+		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
+	}
+	return nil, fmt.Errorf("round of %s: %w", instanceID, err)
+}
+
+func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []Message, dl *DeadLetterError, now time.Time, lease *Lease) (int, error) {
+	want := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		want[m.ID] = true
+	}
+	letters := func(queued []Message) []DeadLetter {
+		var out []DeadLetter
+		for i := range queued {
+			if want[queued[i].ID] {
+				out = append(out, r.letter(&queued[i], dl.Reason, dl.Err.Error(), now))
+			}
+		}
+		return out
+	}
+	if lease != nil {
+		ls := letters(lease.Messages)
+		if err := r.lease.DeadLetterLeased(ctx, &DeadLetterLeasedParams{Lease: lease, Letters: ls}); err != nil {
+			return 0, err
+		}
+		return len(ls), r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: now})
+	}
+	n := 0
+	err := r.tx.RunRound(ctx, func(ctx context.Context, tx Tx) error {
+		b, err := tx.DequeueInstance(ctx, &DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit, InstanceID: instanceID})
+		if err != nil || b == nil {
+			return err
+		}
+		ls := letters(b.Messages)
+		n = len(ls)
+		if n == 0 {
+			return nil
+		}
+		return tx.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: ls})
+	})
+	return n, err
+}
+
+func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) DeadLetter {
+	mc := *m
+	return DeadLetter{
+		ID: DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &mc,
+		Reason: reason, Error: text, Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
+		Status: DeadLetterDead,
+	}
+}
+
+// roundOps are the steps of a round plus its mode's way to dead-letter and
+// ack.
+type roundOps interface {
+	Steps
+	deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error
+	ack(ctx context.Context, instanceID string, ids []string) error
+}
+
+type txOps struct{ Tx }
+
+func (o txOps) deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error {
+	return o.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: letters})
+}
+
+func (o txOps) ack(ctx context.Context, instanceID string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return o.AckMessages(ctx, &AckMessagesParams{InstanceID: instanceID, MessageIDs: ids})
+}
+
+type leaseOps struct {
+	LeaseStore
+	lease *Lease
+}
+
+func (o leaseOps) deadLetter(ctx context.Context, _ string, letters []DeadLetter) error {
+	return o.DeadLetterLeased(ctx, &DeadLetterLeasedParams{Lease: o.lease, Letters: letters})
+}
+
+func (o leaseOps) ack(ctx context.Context, _ string, ids []string) error {
+	return o.AckLease(ctx, &AckLeaseParams{Lease: o.lease, MessageIDs: ids})
+}
+
+// process runs steps 2–8 of a round on one instance.
+func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (*cacheEntry, *Report, error) {
+	rep := &Report{InstanceID: id}
+	entry := r.cache.take(id)
+	if entry != nil {
+		tail, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: entry.snap.LastSeq + 1})
+		if err != nil {
+			return nil, nil, fmt.Errorf("load history of %s: %w", id, err)
+		}
+		if len(tail) > 0 {
+			entry = nil // another node wrote the instance
+		}
+	}
+	var stored []history.Event // the whole stored history, when loaded
+	if entry == nil {
+		var err error
+		if stored, err = ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: 1}); err != nil {
+			return nil, nil, fmt.Errorf("load history of %s: %w", id, err)
+		}
+		snap, err := Fold(id, stored)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fold history of %s: %w", id, err)
+		}
+		entry, rep.Cold = &cacheEntry{instanceID: id, snap: snap}, true
+	}
+	if err := r.opts.Hooks.crash(ctx, AfterLoad, id); err != nil {
+		return nil, nil, err
+	}
+	// full returns the whole history through the round's events so far,
+	// loading the stored part if the round has not yet.
+	baseSeq := entry.snap.LastSeq
+	var appended []history.Event
+	full := func() ([]history.Event, error) {
+		if stored == nil && baseSeq > 0 {
+			loaded, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: 1})
+			if err != nil {
+				return nil, fmt.Errorf("load history of %s: %w", id, err)
+			}
+			if int64(len(loaded)) < baseSeq {
+				return nil, fmt.Errorf("load history of %s: %w: %d events, snapshot at seq %d", id, ErrConflict, len(loaded), baseSeq)
+			}
+			// In a transaction the load may see the round's own append.
+			stored = loaded[:baseSeq]
+		}
+		return append(stored[:len(stored):len(stored)], appended...), nil
+	}
+
+	snap, work := entry.snap, &Work{}
+	var letters []DeadLetter
+	var acks []string
+	for i := range msgs {
+		m := msgs[i]
+		if err := m.Validate(); err != nil {
+			letters = append(letters, r.letter(&m, ReasonUndecodable, err.Error(), now))
+			continue
+		}
+		if m.Attempts >= r.opts.MaxDeliveries {
+			letters = append(letters, r.letter(&m, lastReason(m.LastError), fmt.Sprintf("%d failed deliveries; last error: %s", m.Attempts, m.LastError), now))
+			continue
+		}
+		normalize(&m, snap)
+		verdict, reason, why := snap.Classify(&m)
+		switch verdict {
+		case Duplicate:
+			rep.Duplicates++
+			acks = append(acks, m.ID)
+		case Stale:
+			rep.Stale++
+			acks = append(acks, m.ID)
+			r.log.DebugContext(ctx, "stale message acked", slog.String("instance", id), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
+		case Reject:
+			letters = append(letters, r.letter(&m, reason, why, now))
+		case Accept:
+			e := r.messageEvent(snap, &m, now)
+			if err := snap.Apply(&e, work); err != nil {
+				return nil, nil, fmt.Errorf("apply message %s: %w", m.ID, err)
+			}
+			appended = append(appended, e)
+			acks = append(acks, m.ID)
+			rep.Processed++
+		}
+	}
+
+	if len(appended) > 0 {
+		in := &TurnInput{InstanceID: id, Snapshot: snap, NewEvents: appended, Now: now, Node: r.opts.Node, Cached: entry.turnState}
+		if in.Cached == nil {
+			all, err := full()
+			if err != nil {
+				return nil, nil, err
+			}
+			in.History = all[snap.ExecutionStartSeq-1:]
+		}
+		out, err := r.turn(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		entry.turnState = out.Cached
+		for i := range out.Events {
+			e := out.Events[i]
+			if e.Seq != snap.LastSeq+1 {
+				return nil, nil, fmt.Errorf("turn of %s produced seq %d, want %d", id, e.Seq, snap.LastSeq+1)
+			}
+			e.InstanceID, e.At = id, now
+			if e.ExecutionID == "" {
+				e.ExecutionID = snap.ExecutionID
+			}
+			if e.Actor == "" {
+				e.Actor = history.WorkerActor(r.opts.Node)
+			}
+			r.seal(snap, &e)
+			if err := snap.Apply(&e, work); err != nil {
+				return nil, nil, fmt.Errorf("turn of %s produced an invalid event: %w", id, err)
+			}
+			appended = append(appended, e)
+		}
+	}
+	if err := work.finish(snap); err != nil {
+		return nil, nil, err
+	}
+	if rep.Cold && r.lease != nil {
+		// A peek-lock round may have crashed between append and enqueue:
+		// derive what every open schedule needs and enqueue it again.
+		all, err := full()
+		if err != nil {
+			return nil, nil, err
+		}
+		open, err := snap.OpenWork(all[max(snap.ExecutionStartSeq-1, 0):])
+		if err != nil {
+			return nil, nil, err
+		}
+		work.merge(open)
+	}
+
+	if len(appended) > 0 {
+		if err := ops.AppendHistory(ctx, &AppendHistoryParams{InstanceID: id, Events: appended}); err != nil {
+			return nil, nil, fmt.Errorf("append history of %s: %w", id, err)
+		}
+		rep.Appended = len(appended)
+	}
+	if err := r.opts.Hooks.crash(ctx, AfterAppend, id); err != nil {
+		return nil, nil, err
+	}
+
+	if len(appended) > 0 || rep.Cold {
+		p, err := r.projections(ctx, entry, appended, full)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p != nil {
+			if err := ops.SaveProjections(ctx, p); err != nil {
+				return nil, nil, fmt.Errorf("save projections of %s: %w", id, err)
+			}
+		}
+	}
+	if err := r.opts.Hooks.crash(ctx, AfterProject, id); err != nil {
+		return nil, nil, err
+	}
+
+	if len(work.Messages) > 0 {
+		if err := ops.EnqueueMessages(ctx, &EnqueueMessagesParams{Messages: work.Messages, Now: now}); err != nil {
+			return nil, nil, fmt.Errorf("enqueue messages of %s: %w", id, err)
+		}
+	}
+	if len(work.Activities) > 0 {
+		if err := ops.EnqueueActivities(ctx, &EnqueueActivitiesParams{Tasks: work.Activities, Now: now}); err != nil {
+			return nil, nil, fmt.Errorf("enqueue activities of %s: %w", id, err)
+		}
+	}
+	for i := range work.Cancels {
+		if err := ops.CancelActivities(ctx, &work.Cancels[i]); err != nil {
+			return nil, nil, fmt.Errorf("cancel activities of %s: %w", id, err)
+		}
+	}
+	if err := r.opts.Hooks.crash(ctx, AfterEnqueue, id); err != nil {
+		return nil, nil, err
+	}
+
+	if len(letters) > 0 {
+		if err := ops.deadLetter(ctx, id, letters); err != nil {
+			return nil, nil, fmt.Errorf("dead-letter messages of %s: %w", id, err)
+		}
+		rep.DeadLettered = len(letters)
+		for _, l := range letters {
+			r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
+		}
+	}
+	if err := r.opts.Hooks.crash(ctx, BeforeAck, id); err != nil {
+		return nil, nil, err
+	}
+	if err := ops.ack(ctx, id, acks); err != nil {
+		return nil, nil, fmt.Errorf("ack messages of %s: %w", id, err)
+	}
+	return entry, rep, nil
+}
+
+// turn calls the turn function, turning a panic into an error.
+func (r *Runner) turn(ctx context.Context, in *TurnInput) (out *TurnOutput, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &panicError{value: p}
+		}
+	}()
+	out, err = r.opts.Turn(ctx, in)
+	if err == nil && out == nil {
+		out = &TurnOutput{}
+	}
+	return out, err
+}
+
+type panicError struct{ value any }
+
+func (e *panicError) Error() string             { return fmt.Sprintf("turn panicked: %v", e.value) }
+func (e *panicError) DeadLetterReason() Reason { return ReasonPanic }
+
+func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, full func() ([]history.Event, error)) (*Projections, error) {
+	snap := entry.snap
+	if !snap.Started() {
+		return nil, nil
+	}
+	data, err := MarshalSnapshot(snap)
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot of %s: %w", snap.InstanceID, err)
+	}
+	p := &Projections{InstanceID: snap.InstanceID, Seq: snap.LastSeq, Snapshot: data, Instance: snap.Record()}
+	if r.opts.Project == nil {
+		return p, nil
+	}
+	in := &ProjectInput{InstanceID: snap.InstanceID, Snapshot: snap, NewEvents: appended, Cached: entry.projState}
+	if in.Cached == nil {
+		if in.History, err = full(); err != nil {
+			return nil, err
+		}
+	}
+	out, err := r.opts.Project(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("project %s: %w", snap.InstanceID, err)
+	}
+	entry.projState = out.Cached
+	p.Tasks, p.TaskEvents, p.Custom = out.Tasks, out.TaskEvents, out.Custom
+	return p, nil
+}
+
+func (r *Runner) seal(snap *Snapshot, e *history.Event) {
+	e.PrevHash = snap.LastHash
+	e.Hash = history.ComputeHash(e)
+}
+
+// normalize fills the defaults of a message's correlation: an end request is
+// correlated with the execution it ends, and signals, task actions and
+// control requests without a key are keyed by their message id.
+func normalize(m *Message, snap *Snapshot) {
+	if m.Kind.Terminal() {
+		m.CorrelationID = m.ExecutionID
+		if m.CorrelationID == "" {
+			m.CorrelationID = snap.ExecutionID
+		}
+		return
+	}
+	switch m.Kind.Class() {
+	case history.ClassEvent, history.ClassTask, history.ClassControl:
+		if m.CorrelationID == "" {
+			m.CorrelationID = m.ID
+		}
+	}
+}
+
+// messageEvent turns an accepted message into the next event of the log.
+func (r *Runner) messageEvent(snap *Snapshot, m *Message, now time.Time) history.Event {
+	e := history.Event{
+		Seq: snap.LastSeq + 1, InstanceID: snap.InstanceID, ExecutionID: m.ExecutionID, Kind: m.Kind,
+		CorrelationID: m.CorrelationID, At: now, Actor: m.Actor, Payload: m.Payload,
+	}
+	if e.ExecutionID == "" {
+		e.ExecutionID = snap.ExecutionID
+	}
+	if e.Actor == "" {
+		e.Actor = history.WorkerActor(r.opts.Node)
+	}
+	r.seal(snap, &e)
+	return e
+}
+
+// lastReason recovers the reason prefix a failed delivery recorded.
+func lastReason(lastError string) Reason {
+	for _, reason := range []Reason{ReasonNondeterminism, ReasonPanic, ReasonUnknownWorkflow} {
+		if strings.HasPrefix(lastError, string(reason)+": ") {
+			return reason
+		}
+	}
+	return ReasonMaxDeliveries
+}
+
+func (w *Work) merge(o *Work) {
+	seenMsg := map[string]bool{}
+	for _, m := range w.Messages {
+		seenMsg[m.ID] = true
+	}
+	for _, m := range o.Messages {
+		if !seenMsg[m.ID] {
+			w.Messages, seenMsg[m.ID] = append(w.Messages, m), true
+		}
+	}
+	seenTask := map[string]bool{}
+	for _, t := range w.Activities {
+		seenTask[t.ID] = true
+	}
+	for _, t := range o.Activities {
+		if !seenTask[t.ID] {
+			w.Activities, seenTask[t.ID] = append(w.Activities, t), true
+		}
+	}
+	seenCancel := map[string]bool{}
+	for _, c := range w.Cancels {
+		seenCancel[c.ExecutionID] = true
+	}
+	for _, c := range o.Cancels {
+		if !seenCancel[c.ExecutionID] {
+			w.Cancels, seenCancel[c.ExecutionID] = append(w.Cancels, c), true
+		}
+	}
+}

@@ -1,0 +1,476 @@
+package round
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// Snapshot is the runtime state of an instance folded from its history: its
+// status, its current execution, and what that execution is waiting for.
+// The round runner uses it to drop duplicate and stale messages and to
+// derive the work items of new events; it is stored with the other
+// projections, and [Snapshot.Apply] over the history always rebuilds it.
+//
+// Apply is strict: it refuses events that break the rules of a log (a gap
+// in Seq, a completion without a pending schedule, a second event with one
+// idempotency key, an event after the end of an execution), so folding a
+// history checks it too.
+type Snapshot struct {
+	InstanceID        string `msgpack:"instance"`
+	ExecutionID       string `msgpack:"execution,omitempty"`
+	ExecutionStartSeq int64  `msgpack:"execution_start_seq,omitempty"`
+	// Executions lists every execution id of the instance, oldest first.
+	Executions    []string           `msgpack:"executions,omitempty"`
+	Name          string             `msgpack:"name,omitempty"`
+	Version       string             `msgpack:"version,omitempty"`
+	Status        Status             `msgpack:"status,omitempty"`
+	Ended         bool               `msgpack:"ended,omitempty"`
+	BusinessKey   string             `msgpack:"business_key,omitempty"`
+	BusinessParts map[string]string  `msgpack:"business_parts,omitempty"`
+	Parent        *history.ParentRef `msgpack:"parent,omitempty"`
+	CustomStatus  []byte             `msgpack:"custom_status,omitempty"`
+	CreatedAt     time.Time          `msgpack:"created_at,omitempty"`
+	UpdatedAt     time.Time          `msgpack:"updated_at,omitempty"`
+	CompletedAt   time.Time          `msgpack:"completed_at,omitempty"`
+	Output        []byte             `msgpack:"output,omitempty"`
+	Failure       *history.Failure   `msgpack:"failure,omitempty"`
+	LastError     string             `msgpack:"last_error,omitempty"`
+	LastSeq       int64              `msgpack:"last_seq"`
+	LastHash      []byte             `msgpack:"last_hash,omitempty"`
+	// Activities maps the Seq of each pending ActivityScheduled to its name.
+	Activities map[int64]string `msgpack:"activities,omitempty"`
+	// Timers maps the Seq of each pending TimerCreated to its fire time.
+	Timers map[int64]time.Time `msgpack:"timers,omitempty"`
+	// SubWorkflows maps the Seq of each pending SubWorkflowScheduled to the
+	// child's instance id.
+	SubWorkflows map[int64]string `msgpack:"subworkflows,omitempty"`
+	// Tasks holds the open human tasks by task id.
+	Tasks map[string]*OpenTask `msgpack:"tasks,omitempty"`
+	// Seen holds the idempotency keys (class/correlation) of raised events,
+	// task actions and control requests of the current execution.
+	Seen map[string]bool `msgpack:"seen,omitempty"`
+}
+
+// OpenTask is the state of an open human task kept in the snapshot.
+type OpenTask struct {
+	Name     string   `msgpack:"name"`
+	Assignee string   `msgpack:"assignee,omitempty"`
+	Roles    []string `msgpack:"roles,omitempty"`
+}
+
+// NewSnapshot returns the snapshot of an instance without history.
+func NewSnapshot(instanceID string) *Snapshot {
+	return &Snapshot{InstanceID: instanceID}
+}
+
+// Fold folds a whole history into a new snapshot.
+func Fold(instanceID string, events []history.Event) (*Snapshot, error) {
+	s := NewSnapshot(instanceID)
+	for i := range events {
+		if err := s.Apply(&events[i], nil); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Started reports whether the instance has an execution.
+func (s *Snapshot) Started() bool { return s.ExecutionID != "" }
+
+// Pending reports whether the current execution waits on anything that
+// will arrive by itself (an activity, timer or sub-workflow).
+func (s *Snapshot) Pending() bool {
+	return len(s.Activities)+len(s.Timers)+len(s.SubWorkflows) > 0
+}
+
+// Record returns the instance record of the snapshot.
+func (s *Snapshot) Record() *InstanceRecord {
+	r := &InstanceRecord{
+		InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, Name: s.Name, Version: s.Version,
+		Status: s.Status, BusinessKey: s.BusinessKey, BusinessParts: s.BusinessParts,
+		CustomStatus: s.CustomStatus, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		CompletedAt: s.CompletedAt, Output: s.Output, Failure: s.Failure, LastError: s.LastError,
+		LastSeq: s.LastSeq,
+	}
+	if s.Parent != nil {
+		r.ParentID = s.Parent.InstanceID
+	}
+	return r
+}
+
+// Clone returns a deep copy.
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.Executions = slices.Clone(s.Executions)
+	c.BusinessParts = cloneMap(s.BusinessParts)
+	c.Activities = cloneMap(s.Activities)
+	c.Timers = cloneMap(s.Timers)
+	c.SubWorkflows = cloneMap(s.SubWorkflows)
+	c.Seen = cloneMap(s.Seen)
+	if s.Tasks != nil {
+		c.Tasks = make(map[string]*OpenTask, len(s.Tasks))
+		for k, v := range s.Tasks {
+			t := *v
+			t.Roles = slices.Clone(v.Roles)
+			c.Tasks[k] = &t
+		}
+	}
+	return &c
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// MarshalSnapshot encodes a snapshot.
+func MarshalSnapshot(s *Snapshot) ([]byte, error) { return history.Encode(s) }
+
+// UnmarshalSnapshot decodes a snapshot written by [MarshalSnapshot]; it
+// never panics.
+func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
+	var s Snapshot
+	if err := history.Decode(data, &s); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt, s.CompletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.CompletedAt)
+	for k, v := range s.Timers {
+		s.Timers[k] = utc(v)
+	}
+	return &s, nil
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func seenKey(class, correlation string) string { return class + "/" + correlation }
+
+// Apply folds one sealed event into the snapshot. When w is not nil, the
+// work items the event causes are added to it: activity tasks, timer and
+// child start messages, the parent's notification and the cancellation of
+// activities when an execution ends.
+func (s *Snapshot) Apply(e *history.Event, w *Work) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: instance %s seq %d (%s): %s", ErrConflict, s.InstanceID, e.Seq, e.Kind, fmt.Sprintf(format, args...))
+	}
+	if e.Seq != s.LastSeq+1 {
+		return fail("expected seq %d", s.LastSeq+1)
+	}
+	if e.InstanceID != s.InstanceID {
+		return fail("event belongs to instance %q", e.InstanceID)
+	}
+	attrs, err := e.Attributes()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if e.Kind == history.KindExecutionStarted {
+		if s.Started() && !s.Ended {
+			return fail("execution %s is still running", s.ExecutionID)
+		}
+		if slices.Contains(s.Executions, e.ExecutionID) || e.ExecutionID == "" || e.CorrelationID != e.ExecutionID {
+			return fail("execution id %q is empty, reused or not its correlation id", e.ExecutionID)
+		}
+	} else {
+		switch {
+		case !s.Started():
+			return fail("instance has not started")
+		case e.ExecutionID != s.ExecutionID:
+			return fail("event of execution %q, current is %q", e.ExecutionID, s.ExecutionID)
+		case s.Ended:
+			return fail("execution %s has ended", s.ExecutionID)
+		}
+	}
+	if class := e.Kind.Class(); class == history.ClassEvent || class == history.ClassTask || class == history.ClassControl {
+		k := seenKey(class, e.CorrelationID)
+		if s.Seen[k] {
+			return fail("idempotency key %s already used", k)
+		}
+		if s.Seen == nil {
+			s.Seen = map[string]bool{}
+		}
+		s.Seen[k] = true
+	}
+	if e.Kind.Terminal() && e.CorrelationID != e.ExecutionID {
+		return fail("end event must be correlated with its execution")
+	}
+
+	switch a := attrs.(type) {
+	case *history.ExecutionStarted:
+		s.ExecutionID, s.ExecutionStartSeq, s.Ended = e.ExecutionID, e.Seq, false
+		s.Executions = append(s.Executions, e.ExecutionID)
+		s.Name, s.Version, s.Status = a.Name, a.Version, StatusRunning
+		s.BusinessKey, s.BusinessParts, s.Parent = a.BusinessKey, a.BusinessParts, a.Parent
+		if s.CreatedAt.IsZero() {
+			s.CreatedAt = e.At
+		}
+		s.CompletedAt, s.Output, s.Failure = time.Time{}, nil, nil
+		s.Activities, s.Timers, s.SubWorkflows, s.Tasks, s.Seen = nil, nil, nil, nil, nil
+	case *history.ExecutionCompleted:
+		s.end(e, w, StatusCompleted)
+		s.Output = a.Output
+	case *history.ExecutionFailed:
+		s.end(e, w, StatusFailed)
+		f := a.Failure
+		s.Failure, s.LastError = &f, f.Message
+	case *history.ExecutionTerminated:
+		s.end(e, w, StatusTerminated)
+		s.Failure = &history.Failure{Message: "terminated: " + a.Reason, Type: "Terminated", NonRetryable: true}
+	case *history.ContinuedAsNew:
+		s.end(e, w, StatusRunning)
+		s.CompletedAt = time.Time{}
+	case *history.ExecutionSuspended:
+		if s.Status == StatusSuspended {
+			return fail("already suspended")
+		}
+		s.Status = StatusSuspended
+	case *history.ExecutionResumed:
+		if s.Status != StatusSuspended {
+			return fail("not suspended")
+		}
+		s.Status = StatusRunning
+	case *history.ActivityScheduled:
+		s.Activities = put(s.Activities, e.Seq, a.Name)
+		if w != nil {
+			w.Activities = append(w.Activities, ActivityTask{
+				ID: ActivityTaskID(s.InstanceID, s.ExecutionID, e.Seq), InstanceID: s.InstanceID,
+				ExecutionID: s.ExecutionID, ScheduledSeq: e.Seq, Name: a.Name, Queue: a.Queue,
+				Input: a.Input, Attempt: 1, Retry: a.Retry, Timeout: a.Timeout,
+			})
+		}
+	case *history.ActivityCompleted, *history.ActivityFailed:
+		seq, err := s.settle(e, s.Activities)
+		if err != nil {
+			return fail("%v", err)
+		}
+		delete(s.Activities, seq)
+		if f, ok := a.(*history.ActivityFailed); ok {
+			s.LastError = f.Failure.Message
+		}
+	case *history.TimerCreated:
+		s.Timers = put(s.Timers, e.Seq, a.FireAt)
+		if w != nil {
+			m, err := NewMessage(TimerMessageID(s.InstanceID, s.ExecutionID, e.Seq), s.InstanceID, s.ExecutionID,
+				history.SeqCorrelation(e.Seq), &history.TimerFired{FireAt: a.FireAt})
+			if err != nil {
+				return fail("%v", err)
+			}
+			m.VisibleAt = a.FireAt
+			w.Messages = append(w.Messages, m)
+		}
+	case *history.TimerFired, *history.TimerCancelled:
+		seq, err := s.settle(e, s.Timers)
+		if err != nil {
+			return fail("%v", err)
+		}
+		delete(s.Timers, seq)
+	case *history.SubWorkflowScheduled:
+		s.SubWorkflows = put(s.SubWorkflows, e.Seq, a.InstanceID)
+		if w != nil {
+			m, err := s.childStart(e.Seq, a)
+			if err != nil {
+				return fail("%v", err)
+			}
+			w.Messages = append(w.Messages, m)
+		}
+	case *history.SubWorkflowCompleted, *history.SubWorkflowFailed:
+		seq, err := s.settle(e, s.SubWorkflows)
+		if err != nil {
+			return fail("%v", err)
+		}
+		delete(s.SubWorkflows, seq)
+	case *history.TaskCreated:
+		if _, ok := s.Tasks[a.TaskID]; ok {
+			return fail("task %s is already open", a.TaskID)
+		}
+		if s.Tasks == nil {
+			s.Tasks = map[string]*OpenTask{}
+		}
+		s.Tasks[a.TaskID] = &OpenTask{Name: a.Name, Assignee: a.Assignee, Roles: a.Roles}
+	case *history.TaskAssigned:
+		return s.taskAction(e, a.TaskID, func(t *OpenTask) { t.Assignee = a.Assignee })
+	case *history.TaskReassigned:
+		return s.taskAction(e, a.TaskID, func(t *OpenTask) { t.Assignee = a.To })
+	case *history.TaskReleased:
+		return s.taskAction(e, a.TaskID, func(t *OpenTask) { t.Assignee = "" })
+	case *history.TaskCompleted:
+		return s.taskAction(e, a.TaskID, func(*OpenTask) { delete(s.Tasks, a.TaskID) })
+	case *history.TaskCancelled:
+		return s.taskAction(e, a.TaskID, func(*OpenTask) { delete(s.Tasks, a.TaskID) })
+	case *history.CustomStatusSet:
+		s.CustomStatus = a.Status
+	}
+	s.advance(e)
+	return nil
+}
+
+func (s *Snapshot) advance(e *history.Event) {
+	s.LastSeq, s.LastHash, s.UpdatedAt = e.Seq, e.Hash, e.At
+}
+
+func (s *Snapshot) taskAction(e *history.Event, taskID string, change func(*OpenTask)) error {
+	t, ok := s.Tasks[taskID]
+	if !ok {
+		return fmt.Errorf("%w: instance %s seq %d (%s): task %s is not open", ErrConflict, s.InstanceID, e.Seq, e.Kind, taskID)
+	}
+	change(t)
+	s.advance(e)
+	return nil
+}
+
+// settle checks that a completion's correlation names a pending schedule.
+func (s *Snapshot) settle(e *history.Event, pending any) (int64, error) {
+	seq, err := history.ParseSeqCorrelation(e.CorrelationID)
+	if err != nil {
+		return 0, err
+	}
+	var ok bool
+	switch m := pending.(type) {
+	case map[int64]string:
+		_, ok = m[seq]
+	case map[int64]time.Time:
+		_, ok = m[seq]
+	}
+	if !ok {
+		return 0, fmt.Errorf("no pending schedule at seq %d", seq)
+	}
+	return seq, nil
+}
+
+func (s *Snapshot) end(e *history.Event, w *Work, status Status) {
+	if w != nil {
+		if len(s.Activities) > 0 {
+			w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
+		}
+		if s.Parent != nil && e.Kind != history.KindContinuedAsNew {
+			w.parentPending = true
+		}
+	}
+	s.Ended, s.Status, s.CompletedAt = true, status, e.At
+	s.Activities, s.Timers, s.SubWorkflows, s.Tasks = nil, nil, nil, nil
+}
+
+func put[V any](m map[int64]V, k int64, v V) map[int64]V {
+	if m == nil {
+		m = map[int64]V{}
+	}
+	m[k] = v
+	return m
+}
+
+// TimerMessageID derives the id of the message that fires a timer.
+func TimerMessageID(instanceID, executionID string, timerSeq int64) string {
+	return history.DeterministicID(instanceID+"\x00"+executionID, timerSeq, "timer")
+}
+
+func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (Message, error) {
+	m, err := NewMessage(history.DeterministicID(a.InstanceID, 0, "start:"+a.ExecutionID), a.InstanceID, a.ExecutionID, a.ExecutionID,
+		&history.ExecutionStarted{
+			Name: a.Name, Version: a.Version, Input: a.Input,
+			Parent: &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
+		})
+	if err != nil {
+		return Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)
+	}
+	return m, nil
+}
+
+// parentNotice builds the message that tells a parent its child ended.
+func (s *Snapshot) parentNotice() (Message, error) {
+	p := s.Parent
+	id := history.DeterministicID(p.InstanceID+"\x00"+p.ExecutionID, p.ScheduledSeq, "subworkflow-result")
+	corr := history.SeqCorrelation(p.ScheduledSeq)
+	var attrs history.Attributes = &history.SubWorkflowCompleted{Output: s.Output}
+	if s.Status != StatusCompleted {
+		f := history.Failure{Message: "sub-workflow " + string(s.Status)}
+		if s.Failure != nil {
+			f = *s.Failure
+		}
+		attrs = &history.SubWorkflowFailed{Failure: f}
+	}
+	return NewMessage(id, p.InstanceID, p.ExecutionID, corr, attrs)
+}
+
+// Work is what a round enqueues besides history: it is derived from the
+// events the round appends, so a round that crashed after its append can
+// derive it again.
+type Work struct {
+	Messages      []Message
+	Activities    []ActivityTask
+	Cancels       []CancelActivitiesParams
+	parentPending bool
+}
+
+// Empty reports whether there is nothing to enqueue.
+func (w *Work) Empty() bool {
+	return len(w.Messages)+len(w.Activities)+len(w.Cancels) == 0 && !w.parentPending
+}
+
+// finish adds the parent notice of an execution that ended, read from the
+// snapshot after all of the round's events were applied.
+func (w *Work) finish(s *Snapshot) error {
+	if !w.parentPending {
+		return nil
+	}
+	w.parentPending = false
+	if s.Parent == nil || !s.Ended {
+		return nil
+	}
+	m, err := s.parentNotice()
+	if err != nil {
+		return err
+	}
+	w.Messages = append(w.Messages, m)
+	return nil
+}
+
+// OpenWork derives the work items the current execution should have queued:
+// a task per pending activity, a fire message per pending timer, a start
+// message per pending child, and the parent's notice and activity
+// cancellation of an ended execution. Enqueueing them is idempotent, which
+// is how peek-lock rounds repair a crash between append and enqueue.
+// events must hold the current execution (from ExecutionStartSeq).
+func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
+	w := &Work{}
+	if !s.Started() {
+		return w, nil
+	}
+	if s.Ended {
+		w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
+		if s.Parent != nil && s.Status.Terminal() {
+			w.parentPending = true
+		}
+		return w, w.finish(s)
+	}
+	for i := range events {
+		e := &events[i]
+		if e.ExecutionID != s.ExecutionID {
+			continue
+		}
+		_, activity := s.Activities[e.Seq]
+		_, timer := s.Timers[e.Seq]
+		_, child := s.SubWorkflows[e.Seq]
+		if !activity && !timer && !child {
+			continue
+		}
+		// Replaying the schedule event on a scratch snapshot positioned
+		// just before it derives exactly the work its round derived.
+		scratch := &Snapshot{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, Executions: s.Executions, LastSeq: e.Seq - 1, Status: StatusRunning}
+		if err := scratch.Apply(e, w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}

@@ -1,0 +1,403 @@
+package round
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// Errors of the provider contract. Providers translate their driver's errors
+// into these at their boundary; callers compare with errors.Is.
+var (
+	// ErrConflict: an append found another event at the expected Seq or an
+	// event with the same idempotency key.
+	ErrConflict = errors.New("round: conflicting history append")
+	// ErrLeaseLost: a lease or lock token no longer matches; the work item
+	// was taken over, completed or removed.
+	ErrLeaseLost = errors.New("round: lease lost")
+	// ErrNotFound: the requested record does not exist.
+	ErrNotFound = errors.New("round: not found")
+	// ErrInvalidMessage: a message envelope is malformed.
+	ErrInvalidMessage = errors.New("round: invalid message")
+	// ErrInvalidState: an operation is not allowed in the record's current
+	// state (redriving a discarded dead letter, say).
+	ErrInvalidState = errors.New("round: invalid state")
+)
+
+// Mode says how a provider makes a round all-or-nothing.
+type Mode int
+
+const (
+	// ModeTransactional runs a whole round in one database transaction.
+	ModeTransactional Mode = iota + 1
+	// ModePeekLock leases the instance and runs idempotent steps in a fixed
+	// order.
+	ModePeekLock
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	switch m {
+	case ModeTransactional:
+		return "transactional"
+	case ModePeekLock:
+		return "peek-lock"
+	}
+	return "unknown"
+}
+
+// Store is the contract every provider implements, in either mode. All
+// methods may be called concurrently from any number of goroutines and
+// processes. None calls time.Now: times come in the params. When ctx ends a
+// method returns its error; what it did is then either all or nothing.
+//
+// A Store also implements [TxStore] (when Mode is ModeTransactional) or
+// [LeaseStore] (when Mode is ModePeekLock).
+type Store interface {
+	// Mode reports how rounds run on this store.
+	Mode() Mode
+
+	// EnqueueMessages adds orchestration messages outside a round (client
+	// requests). It is atomic and idempotent by Message.ID: an id already
+	// queued is left as it is. Zero VisibleAt and EnqueuedAt take Now.
+	EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error
+
+	// LoadHistory returns committed events of an instance with Seq at or
+	// above FromSeq, in order (empty when there are none).
+	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
+
+	// AbandonMessages records a failed delivery of messages outside a round:
+	// it increments Attempts, sets VisibleAt and LastError of each message
+	// that is still queued and not leased by another worker. Messages
+	// already acked are ignored.
+	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
+
+	// NextVisibleAt returns the earliest VisibleAt among queued messages
+	// (Queue "orchestration") or unclaimed activity tasks (Queue
+	// "activity"); ok is false when the queue is empty.
+	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
+
+	// ClaimActivity leases the oldest visible activity task of the given
+	// queues that is unclaimed or whose lease expired before Now, with a new
+	// token, and returns it; it returns nil, nil when there is none.
+	ClaimActivity(ctx context.Context, p *ClaimActivityParams) (*ActivityLease, error)
+
+	// HeartbeatActivity extends a lease to LockedUntil. It returns
+	// ErrLeaseLost unless Token is the task's current token.
+	HeartbeatActivity(ctx context.Context, p *HeartbeatActivityParams) error
+
+	// CompleteActivity atomically removes a leased task and enqueues its
+	// result message. It returns ErrLeaseLost, and changes nothing, unless
+	// Token is the task's current token. A removed task's id stays known:
+	// enqueueing it again is a no-op until the instance is purged.
+	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
+
+	// RetryActivity atomically releases a leased task for another attempt:
+	// Attempt+1, VisibleAt, LastError. ErrLeaseLost as CompleteActivity.
+	RetryActivity(ctx context.Context, p *RetryActivityParams) error
+
+	// DeadLetterActivity atomically moves a leased task to the dead-letter
+	// store. ErrLeaseLost as CompleteActivity.
+	DeadLetterActivity(ctx context.Context, p *DeadLetterActivityParams) error
+
+	// ListDeadLetters returns dead letters in id order, filtered by the
+	// params.
+	ListDeadLetters(ctx context.Context, p *ListDeadLettersParams) ([]DeadLetter, error)
+
+	// GetDeadLetter returns one dead letter or ErrNotFound.
+	GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error)
+
+	// ResolveDeadLetter redrives (requeues the item with Attempts reset and
+	// VisibleAt Now) or discards a dead letter, recording who and when. It
+	// returns ErrNotFound for an unknown id and ErrInvalidState when the dead
+	// letter was already resolved.
+	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
+
+	// GetInstance returns the instance record or ErrNotFound.
+	GetInstance(ctx context.Context, instanceID string) (*InstanceRecord, error)
+
+	// GetSnapshot returns the stored runtime snapshot of an instance (its
+	// encoding and the Seq it was folded to) or ErrNotFound.
+	GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error)
+}
+
+// Steps are the writes of a round, shared by both modes. In transactional
+// mode they run inside the round's transaction; in peek-lock mode each call
+// is atomic on its own and idempotent, so a crash between two calls is
+// repaired by redelivery.
+type Steps interface {
+	// LoadHistory is [Store.LoadHistory], seeing the round's own writes.
+	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
+
+	// AppendHistory appends sealed events whose first Seq is the stored last
+	// Seq + 1. If events with those Seqs are already stored with the same
+	// hashes it returns nil and writes nothing (a retried append). Any other
+	// event at those Seqs, or an event whose idempotency key is already
+	// used, makes it return ErrConflict and write nothing.
+	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
+
+	// SaveProjections writes each record of p unless the stored record was
+	// folded at or beyond p.Seq; task events are added unless present.
+	SaveProjections(ctx context.Context, p *Projections) error
+
+	// EnqueueMessages adds messages, idempotent by Message.ID.
+	EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error
+
+	// EnqueueActivities adds activity tasks, idempotent by task id, also for
+	// tasks that were completed or cancelled since.
+	EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error
+
+	// CancelActivities removes the tasks of an execution that are still
+	// queued or claimed; their leases are lost.
+	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
+}
+
+// TxStore is a Store whose rounds run in one transaction.
+type TxStore interface {
+	Store
+	// RunRound runs fn in one transaction and commits when it returns nil;
+	// on error, or when ctx ends, nothing fn did is kept. The error of a
+	// failed commit is returned; when its outcome is unknown the round must
+	// be safe to run again, which the runner guarantees. Providers may let
+	// fn dequeue more than one instance (group commit) or complete an
+	// activity in the same transaction.
+	RunRound(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// Tx is the view of a store inside a transactional round.
+type Tx interface {
+	Steps
+	// DequeueInstance locks one instance that has visible messages and is
+	// not locked by another round (skipping locked ones, never waiting for
+	// them), and returns its visible messages in enqueue order, at most
+	// Limit. It returns nil, nil when no instance has work. The messages
+	// stay queued until acked; the lock lasts until the transaction ends.
+	DequeueInstance(ctx context.Context, p *DequeueParams) (*Batch, error)
+	// DeadLetterMessages moves messages of the locked instance to the
+	// dead-letter store and sets the instance's incident.
+	DeadLetterMessages(ctx context.Context, p *DeadLetterMessagesParams) error
+	// AckMessages removes processed messages of the locked instance.
+	AckMessages(ctx context.Context, p *AckMessagesParams) error
+}
+
+// LeaseStore is a Store whose rounds run in peek-lock mode.
+type LeaseStore interface {
+	Store
+	Steps
+	// LeaseInstance leases one instance that has visible messages and no
+	// live lease (none, or one that expired before Now): it sets a new token,
+	// increments the instance's fencing epoch and each returned message's
+	// Attempts, and returns the visible messages in enqueue order (with
+	// Attempts as it was before this delivery), at most Limit. It returns
+	// nil, nil when no instance has work.
+	LeaseInstance(ctx context.Context, p *LeaseParams) (*Lease, error)
+	// RenewLease extends a live lease; ErrLeaseLost unless the token still
+	// matches.
+	RenewLease(ctx context.Context, p *RenewLeaseParams) error
+	// DeadLetterLeased moves leased messages to the dead-letter store and
+	// sets the instance's incident; ErrLeaseLost unless the token matches.
+	DeadLetterLeased(ctx context.Context, p *DeadLetterLeasedParams) error
+	// AckLease removes the acked messages and releases the lease, only while
+	// the token still matches (ErrLeaseLost otherwise, removing nothing).
+	AckLease(ctx context.Context, p *AckLeaseParams) error
+	// AbandonLease releases the lease and sets the messages' VisibleAt and
+	// LastError; ErrLeaseLost unless the token matches.
+	AbandonLease(ctx context.Context, p *AbandonLeaseParams) error
+}
+
+// Notifier is implemented by stores that can hint that work arrived.
+type Notifier interface {
+	// WorkHint returns a channel that is closed when work may have been
+	// enqueued on queue after the call. Hints may be lost or spurious:
+	// workers also poll slowly.
+	WorkHint(queue Queue) <-chan struct{}
+}
+
+// Queue names one of the two queues.
+type Queue string
+
+// Queues.
+const (
+	QueueOrchestration Queue = "orchestration"
+	QueueActivity      Queue = "activity"
+)
+
+// Batch is the work of one instance in a transactional round.
+type Batch struct {
+	InstanceID string
+	Messages   []Message
+}
+
+// Lease is a peek-lock lease on one instance and its visible messages.
+type Lease struct {
+	InstanceID  string
+	Messages    []Message
+	Token       string
+	Epoch       int64
+	Owner       string
+	LockedUntil time.Time
+}
+
+// EnqueueMessagesParams are the params of EnqueueMessages.
+type EnqueueMessagesParams struct {
+	Messages []Message
+	Now      time.Time
+}
+
+// LoadHistoryParams are the params of LoadHistory.
+type LoadHistoryParams struct {
+	InstanceID string
+	FromSeq    int64
+}
+
+// AppendHistoryParams are the params of AppendHistory.
+type AppendHistoryParams struct {
+	InstanceID string
+	// Events are sealed (Seq, hashes set) and contiguous.
+	Events []history.Event
+}
+
+// EnqueueActivitiesParams are the params of EnqueueActivities.
+type EnqueueActivitiesParams struct {
+	Tasks []ActivityTask
+	Now   time.Time
+}
+
+// CancelActivitiesParams are the params of CancelActivities.
+type CancelActivitiesParams struct {
+	InstanceID  string
+	ExecutionID string
+}
+
+// DequeueParams are the params of DequeueInstance.
+type DequeueParams struct {
+	Now   time.Time
+	Owner string
+	Limit int
+	// InstanceID, when set, dequeues only that instance.
+	InstanceID string
+}
+
+// DeadLetterMessagesParams are the params of DeadLetterMessages.
+type DeadLetterMessagesParams struct {
+	InstanceID string
+	// Letters hold the messages to move, with reason, node and time.
+	Letters []DeadLetter
+}
+
+// AckMessagesParams are the params of AckMessages.
+type AckMessagesParams struct {
+	InstanceID string
+	MessageIDs []string
+}
+
+// AbandonMessagesParams are the params of AbandonMessages.
+type AbandonMessagesParams struct {
+	InstanceID string
+	MessageIDs []string
+	VisibleAt  time.Time
+	Error      string
+}
+
+// NextVisibleAtParams are the params of NextVisibleAt.
+type NextVisibleAtParams struct {
+	Queue Queue
+	// Queues restricts the activity queue to these task queues.
+	Queues []string
+}
+
+// LeaseParams are the params of LeaseInstance.
+type LeaseParams struct {
+	Now         time.Time
+	LockedUntil time.Time
+	Owner       string
+	Limit       int
+	// InstanceID, when set, leases only that instance.
+	InstanceID string
+}
+
+// RenewLeaseParams are the params of RenewLease.
+type RenewLeaseParams struct {
+	Lease       *Lease
+	LockedUntil time.Time
+}
+
+// DeadLetterLeasedParams are the params of DeadLetterLeased.
+type DeadLetterLeasedParams struct {
+	Lease   *Lease
+	Letters []DeadLetter
+}
+
+// AckLeaseParams are the params of AckLease.
+type AckLeaseParams struct {
+	Lease      *Lease
+	MessageIDs []string
+}
+
+// AbandonLeaseParams are the params of AbandonLease.
+type AbandonLeaseParams struct {
+	Lease     *Lease
+	VisibleAt time.Time
+	Error     string
+}
+
+// ClaimActivityParams are the params of ClaimActivity.
+type ClaimActivityParams struct {
+	// Queues lists the task queues served; empty means the default queue "".
+	Queues      []string
+	Owner       string
+	Now         time.Time
+	LockedUntil time.Time
+}
+
+// HeartbeatActivityParams are the params of HeartbeatActivity.
+type HeartbeatActivityParams struct {
+	TaskID      string
+	Token       string
+	LockedUntil time.Time
+}
+
+// CompleteActivityParams are the params of CompleteActivity.
+type CompleteActivityParams struct {
+	TaskID string
+	Token  string
+	Result Message
+	Now    time.Time
+}
+
+// RetryActivityParams are the params of RetryActivity.
+type RetryActivityParams struct {
+	TaskID    string
+	Token     string
+	VisibleAt time.Time
+	Error     string
+}
+
+// DeadLetterActivityParams are the params of DeadLetterActivity.
+type DeadLetterActivityParams struct {
+	TaskID string
+	Token  string
+	Letter DeadLetter
+}
+
+// ListDeadLettersParams filter ListDeadLetters.
+type ListDeadLettersParams struct {
+	InstanceID string
+	// Status filters by status; empty means any.
+	Status DeadLetterStatus
+	// AfterID pages: only ids greater than it.
+	AfterID string
+	// Limit bounds the result; zero means 100.
+	Limit int
+}
+
+// ResolveDeadLetterParams are the params of ResolveDeadLetter.
+type ResolveDeadLetterParams struct {
+	ID string
+	// Status is DeadLetterRedriven or DeadLetterDiscarded.
+	Status DeadLetterStatus
+	By     string
+	Now    time.Time
+}

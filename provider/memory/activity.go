@@ -1,0 +1,116 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// ClaimActivity implements round.Store.
+func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams) (*round.ActivityLease, error) {
+	var l *round.ActivityLease
+	err := s.do(ctx, OpClaimActivity, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var best *task
+		for _, q := range queuesOf(p.Queues) {
+			h := s.taskHeaps[q]
+			if h == nil || len(*h) == 0 {
+				continue
+			}
+			t := (*h)[0]
+			if t.claimableAt().After(p.Now) {
+				continue
+			}
+			if best == nil || t.claimableAt().Before(best.claimableAt()) || (t.claimableAt().Equal(best.claimableAt()) && t.seq < best.seq) {
+				best = t
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		best.token, best.owner, best.until = s.token(), p.Owner, p.LockedUntil
+		s.taskHeap(best.t.Queue).fix(best)
+		l = &round.ActivityLease{Task: best.t, Token: best.token, Owner: p.Owner, LockedUntil: p.LockedUntil}
+		return nil
+	})
+	return l, err
+}
+
+// claimed returns a task whose token matches; callers hold s.mu.
+func (s *Store) claimed(id, token string) (*task, error) {
+	t, ok := s.tasks[id]
+	if !ok || t.token == "" || t.token != token {
+		return nil, fmt.Errorf("activity task %s: %w", id, round.ErrLeaseLost)
+	}
+	return t, nil
+}
+
+// HeartbeatActivity implements round.Store.
+func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
+	return s.do(ctx, OpHeartbeatActivity, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t, err := s.claimed(p.TaskID, p.Token)
+		if err != nil {
+			return err
+		}
+		t.until = p.LockedUntil
+		s.taskHeap(t.t.Queue).fix(t)
+		return nil
+	})
+}
+
+// CompleteActivity implements round.Store.
+func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
+	return s.do(ctx, OpCompleteActivity, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t, err := s.claimed(p.TaskID, p.Token)
+		if err != nil {
+			return err
+		}
+		s.removeTask(t)
+		s.enqueueMessages([]round.Message{p.Result}, p.Now)
+		return nil
+	})
+}
+
+// RetryActivity implements round.Store.
+func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams) error {
+	return s.do(ctx, OpRetryActivity, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t, err := s.claimed(p.TaskID, p.Token)
+		if err != nil {
+			return err
+		}
+		t.t.Attempt++
+		t.t.VisibleAt, t.t.LastError = p.VisibleAt, p.Error
+		t.token, t.owner, t.until = "", "", p.VisibleAt
+		s.taskHeap(t.t.Queue).fix(t)
+		s.notify(round.QueueActivity)
+		return nil
+	})
+}
+
+// DeadLetterActivity implements round.Store.
+func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
+	return s.do(ctx, OpDeadLetterActivity, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t, err := s.claimed(p.TaskID, p.Token)
+		if err != nil {
+			return err
+		}
+		s.removeTask(t)
+		l := p.Letter
+		if l.Activity == nil {
+			tc := t.t
+			l.Activity = &tc
+		}
+		s.deadLetter(s.instance(t.t.InstanceID), []round.DeadLetter{l})
+		return nil
+	})
+}

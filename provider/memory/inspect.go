@@ -1,0 +1,67 @@
+package memory
+
+import (
+	"sort"
+	"time"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// QueuedMessages returns every queued orchestration message, in enqueue
+// order. It is meant for tests and tools that inspect the store.
+func (s *Store) QueuedMessages() []round.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := make([]*message, 0, len(s.messages))
+	for _, m := range s.messages {
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].seq < ms[j].seq })
+	out := make([]round.Message, len(ms))
+	for i, m := range ms {
+		out[i] = m.m
+	}
+	return out
+}
+
+// QueuedTask is an activity task as the store holds it.
+type QueuedTask struct {
+	Task round.ActivityTask
+	// Owner and LockedUntil are set while the task is claimed.
+	Owner       string
+	LockedUntil time.Time
+}
+
+// QueuedTasks returns every queued or claimed activity task, in enqueue
+// order.
+func (s *Store) QueuedTasks() []QueuedTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].seq < ts[j].seq })
+	out := make([]QueuedTask, len(ts))
+	for i, t := range ts {
+		out[i] = QueuedTask{Task: t.t, Owner: t.owner, LockedUntil: t.until}
+		if t.token == "" {
+			out[i].LockedUntil = time.Time{}
+		}
+	}
+	return out
+}
+
+// InstanceIDs returns the ids of every instance with history, sorted.
+func (s *Store) InstanceIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, in := range s.instances {
+		if len(in.events) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}

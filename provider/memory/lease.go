@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// AppendHistory implements round.Steps in peek-lock mode.
+func (s *Store) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+	return s.do(ctx, OpAppendHistory, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instance(p.InstanceID)
+		skip, err := appendCheck(in, nil, p.Events)
+		if err != nil || skip {
+			return err
+		}
+		in.append(cloneEvents(p.Events))
+		return nil
+	})
+}
+
+// SaveProjections implements round.Steps in peek-lock mode.
+func (s *Store) SaveProjections(ctx context.Context, p *round.Projections) error {
+	return s.do(ctx, OpSaveProjections, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.saveProjections(p)
+		return nil
+	})
+}
+
+// EnqueueActivities implements round.Steps in peek-lock mode.
+func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+	return s.do(ctx, OpEnqueueActivities, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.enqueueActivities(p.Tasks, p.Now)
+		return nil
+	})
+}
+
+// CancelActivities implements round.Steps in peek-lock mode.
+func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+	return s.do(ctx, OpCancelActivities, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.cancelActivities(p)
+		return nil
+	})
+}
+
+// LeaseInstance implements round.LeaseStore.
+func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round.Lease, error) {
+	var l *round.Lease
+	err := s.do(ctx, OpLeaseInstance, func() error {
+		if s.mode != round.ModePeekLock {
+			return fmt.Errorf("memory: LeaseInstance on a %s store", s.mode)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var in *instance
+		if p.InstanceID != "" {
+			in = s.instances[p.InstanceID]
+			if in == nil || len(in.msgs) == 0 || in.readyAt().After(p.Now) || len(visible(in, p.Now, 1)) == 0 {
+				return nil
+			}
+		} else {
+			if len(s.ready) == 0 || s.ready[0].readyAt().After(p.Now) {
+				return nil
+			}
+			in = s.ready[0]
+		}
+		in.epoch++
+		in.lease = &leaseState{token: s.token(), owner: p.Owner, until: p.LockedUntil}
+		msgs := visible(in, p.Now, p.Limit)
+		for _, m := range msgs {
+			s.messages[m.ID].m.Attempts++
+		}
+		s.reindex(in)
+		l = &round.Lease{InstanceID: in.id, Messages: msgs, Token: in.lease.token, Epoch: in.epoch, Owner: p.Owner, LockedUntil: p.LockedUntil}
+		return nil
+	})
+	return l, err
+}
+
+// leased returns the instance of a lease whose token still matches;
+// callers hold s.mu.
+func (s *Store) leased(l *round.Lease) (*instance, error) {
+	in := s.instances[l.InstanceID]
+	if in == nil || in.lease == nil || in.lease.token != l.Token {
+		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, round.ErrLeaseLost)
+	}
+	return in, nil
+}
+
+// RenewLease implements round.LeaseStore.
+func (s *Store) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error {
+	return s.do(ctx, OpRenewLease, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, err := s.leased(p.Lease)
+		if err != nil {
+			return err
+		}
+		in.lease.until = p.LockedUntil
+		s.reindex(in)
+		return nil
+	})
+}
+
+// DeadLetterLeased implements round.LeaseStore.
+func (s *Store) DeadLetterLeased(ctx context.Context, p *round.DeadLetterLeasedParams) error {
+	return s.do(ctx, OpDeadLetterLeased, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, err := s.leased(p.Lease)
+		if err != nil {
+			return err
+		}
+		s.deadLetter(in, p.Letters)
+		return nil
+	})
+}
+
+// AckLease implements round.LeaseStore.
+func (s *Store) AckLease(ctx context.Context, p *round.AckLeaseParams) error {
+	return s.do(ctx, OpAckLease, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, err := s.leased(p.Lease)
+		if err != nil {
+			return err
+		}
+		in.lease = nil
+		s.removeMessages(in, p.MessageIDs)
+		s.reindex(in)
+		s.notify(round.QueueOrchestration)
+		return nil
+	})
+}
+
+// AbandonLease implements round.LeaseStore.
+func (s *Store) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) error {
+	return s.do(ctx, OpAbandonLease, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, err := s.leased(p.Lease)
+		if err != nil {
+			return err
+		}
+		in.lease = nil
+		for _, lm := range p.Lease.Messages {
+			if m, ok := s.messages[lm.ID]; ok && m.inst == in {
+				m.m.VisibleAt = p.VisibleAt
+				if p.Error != "" {
+					m.m.LastError = p.Error
+				}
+			}
+		}
+		s.reindex(in)
+		s.notify(round.QueueOrchestration)
+		return nil
+	})
+}
+

@@ -1,0 +1,603 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Op names a store operation for fault injection.
+type Op string
+
+// Operations that faults can target.
+const (
+	OpEnqueueMessages    Op = "EnqueueMessages"
+	OpLoadHistory        Op = "LoadHistory"
+	OpAbandonMessages    Op = "AbandonMessages"
+	OpNextVisibleAt      Op = "NextVisibleAt"
+	OpClaimActivity      Op = "ClaimActivity"
+	OpHeartbeatActivity  Op = "HeartbeatActivity"
+	OpCompleteActivity   Op = "CompleteActivity"
+	OpRetryActivity      Op = "RetryActivity"
+	OpDeadLetterActivity Op = "DeadLetterActivity"
+	OpListDeadLetters    Op = "ListDeadLetters"
+	OpGetDeadLetter      Op = "GetDeadLetter"
+	OpResolveDeadLetter  Op = "ResolveDeadLetter"
+	OpGetInstance        Op = "GetInstance"
+	OpGetSnapshot        Op = "GetSnapshot"
+	OpAppendHistory      Op = "AppendHistory"
+	OpSaveProjections    Op = "SaveProjections"
+	OpEnqueueActivities  Op = "EnqueueActivities"
+	OpCancelActivities   Op = "CancelActivities"
+	OpDequeueInstance    Op = "DequeueInstance"
+	OpDeadLetterMessages Op = "DeadLetterMessages"
+	OpAckMessages        Op = "AckMessages"
+	OpCommit             Op = "Commit"
+	OpLeaseInstance      Op = "LeaseInstance"
+	OpRenewLease         Op = "RenewLease"
+	OpDeadLetterLeased   Op = "DeadLetterLeased"
+	OpAckLease           Op = "AckLease"
+	OpAbandonLease       Op = "AbandonLease"
+)
+
+// Fault is an injected failure.
+type Fault struct {
+	// Err is returned to the caller.
+	Err error
+	// AfterEffect lets the operation take effect before Err is returned:
+	// the caller cannot tell whether it happened. For OpCommit the round is
+	// committed; inside a transaction it makes no difference, since the
+	// failed call fails the round.
+	AfterEffect bool
+}
+
+// ErrInjected is the default error of an injected fault.
+var ErrInjected = errors.New("memory: injected fault")
+
+// Options configure a Store.
+type Options struct {
+	// Mode is round.ModeTransactional (default) or round.ModePeekLock.
+	Mode round.Mode
+	// Fault, when set, is called at the start of every operation; a non-nil
+	// Fault makes it fail. It may be called concurrently.
+	Fault func(op Op) *Fault
+}
+
+// Store is the memory provider. Create it with [New].
+type Store struct {
+	mode  round.Mode
+	fault func(Op) *Fault
+
+	mu        sync.Mutex
+	nextSeq   int64
+	nextToken int64
+	instances map[string]*instance
+	ready     instanceHeap
+	messages  map[string]*message
+	tasks     map[string]*task
+	taskIDs   map[string]bool
+	taskHeaps map[string]*taskHeap
+	letters   map[string]*round.DeadLetter
+	hints     map[round.Queue]chan struct{}
+}
+
+var (
+	_ round.TxStore    = (*Store)(nil)
+	_ round.LeaseStore = (*Store)(nil)
+	_ round.Notifier   = (*Store)(nil)
+)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	if opts.Mode == 0 {
+		opts.Mode = round.ModeTransactional
+	}
+	return &Store{
+		mode: opts.Mode, fault: opts.Fault,
+		instances: map[string]*instance{}, messages: map[string]*message{},
+		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskHeaps: map[string]*taskHeap{},
+		letters: map[string]*round.DeadLetter{},
+		hints:   map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
+	}
+}
+
+// Mode implements round.Store.
+func (s *Store) Mode() round.Mode { return s.mode }
+
+type instance struct {
+	id        string
+	events    []history.Event
+	keys      map[history.Key]bool
+	msgs      []*message // queued, in enqueue order
+	heapIndex int        // index in Store.ready, -1 when absent
+	lockedBy  *tx
+	lease     *leaseState
+	epoch     int64
+
+	snapshot    []byte
+	snapshotSeq int64
+	record      *round.InstanceRecord
+	incident    string
+	taskRecs    map[string]*round.TaskRecord
+	taskEvents  map[int64]round.TaskEventRecord
+	custom      map[string]round.CustomRecord
+}
+
+type leaseState struct {
+	token string
+	owner string
+	until time.Time
+}
+
+type message struct {
+	m    round.Message
+	seq  int64
+	inst *instance
+}
+
+type task struct {
+	t         round.ActivityTask
+	seq       int64
+	token     string
+	owner     string
+	until     time.Time
+	heapIndex int
+}
+
+// claimableAt is when the task may be claimed.
+func (t *task) claimableAt() time.Time {
+	if t.token != "" {
+		return t.until
+	}
+	return t.t.VisibleAt
+}
+
+// faultFor runs the fault hook.
+func (s *Store) faultFor(op Op) *Fault {
+	if s.fault == nil {
+		return nil
+	}
+	f := s.fault(op)
+	if f != nil && f.Err == nil {
+		f.Err = fmt.Errorf("%w: %s", ErrInjected, op)
+	}
+	return f
+}
+
+// do runs an operation with fault injection: a fault before the effect
+// returns its error without running fn; one after the effect runs fn and
+// then returns the fault's error.
+func (s *Store) do(ctx context.Context, op Op, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := s.faultFor(op)
+	if f != nil && !f.AfterEffect {
+		return f.Err
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	if f != nil {
+		return f.Err
+	}
+	return nil
+}
+
+func (s *Store) instance(id string) *instance {
+	in, ok := s.instances[id]
+	if !ok {
+		in = &instance{id: id, heapIndex: -1, keys: map[history.Key]bool{}}
+		s.instances[id] = in
+	}
+	return in
+}
+
+func (s *Store) token() string {
+	s.nextToken++
+	return "t" + strconv.FormatInt(s.nextToken, 10)
+}
+
+// notify wakes the workers waiting on q.
+func (s *Store) notify(q round.Queue) {
+	close(s.hints[q])
+	s.hints[q] = make(chan struct{})
+}
+
+// WorkHint implements round.Notifier.
+func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.hints[q]
+	if !ok {
+		ch = make(chan struct{})
+		s.hints[q] = ch
+	}
+	return ch
+}
+
+// enqueueMessages adds messages idempotently; callers hold s.mu.
+func (s *Store) enqueueMessages(msgs []round.Message, now time.Time) {
+	touched := map[*instance]bool{}
+	for _, m := range msgs {
+		if _, ok := s.messages[m.ID]; ok {
+			continue
+		}
+		if m.EnqueuedAt.IsZero() {
+			m.EnqueuedAt = now
+		}
+		if m.VisibleAt.IsZero() {
+			m.VisibleAt = now
+		}
+		in := s.instance(m.InstanceID)
+		s.nextSeq++
+		msg := &message{m: m, seq: s.nextSeq, inst: in}
+		s.messages[m.ID] = msg
+		in.msgs = append(in.msgs, msg)
+		touched[in] = true
+	}
+	for in := range touched {
+		s.reindex(in)
+	}
+	if len(touched) > 0 {
+		s.notify(round.QueueOrchestration)
+	}
+}
+
+// removeMessages drops queued messages of an instance by id; callers hold
+// s.mu.
+func (s *Store) removeMessages(in *instance, ids []string) {
+	drop := map[string]bool{}
+	for _, id := range ids {
+		if m, ok := s.messages[id]; ok && m.inst == in {
+			drop[id] = true
+			delete(s.messages, id)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	kept := in.msgs[:0]
+	for _, m := range in.msgs {
+		if !drop[m.m.ID] {
+			kept = append(kept, m)
+		}
+	}
+	clear(in.msgs[len(kept):])
+	in.msgs = kept
+	s.reindex(in)
+}
+
+// visible returns the instance's messages visible at now, at most limit.
+func visible(in *instance, now time.Time, limit int) []round.Message {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []round.Message
+	for _, m := range in.msgs {
+		if !m.m.VisibleAt.After(now) {
+			out = append(out, m.m)
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// EnqueueMessages implements round.Store.
+func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return s.do(ctx, OpEnqueueMessages, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.enqueueMessages(p.Messages, p.Now)
+		return nil
+	})
+}
+
+// LoadHistory implements round.Store.
+func (s *Store) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	var out []history.Event
+	err := s.do(ctx, OpLoadHistory, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out = s.loadHistory(p.InstanceID, p.FromSeq)
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) loadHistory(id string, from int64) []history.Event {
+	in, ok := s.instances[id]
+	if !ok {
+		return nil
+	}
+	from = max(from, 1)
+	if from > int64(len(in.events)) {
+		return nil
+	}
+	return cloneEvents(in.events[from-1:])
+}
+
+func cloneEvents(events []history.Event) []history.Event {
+	return append([]history.Event(nil), events...)
+}
+
+// AbandonMessages implements round.Store.
+func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return s.do(ctx, OpAbandonMessages, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, ok := s.instances[p.InstanceID]
+		if !ok {
+			return nil
+		}
+		for _, id := range p.MessageIDs {
+			if m, ok := s.messages[id]; ok && m.inst == in {
+				m.m.Attempts++
+				m.m.VisibleAt = p.VisibleAt
+				m.m.LastError = p.Error
+			}
+		}
+		s.reindex(in)
+		return nil
+	})
+}
+
+// NextVisibleAt implements round.Store.
+func (s *Store) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams) (time.Time, bool, error) {
+	var (
+		at time.Time
+		ok bool
+	)
+	err := s.do(ctx, OpNextVisibleAt, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch p.Queue {
+		case round.QueueOrchestration:
+			if len(s.ready) > 0 {
+				at, ok = s.ready[0].readyAt(), true
+			}
+		case round.QueueActivity:
+			for _, q := range queuesOf(p.Queues) {
+				if h := s.taskHeaps[q]; h != nil && len(*h) > 0 {
+					if t := (*h)[0].claimableAt(); !ok || t.Before(at) {
+						at, ok = t, true
+					}
+				}
+			}
+		default:
+			return fmt.Errorf("memory: unknown queue %q", p.Queue)
+		}
+		return nil
+	})
+	return at, ok, err
+}
+
+func queuesOf(qs []string) []string {
+	if len(qs) == 0 {
+		return []string{""}
+	}
+	return qs
+}
+
+// GetInstance implements round.Store.
+func (s *Store) GetInstance(ctx context.Context, id string) (*round.InstanceRecord, error) {
+	var rec *round.InstanceRecord
+	err := s.do(ctx, OpGetInstance, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, ok := s.instances[id]
+		if !ok || in.record == nil {
+			return fmt.Errorf("instance %s: %w", id, round.ErrNotFound)
+		}
+		c := *in.record
+		c.Incident = in.incident
+		rec = &c
+		return nil
+	})
+	return rec, err
+}
+
+// GetSnapshot implements round.Store.
+func (s *Store) GetSnapshot(ctx context.Context, id string) ([]byte, int64, error) {
+	var (
+		data []byte
+		seq  int64
+	)
+	err := s.do(ctx, OpGetSnapshot, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, ok := s.instances[id]
+		if !ok || in.snapshot == nil {
+			return fmt.Errorf("snapshot of %s: %w", id, round.ErrNotFound)
+		}
+		data, seq = append([]byte(nil), in.snapshot...), in.snapshotSeq
+		return nil
+	})
+	return data, seq, err
+}
+
+// appendHistory checks and appends sealed events; callers hold s.mu.
+// staged are events appended earlier in the same transaction.
+func appendCheck(in *instance, staged, events []history.Event) (skip bool, err error) {
+	if len(events) == 0 {
+		return true, nil
+	}
+	last := int64(len(in.events) + len(staged))
+	first := events[0].Seq
+	at := func(seq int64) *history.Event {
+		if seq <= int64(len(in.events)) {
+			return &in.events[seq-1]
+		}
+		return &staged[seq-int64(len(in.events))-1]
+	}
+	if first <= last && first >= 1 {
+		// A retried append of events already stored is a success.
+		for i := range events {
+			seq := first + int64(i)
+			if seq > last || string(at(seq).Hash) != string(events[i].Hash) {
+				return false, fmt.Errorf("append to %s at seq %d: %w: seq already taken", in.id, seq, round.ErrConflict)
+			}
+		}
+		return true, nil
+	}
+	if first != last+1 {
+		return false, fmt.Errorf("append to %s: %w: first seq %d, expected %d", in.id, round.ErrConflict, first, last+1)
+	}
+	seen := map[history.Key]bool{}
+	for _, e := range staged {
+		if k, ok := e.Key(); ok {
+			seen[k] = true
+		}
+	}
+	for i := range events {
+		e := &events[i]
+		if e.Seq != first+int64(i) || e.InstanceID != in.id {
+			return false, fmt.Errorf("append to %s: %w: event %d has seq %d of instance %q", in.id, round.ErrConflict, i, e.Seq, e.InstanceID)
+		}
+		if k, ok := e.Key(); ok {
+			if in.keys[k] || seen[k] {
+				return false, fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", in.id, e.Seq, round.ErrConflict, k)
+			}
+			seen[k] = true
+		}
+	}
+	return false, nil
+}
+
+func (in *instance) append(events []history.Event) {
+	for _, e := range events {
+		in.events = append(in.events, e)
+		if k, ok := e.Key(); ok {
+			in.keys[k] = true
+		}
+	}
+}
+
+// saveProjections writes projections unless stored ones are as new;
+// callers hold s.mu.
+func (s *Store) saveProjections(p *round.Projections) {
+	in := s.instance(p.InstanceID)
+	if p.Snapshot != nil && p.Seq > in.snapshotSeq {
+		in.snapshot, in.snapshotSeq = append([]byte(nil), p.Snapshot...), p.Seq
+	}
+	if p.Instance != nil && (in.record == nil || p.Seq > in.record.LastSeq) {
+		rec := *p.Instance
+		rec.LastSeq = p.Seq
+		rec.Incident = ""
+		in.record = &rec
+	}
+	for _, t := range p.Tasks {
+		if in.taskRecs == nil {
+			in.taskRecs = map[string]*round.TaskRecord{}
+		}
+		if old, ok := in.taskRecs[t.TaskID]; !ok || t.Seq > old.Seq {
+			tc := t
+			in.taskRecs[t.TaskID] = &tc
+		}
+	}
+	for _, e := range p.TaskEvents {
+		if in.taskEvents == nil {
+			in.taskEvents = map[int64]round.TaskEventRecord{}
+		}
+		if _, ok := in.taskEvents[e.Seq]; !ok {
+			in.taskEvents[e.Seq] = e
+		}
+	}
+	for _, c := range p.Custom {
+		if in.custom == nil {
+			in.custom = map[string]round.CustomRecord{}
+		}
+		if old, ok := in.custom[c.Name]; !ok || c.Seq > old.Seq || c.Version != old.Version {
+			in.custom[c.Name] = c
+		}
+	}
+}
+
+// enqueueActivities adds tasks idempotently by id, forever; callers hold
+// s.mu.
+func (s *Store) enqueueActivities(tasks []round.ActivityTask, now time.Time) {
+	added := false
+	for _, t := range tasks {
+		if s.taskIDs[t.ID] {
+			continue
+		}
+		if t.EnqueuedAt.IsZero() {
+			t.EnqueuedAt = now
+		}
+		if t.VisibleAt.IsZero() {
+			t.VisibleAt = now
+		}
+		if t.Attempt <= 0 {
+			t.Attempt = 1
+		}
+		s.taskIDs[t.ID] = true
+		s.insertTask(t)
+		added = true
+	}
+	if added {
+		s.notify(round.QueueActivity)
+	}
+}
+
+func (s *Store) insertTask(t round.ActivityTask) {
+	s.nextSeq++
+	tk := &task{t: t, seq: s.nextSeq, heapIndex: -1}
+	s.tasks[t.ID] = tk
+	s.taskHeap(t.Queue).push(tk)
+}
+
+func (s *Store) taskHeap(q string) *taskHeap {
+	h, ok := s.taskHeaps[q]
+	if !ok {
+		h = &taskHeap{}
+		s.taskHeaps[q] = h
+	}
+	return h
+}
+
+func (s *Store) removeTask(t *task) {
+	s.taskHeap(t.t.Queue).remove(t)
+	delete(s.tasks, t.t.ID)
+}
+
+// cancelActivities removes an execution's tasks; callers hold s.mu.
+func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
+	var ids []string
+	for id, t := range s.tasks {
+		if t.t.InstanceID == p.InstanceID && t.t.ExecutionID == p.ExecutionID {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.removeTask(s.tasks[id])
+	}
+}
+
+// deadLetter stores letters and removes their messages; callers hold s.mu.
+func (s *Store) deadLetter(in *instance, letters []round.DeadLetter) {
+	var ids []string
+	for _, l := range letters {
+		if _, ok := s.letters[l.ID]; !ok {
+			lc := l
+			if lc.Status == "" {
+				lc.Status = round.DeadLetterDead
+			}
+			s.letters[l.ID] = &lc
+		}
+		if l.Message != nil {
+			ids = append(ids, l.Message.ID)
+		}
+		in.incident = string(l.Reason) + ": " + l.Error
+	}
+	s.removeMessages(in, ids)
+}

@@ -1,0 +1,258 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// tx stages the writes of one transactional round; commit applies them
+// together under the store's lock.
+type tx struct {
+	s       *Store
+	locked  []*instance
+	appends map[*instance][]history.Event
+	projs   []*round.Projections
+	msgs    []round.EnqueueMessagesParams
+	tasks   []round.EnqueueActivitiesParams
+	cancels []round.CancelActivitiesParams
+	letters map[*instance][]round.DeadLetter
+	acks    map[*instance][]string
+	closed  bool
+}
+
+var errTxClosed = errors.New("memory: transaction already ended")
+
+// RunRound implements round.TxStore.
+func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx round.Tx) error) (err error) {
+	if s.mode != round.ModeTransactional {
+		return fmt.Errorf("memory: RunRound on a %s store", s.mode)
+	}
+	t := &tx{s: s, appends: map[*instance][]history.Event{}, letters: map[*instance][]round.DeadLetter{}, acks: map[*instance][]string{}}
+	defer func() {
+		if p := recover(); p != nil {
+			t.rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(ctx, t); err != nil {
+		t.rollback()
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		t.rollback()
+		return err
+	}
+	f := s.faultFor(OpCommit)
+	if f != nil && !f.AfterEffect {
+		t.rollback()
+		return f.Err
+	}
+	if err := t.commit(); err != nil {
+		return err
+	}
+	if f != nil {
+		return f.Err
+	}
+	return nil
+}
+
+func (t *tx) step(ctx context.Context, op Op, fn func() error) error {
+	if t.closed {
+		return errTxClosed
+	}
+	return t.s.do(ctx, op, fn)
+}
+
+func (t *tx) rollback() {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	t.unlock()
+}
+
+// unlock releases the instances; callers hold s.mu.
+func (t *tx) unlock() {
+	t.closed = true
+	for _, in := range t.locked {
+		in.lockedBy = nil
+		t.s.reindex(in)
+	}
+	if len(t.locked) > 0 {
+		t.s.notify(round.QueueOrchestration)
+	}
+	t.locked = nil
+}
+
+func (t *tx) commit() error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer t.unlock()
+	for in, events := range t.appends {
+		skip, err := appendCheck(in, nil, events)
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if skip {
+			delete(t.appends, in)
+		}
+	}
+	for in, events := range t.appends {
+		in.append(events)
+	}
+	for _, p := range t.projs {
+		s.saveProjections(p)
+	}
+	for _, p := range t.msgs {
+		s.enqueueMessages(p.Messages, p.Now)
+	}
+	for _, p := range t.tasks {
+		s.enqueueActivities(p.Tasks, p.Now)
+	}
+	for i := range t.cancels {
+		s.cancelActivities(&t.cancels[i])
+	}
+	for in, letters := range t.letters {
+		s.deadLetter(in, letters)
+	}
+	for in, ids := range t.acks {
+		s.removeMessages(in, ids)
+	}
+	return nil
+}
+
+func (t *tx) holds(id string) (*instance, error) {
+	for _, in := range t.locked {
+		if in.id == id {
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("memory: instance %s is not locked by this round", id)
+}
+
+// DequeueInstance implements round.Tx.
+func (t *tx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*round.Batch, error) {
+	var b *round.Batch
+	err := t.step(ctx, OpDequeueInstance, func() error {
+		s := t.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var in *instance
+		if p.InstanceID != "" {
+			in = s.instances[p.InstanceID]
+			if in == nil || in.lockedBy != nil || len(visible(in, p.Now, 1)) == 0 {
+				return nil
+			}
+		} else {
+			if len(s.ready) == 0 || s.ready[0].readyAt().After(p.Now) {
+				return nil
+			}
+			in = s.ready[0]
+		}
+		in.lockedBy = t
+		s.reindex(in)
+		t.locked = append(t.locked, in)
+		b = &round.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit)}
+		return nil
+	})
+	return b, err
+}
+
+// LoadHistory implements round.Steps inside a transaction: committed events
+// followed by the round's staged ones.
+func (t *tx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	var out []history.Event
+	err := t.step(ctx, OpLoadHistory, func() error {
+		s := t.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out = s.loadHistory(p.InstanceID, p.FromSeq)
+		in := s.instances[p.InstanceID]
+		if in == nil {
+			return nil
+		}
+		for _, e := range t.appends[in] {
+			if e.Seq >= p.FromSeq {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// AppendHistory implements round.Steps.
+func (t *tx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+	return t.step(ctx, OpAppendHistory, func() error {
+		s := t.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instance(p.InstanceID)
+		skip, err := appendCheck(in, t.appends[in], p.Events)
+		if err != nil || skip {
+			return err
+		}
+		t.appends[in] = append(t.appends[in], cloneEvents(p.Events)...)
+		return nil
+	})
+}
+
+// SaveProjections implements round.Steps.
+func (t *tx) SaveProjections(ctx context.Context, p *round.Projections) error {
+	return t.step(ctx, OpSaveProjections, func() error {
+		pc := *p
+		t.projs = append(t.projs, &pc)
+		return nil
+	})
+}
+
+// EnqueueMessages implements round.Steps.
+func (t *tx) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return t.step(ctx, OpEnqueueMessages, func() error {
+		t.msgs = append(t.msgs, round.EnqueueMessagesParams{Messages: append([]round.Message(nil), p.Messages...), Now: p.Now})
+		return nil
+	})
+}
+
+// EnqueueActivities implements round.Steps.
+func (t *tx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+	return t.step(ctx, OpEnqueueActivities, func() error {
+		t.tasks = append(t.tasks, round.EnqueueActivitiesParams{Tasks: append([]round.ActivityTask(nil), p.Tasks...), Now: p.Now})
+		return nil
+	})
+}
+
+// CancelActivities implements round.Steps.
+func (t *tx) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+	return t.step(ctx, OpCancelActivities, func() error {
+		t.cancels = append(t.cancels, *p)
+		return nil
+	})
+}
+
+// DeadLetterMessages implements round.Tx.
+func (t *tx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessagesParams) error {
+	return t.step(ctx, OpDeadLetterMessages, func() error {
+		in, err := t.holds(p.InstanceID)
+		if err != nil {
+			return err
+		}
+		t.letters[in] = append(t.letters[in], p.Letters...)
+		return nil
+	})
+}
+
+// AckMessages implements round.Tx.
+func (t *tx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error {
+	return t.step(ctx, OpAckMessages, func() error {
+		in, err := t.holds(p.InstanceID)
+		if err != nil {
+			return err
+		}
+		t.acks[in] = append(t.acks[in], p.MessageIDs...)
+		return nil
+	})
+}

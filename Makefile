@@ -1,0 +1,59 @@
+# Chronicle — run `make help` for the targets.
+
+GO          ?= go
+GOBIN       ?= $(shell $(GO) env GOPATH)/bin
+STATICCHECK ?= $(GOBIN)/staticcheck
+STATICCHECK_VERSION ?= 2026.2.2
+# rapid checks per property test in `make ci` (the default is 100)
+RAPID_CHECKS ?= 1000
+FUZZTIME    ?= 30s
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: demo
+demo: ## run the demo on the embedded memory provider
+	$(GO) run ./examples/rounds
+
+.PHONY: services
+services: ## start the servers the integration tests need
+	@./scripts/services.sh
+
+.PHONY: test
+test: services ## run every test
+	$(GO) test ./...
+
+.PHONY: test-race
+test-race: services ## run every test with the race detector
+	$(GO) test -race ./...
+
+.PHONY: lint
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: bench
+bench: ## run the Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for target in $$($(GO) test -list '^Fuzz' ./fuzz/ | grep '^Fuzz'); do \
+		echo "== $$target"; \
+		$(GO) test ./fuzz/ -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
+.PHONY: ci
+ci: lint services ## what CI runs: lint, then every test with -race and the full rapid runs
+	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v

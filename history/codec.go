@@ -140,6 +140,7 @@ func Encode(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.UseCompactInts(true)
+	enc.SetSortMapKeys(true)
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

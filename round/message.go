@@ -34,7 +34,9 @@ type Message struct {
 	// EnqueuedAt is when the message was first enqueued; providers keep
 	// messages of one instance in enqueue order.
 	EnqueuedAt time.Time
-	// Attempts counts earlier deliveries that did not end in an ack.
+	// Attempts counts earlier deliveries whose round failed and was
+	// abandoned. A round whose process died is not counted: its
+	// transaction rolled back or its lease ran out.
 	Attempts int
 	// LastError is the error of the last failed delivery.
 	LastError string

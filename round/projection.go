@@ -1,6 +1,8 @@
 package round
 
 import (
+	"bytes"
+	"maps"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -121,4 +123,26 @@ type CustomRecord struct {
 	InstanceID string
 	Seq        int64
 	Data       []byte
+}
+
+// Equal reports whether two records hold the same folded state. Incident,
+// which is not folded from history, is ignored; nil and empty collections
+// are equal.
+func (r *InstanceRecord) Equal(o *InstanceRecord) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.InstanceID == o.InstanceID && r.ExecutionID == o.ExecutionID && r.Name == o.Name &&
+		r.Version == o.Version && r.Status == o.Status && r.BusinessKey == o.BusinessKey &&
+		maps.Equal(r.BusinessParts, o.BusinessParts) && bytes.Equal(r.CustomStatus, o.CustomStatus) &&
+		r.ParentID == o.ParentID && r.CreatedAt.Equal(o.CreatedAt) && r.UpdatedAt.Equal(o.UpdatedAt) &&
+		r.CompletedAt.Equal(o.CompletedAt) && bytes.Equal(r.Output, o.Output) &&
+		failureEqual(r.Failure, o.Failure) && r.LastError == o.LastError && r.LastSeq == o.LastSeq
+}
+
+func failureEqual(a, b *history.Failure) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Message == b.Message && a.Type == b.Type && a.NonRetryable == b.NonRetryable && bytes.Equal(a.Details, b.Details)
 }

@@ -2,6 +2,7 @@ package round
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -41,17 +42,17 @@ type Snapshot struct {
 	LastSeq       int64              `msgpack:"last_seq"`
 	LastHash      []byte             `msgpack:"last_hash,omitempty"`
 	// Activities maps the Seq of each pending ActivityScheduled to its name.
-	Activities map[int64]string `msgpack:"activities,omitempty"`
+	Activities map[int64]string `msgpack:"-"`
 	// Timers maps the Seq of each pending TimerCreated to its fire time.
-	Timers map[int64]time.Time `msgpack:"timers,omitempty"`
+	Timers map[int64]time.Time `msgpack:"-"`
 	// SubWorkflows maps the Seq of each pending SubWorkflowScheduled to the
 	// child's instance id.
-	SubWorkflows map[int64]string `msgpack:"subworkflows,omitempty"`
+	SubWorkflows map[int64]string `msgpack:"-"`
 	// Tasks holds the open human tasks by task id.
-	Tasks map[string]*OpenTask `msgpack:"tasks,omitempty"`
+	Tasks map[string]*OpenTask `msgpack:"-"`
 	// Seen holds the idempotency keys (class/correlation) of raised events,
 	// task actions and control requests of the current execution.
-	Seen map[string]bool `msgpack:"seen,omitempty"`
+	Seen map[string]bool `msgpack:"-"`
 }
 
 // OpenTask is the state of an open human task kept in the snapshot.
@@ -132,21 +133,88 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return c
 }
 
-// MarshalSnapshot encodes a snapshot.
-func MarshalSnapshot(s *Snapshot) ([]byte, error) { return history.Encode(s) }
+// snapshotWire is the stored form of a snapshot: its maps become slices
+// sorted by key, so equal snapshots encode to equal bytes.
+type snapshotWire struct {
+	*Snapshot
+	Activities   []pendingName  `msgpack:"activities,omitempty"`
+	Timers       []pendingTime  `msgpack:"timers,omitempty"`
+	SubWorkflows []pendingName  `msgpack:"subworkflows,omitempty"`
+	Tasks        []openTaskWire `msgpack:"tasks,omitempty"`
+	Seen         []string       `msgpack:"seen,omitempty"`
+}
+
+type pendingName struct {
+	Seq  int64  `msgpack:"seq"`
+	Name string `msgpack:"name"`
+}
+
+type pendingTime struct {
+	Seq int64     `msgpack:"seq"`
+	At  time.Time `msgpack:"at"`
+}
+
+type openTaskWire struct {
+	ID string `msgpack:"id"`
+	OpenTask
+}
+
+// MarshalSnapshot encodes a snapshot; equal snapshots encode to equal
+// bytes.
+func MarshalSnapshot(s *Snapshot) ([]byte, error) {
+	w := snapshotWire{Snapshot: s}
+	for _, seq := range slices.Sorted(maps.Keys(s.Activities)) {
+		w.Activities = append(w.Activities, pendingName{seq, s.Activities[seq]})
+	}
+	for _, seq := range slices.Sorted(maps.Keys(s.Timers)) {
+		w.Timers = append(w.Timers, pendingTime{seq, s.Timers[seq]})
+	}
+	for _, seq := range slices.Sorted(maps.Keys(s.SubWorkflows)) {
+		w.SubWorkflows = append(w.SubWorkflows, pendingName{seq, s.SubWorkflows[seq]})
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Tasks)) {
+		w.Tasks = append(w.Tasks, openTaskWire{id, *s.Tasks[id]})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Seen)) {
+		if s.Seen[k] {
+			w.Seen = append(w.Seen, k)
+		}
+	}
+	return history.Encode(&w)
+}
 
 // UnmarshalSnapshot decodes a snapshot written by [MarshalSnapshot]; it
 // never panics.
 func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
-	var s Snapshot
-	if err := history.Decode(data, &s); err != nil {
+	w := snapshotWire{Snapshot: &Snapshot{}}
+	if err := history.Decode(data, &w); err != nil {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
+	s := w.Snapshot
 	s.CreatedAt, s.UpdatedAt, s.CompletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.CompletedAt)
-	for k, v := range s.Timers {
-		s.Timers[k] = utc(v)
+	for _, p := range w.Activities {
+		s.Activities = put(s.Activities, p.Seq, p.Name)
 	}
-	return &s, nil
+	for _, p := range w.Timers {
+		s.Timers = put(s.Timers, p.Seq, utc(p.At))
+	}
+	for _, p := range w.SubWorkflows {
+		s.SubWorkflows = put(s.SubWorkflows, p.Seq, p.Name)
+	}
+	for _, t := range w.Tasks {
+		if s.Tasks == nil {
+			s.Tasks = map[string]*OpenTask{}
+		}
+		ot := t.OpenTask
+		s.Tasks[t.ID] = &ot
+	}
+	for _, k := range w.Seen {
+		if s.Seen == nil {
+			s.Seen = map[string]bool{}
+		}
+		s.Seen[k] = true
+	}
+	return s, nil
 }
 
 func utc(t time.Time) time.Time {

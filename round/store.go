@@ -68,15 +68,18 @@ type Store interface {
 	// above FromSeq, in order (empty when there are none).
 	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
 
-	// AbandonMessages records a failed delivery of messages outside a round:
-	// it increments Attempts, sets VisibleAt and LastError of each message
-	// that is still queued and not leased by another worker. Messages
-	// already acked are ignored.
+	// AbandonMessages records a failed delivery outside a round: it
+	// increments Attempts and sets LastError of each message that is still
+	// queued (ids no longer queued are ignored), and holds the instance
+	// until VisibleAt: none of its messages, not even ones enqueued later,
+	// is dequeued before then, so a failure never reorders an instance's
+	// messages.
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 
-	// NextVisibleAt returns the earliest VisibleAt among queued messages
-	// (Queue "orchestration") or unclaimed activity tasks (Queue
-	// "activity"); ok is false when the queue is empty.
+	// NextVisibleAt returns the earliest time at which an instance can be
+	// dequeued (Queue "orchestration": its earliest message's VisibleAt,
+	// or later while it is held or leased) or an activity task claimed
+	// (Queue "activity"); ok is false when the queue is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
 	// ClaimActivity leases the oldest visible activity task of the given
@@ -170,9 +173,9 @@ type TxStore interface {
 type Tx interface {
 	Steps
 	// DequeueInstance locks one instance that has visible messages and is
-	// not locked by another round (skipping locked ones, never waiting for
-	// them), and returns its visible messages in enqueue order, at most
-	// Limit. It returns nil, nil when no instance has work. The messages
+	// neither held (see AbandonMessages) nor locked by another round
+	// (skipping locked ones, never waiting for them), and returns its
+	// visible messages in enqueue order, at most Limit. It returns nil, nil when no instance has work. The messages
 	// stay queued until acked; the lock lasts until the transaction ends.
 	DequeueInstance(ctx context.Context, p *DequeueParams) (*Batch, error)
 	// DeadLetterMessages moves messages of the locked instance to the
@@ -186,12 +189,11 @@ type Tx interface {
 type LeaseStore interface {
 	Store
 	Steps
-	// LeaseInstance leases one instance that has visible messages and no
-	// live lease (none, or one that expired before Now): it sets a new token,
-	// increments the instance's fencing epoch and each returned message's
-	// Attempts, and returns the visible messages in enqueue order (with
-	// Attempts as it was before this delivery), at most Limit. It returns
-	// nil, nil when no instance has work.
+	// LeaseInstance leases one instance that has visible messages, is not
+	// held (see AbandonMessages) and has no live lease (none, or one that
+	// expired at or before Now): it sets a new token, increments the
+	// instance's fencing epoch and returns the visible messages in enqueue
+	// order, at most Limit. It returns nil, nil when no instance has work.
 	LeaseInstance(ctx context.Context, p *LeaseParams) (*Lease, error)
 	// RenewLease extends a live lease; ErrLeaseLost unless the token still
 	// matches.
@@ -202,8 +204,9 @@ type LeaseStore interface {
 	// AckLease removes the acked messages and releases the lease, only while
 	// the token still matches (ErrLeaseLost otherwise, removing nothing).
 	AckLease(ctx context.Context, p *AckLeaseParams) error
-	// AbandonLease releases the lease and sets the messages' VisibleAt and
-	// LastError; ErrLeaseLost unless the token matches.
+	// AbandonLease releases the lease and records a failed delivery of its
+	// messages as AbandonMessages does (Attempts, LastError, the instance
+	// held until VisibleAt); ErrLeaseLost unless the token matches.
 	AbandonLease(ctx context.Context, p *AbandonLeaseParams) error
 }
 

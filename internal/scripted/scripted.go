@@ -223,3 +223,58 @@ func event(seq int64, corr string, attrs history.Attributes) history.Event {
 	}
 	return history.Event{Seq: seq, Kind: attrs.EventKind(), CorrelationID: corr, Payload: payload}
 }
+
+// CheckReplay replays a whole history the way the runner would and checks
+// that at every turn the script produces exactly the events recorded after
+// it, and that it produces nothing more at the end (a parked or ended
+// instance).
+func CheckReplay(instanceID string, events []history.Event) error {
+	start := 0
+	for k := range events {
+		e := &events[k]
+		if e.Kind == history.KindExecutionStarted {
+			start = k
+		}
+		if e.Kind != history.KindTurnStarted {
+			continue
+		}
+		snap, err := round.Fold(instanceID, events[:k])
+		if err != nil {
+			return err
+		}
+		out, err := Replay(events[start:k], snap, e.At)
+		if err != nil {
+			return fmt.Errorf("replay to seq %d: %w", e.Seq, err)
+		}
+		if len(out) == 0 {
+			return fmt.Errorf("seq %d: history has a turn where replay produces none", e.Seq)
+		}
+		for i := range out {
+			if k+i >= len(events) {
+				return fmt.Errorf("seq %d: replay produces more events than history holds", e.Seq)
+			}
+			got := &events[k+i]
+			if got.Kind != out[i].Kind || got.CorrelationID != out[i].CorrelationID || string(got.Payload) != string(out[i].Payload) {
+				return fmt.Errorf("seq %d: history has %s %q, replay produces %s %q", got.Seq, got.Kind, got.CorrelationID, out[i].Kind, out[i].CorrelationID)
+			}
+		}
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	snap, err := round.Fold(instanceID, events)
+	if err != nil {
+		return err
+	}
+	if snap.Ended {
+		return nil
+	}
+	out, err := Replay(events[snap.ExecutionStartSeq-1:], snap, events[len(events)-1].At)
+	if err != nil {
+		return err
+	}
+	if len(out) > 0 {
+		return fmt.Errorf("replay of the final history produces %d more events", len(out))
+	}
+	return nil
+}

@@ -6,7 +6,8 @@ import (
 )
 
 // readyAt is when the instance can next be dequeued or leased: its
-// earliest message's VisibleAt, or the end of a live lease if later.
+// earliest message's VisibleAt, or the end of a live lease or of a hold
+// if later.
 func (in *instance) readyAt() time.Time {
 	var at time.Time
 	for i, m := range in.msgs {
@@ -16,6 +17,9 @@ func (in *instance) readyAt() time.Time {
 	}
 	if in.lease != nil && in.lease.until.After(at) {
 		at = in.lease.until
+	}
+	if in.holdUntil.After(at) {
+		at = in.holdUntil
 	}
 	return at
 }

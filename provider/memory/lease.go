@@ -76,9 +76,6 @@ func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round
 		in.epoch++
 		in.lease = &leaseState{token: s.token(), owner: p.Owner, until: p.LockedUntil}
 		msgs := visible(in, p.Now, p.Limit)
-		for _, m := range msgs {
-			s.messages[m.ID].m.Attempts++
-		}
 		s.reindex(in)
 		l = &round.Lease{InstanceID: in.id, Messages: msgs, Token: in.lease.token, Epoch: in.epoch, Owner: p.Owner, LockedUntil: p.LockedUntil}
 		return nil
@@ -152,15 +149,11 @@ func (s *Store) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) e
 			return err
 		}
 		in.lease = nil
-		for _, lm := range p.Lease.Messages {
-			if m, ok := s.messages[lm.ID]; ok && m.inst == in {
-				m.m.VisibleAt = p.VisibleAt
-				if p.Error != "" {
-					m.m.LastError = p.Error
-				}
-			}
+		ids := make([]string, len(p.Lease.Messages))
+		for i, m := range p.Lease.Messages {
+			ids[i] = m.ID
 		}
-		s.reindex(in)
+		s.abandon(in, ids, p.VisibleAt, p.Error)
 		s.notify(round.QueueOrchestration)
 		return nil
 	})

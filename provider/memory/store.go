@@ -119,6 +119,7 @@ type instance struct {
 	heapIndex int        // index in Store.ready, -1 when absent
 	lockedBy  *tx
 	lease     *leaseState
+	holdUntil time.Time
 	epoch     int64
 
 	snapshot    []byte
@@ -339,14 +340,7 @@ func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesPar
 		if !ok {
 			return nil
 		}
-		for _, id := range p.MessageIDs {
-			if m, ok := s.messages[id]; ok && m.inst == in {
-				m.m.Attempts++
-				m.m.VisibleAt = p.VisibleAt
-				m.m.LastError = p.Error
-			}
-		}
-		s.reindex(in)
+		s.abandon(in, p.MessageIDs, p.VisibleAt, p.Error)
 		return nil
 	})
 }
@@ -581,6 +575,21 @@ func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
 	for _, id := range ids {
 		s.removeTask(s.tasks[id])
 	}
+}
+
+// abandon records a failed delivery and holds the instance until
+// visibleAt; callers hold s.mu.
+func (s *Store) abandon(in *instance, ids []string, visibleAt time.Time, text string) {
+	for _, id := range ids {
+		if m, ok := s.messages[id]; ok && m.inst == in {
+			m.m.Attempts++
+			m.m.LastError = text
+		}
+	}
+	if visibleAt.After(in.holdUntil) {
+		in.holdUntil = visibleAt
+	}
+	s.reindex(in)
 }
 
 // deadLetter stores letters and removes their messages; callers hold s.mu.

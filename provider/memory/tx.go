@@ -143,7 +143,7 @@ func (t *tx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*roun
 		var in *instance
 		if p.InstanceID != "" {
 			in = s.instances[p.InstanceID]
-			if in == nil || in.lockedBy != nil || len(visible(in, p.Now, 1)) == 0 {
+			if in == nil || in.lockedBy != nil || in.holdUntil.After(p.Now) || len(visible(in, p.Now, 1)) == 0 {
 				return nil
 			}
 		} else {

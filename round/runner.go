@@ -610,7 +610,7 @@ func (r *Runner) turn(ctx context.Context, in *TurnInput) (out *TurnOutput, err 
 
 type panicError struct{ value any }
 
-func (e *panicError) Error() string             { return fmt.Sprintf("turn panicked: %v", e.value) }
+func (e *panicError) Error() string            { return fmt.Sprintf("turn panicked: %v", e.value) }
 func (e *panicError) DeadLetterReason() Reason { return ReasonPanic }
 
 func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, full func() ([]history.Event, error)) (*Projections, error) {

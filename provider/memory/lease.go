@@ -158,4 +158,3 @@ func (s *Store) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) e
 		return nil
 	})
 }
-

@@ -111,8 +111,6 @@ func taskIDOf(a history.Attributes) string {
 		return a.TaskID
 	case *history.TaskCompleted:
 		return a.TaskID
-	case *history.TaskCancelled:
-		return a.TaskID
 	}
 	return ""
 }

@@ -44,7 +44,9 @@ type Message struct {
 
 // MessageKinds lists the history kinds a message may carry: Start, activity
 // and sub-workflow results, fired timers, raised events, task actions and
-// the control requests terminate, suspend and resume.
+// the control requests terminate, suspend and resume. Every other kind is
+// written by workflow code during a turn (TaskCancelled included: only the
+// workflow closes a task without a result).
 func MessageKinds() []history.Kind {
 	return []history.Kind{
 		history.KindExecutionStarted,
@@ -53,7 +55,7 @@ func MessageKinds() []history.Kind {
 		history.KindEventRaised,
 		history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed,
 		history.KindTaskAssigned, history.KindTaskReleased, history.KindTaskReassigned,
-		history.KindTaskCompleted, history.KindTaskCancelled,
+		history.KindTaskCompleted,
 		history.KindExecutionTerminated, history.KindExecutionSuspended, history.KindExecutionResumed,
 	}
 }

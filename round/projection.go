@@ -68,8 +68,8 @@ type InstanceRecord struct {
 	LastError string
 	// LastSeq is the last event folded into the record.
 	LastSeq int64
-	// Incident is not folded from history: it is the reason of the newest
-	// unresolved dead letter of the instance, kept by the provider.
+	// Incident is not folded from history: it is "reason: error" of the
+	// newest unresolved dead letter of the instance, kept by the provider.
 	Incident string
 }
 

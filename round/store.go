@@ -78,13 +78,15 @@ type Store interface {
 
 	// NextVisibleAt returns the earliest time at which an instance can be
 	// dequeued (Queue "orchestration": its earliest message's VisibleAt,
-	// or later while it is held or leased) or an activity task claimed
-	// (Queue "activity"); ok is false when the queue is empty.
+	// or later while it is held or leased) or an activity task of Queues
+	// claimed (Queue "activity": VisibleAt, or the end of a live claim;
+	// empty Queues means the default queue ""); ok is false when the queue
+	// is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
 	// ClaimActivity leases the oldest visible activity task of the given
-	// queues that is unclaimed or whose lease expired before Now, with a new
-	// token, and returns it; it returns nil, nil when there is none.
+	// queues that is unclaimed or whose claim expired at or before Now, with
+	// a new token, and returns it; it returns nil, nil when there is none.
 	ClaimActivity(ctx context.Context, p *ClaimActivityParams) (*ActivityLease, error)
 
 	// HeartbeatActivity extends a lease to LockedUntil. It returns
@@ -112,10 +114,13 @@ type Store interface {
 	// GetDeadLetter returns one dead letter or ErrNotFound.
 	GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error)
 
-	// ResolveDeadLetter redrives (requeues the item with Attempts reset and
-	// VisibleAt Now) or discards a dead letter, recording who and when. It
-	// returns ErrNotFound for an unknown id and ErrInvalidState when the dead
-	// letter was already resolved.
+	// ResolveDeadLetter redrives or discards a dead letter, recording who and
+	// when. Redrive requeues the item as new: a message with Attempts 0 and
+	// VisibleAt and EnqueuedAt Now (so a second death gets a new
+	// [DeadLetterID]), an activity task claimable at Now with its Attempt
+	// kept. It returns ErrNotFound for an unknown id and ErrInvalidState,
+	// changing nothing, when the dead letter was already resolved or Status
+	// is neither redriven nor discarded.
 	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
 
 	// GetInstance returns the instance record or ErrNotFound.
@@ -161,11 +166,13 @@ type Steps interface {
 type TxStore interface {
 	Store
 	// RunRound runs fn in one transaction and commits when it returns nil;
-	// on error, or when ctx ends, nothing fn did is kept. The error of a
-	// failed commit is returned; when its outcome is unknown the round must
-	// be safe to run again, which the runner guarantees. Providers may let
-	// fn dequeue more than one instance (group commit) or complete an
-	// activity in the same transaction.
+	// on error, or when ctx ends, nothing fn did is kept and fn's error is
+	// returned (wrapped at most, so errors.Is and errors.As see it). The
+	// error of a failed commit is returned; when its outcome is unknown the
+	// round must be safe to run again, which the runner guarantees. Steps
+	// may be called without a dequeue. Providers may let fn dequeue more
+	// than one instance (group commit) or complete an activity in the same
+	// transaction.
 	RunRound(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
@@ -213,8 +220,9 @@ type LeaseStore interface {
 // Notifier is implemented by stores that can hint that work arrived.
 type Notifier interface {
 	// WorkHint returns a channel that is closed when work may have been
-	// enqueued on queue after the call. Hints may be lost or spurious:
-	// workers also poll slowly.
+	// enqueued on queue after the call, or an instance released. Work
+	// enqueued through the same store value always closes it; hints of
+	// other processes may be lost or spurious, so workers also poll slowly.
 	WorkHint(queue Queue) <-chan struct{}
 }
 

@@ -1,0 +1,44 @@
+package providertest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Factory returns a fresh, empty store for one test; it registers its own
+// clean-up with t.Cleanup. It is called once per case, from the case's own
+// goroutine, possibly for many cases at once.
+type Factory func(t *testing.T) round.Store
+
+// Exercise runs the whole conformance suite against stores made by factory.
+// Stores are either transactional (Mode is [round.ModeTransactional] and
+// they implement [round.TxStore]) or peek-lock ([round.ModePeekLock],
+// implementing [round.LeaseStore]); the suite runs the cases of the store's
+// mode and every shared one. Cases are parallel subtests, each with its own
+// store.
+func Exercise(t *testing.T, factory Factory) {
+	t.Helper()
+	require.NotNil(t, factory, "providertest: nil factory")
+	probe := setup(t, factory)
+
+	t.Run("Queue", func(t *testing.T) { t.Parallel(); testQueue(t, factory) })
+	t.Run("History", func(t *testing.T) { t.Parallel(); testHistory(t, factory) })
+	t.Run("Projections", func(t *testing.T) { t.Parallel(); testProjections(t, factory) })
+	t.Run("Activities", func(t *testing.T) { t.Parallel(); testActivities(t, factory) })
+	t.Run("DeadLetters", func(t *testing.T) { t.Parallel(); testDeadLetters(t, factory) })
+	t.Run("AbandonMessages", func(t *testing.T) { t.Parallel(); testAbandonMessages(t, factory) })
+	t.Run("Locking", func(t *testing.T) { t.Parallel(); testLocking(t, factory) })
+	t.Run("NotFound", func(t *testing.T) { t.Parallel(); testNotFound(t, factory) })
+	switch probe.store.Mode() {
+	case round.ModeTransactional:
+		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
+	case round.ModePeekLock:
+		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
+	}
+	if _, ok := probe.store.(round.Notifier); ok {
+		t.Run("WorkHint", func(t *testing.T) { t.Parallel(); testWorkHint(t, factory) })
+	}
+}

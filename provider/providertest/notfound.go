@@ -1,0 +1,49 @@
+package providertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// testNotFound covers lookups of what does not exist and reads of an empty
+// store.
+func testNotFound(t *testing.T, factory Factory) {
+	t.Run("UnknownIDsAreNotFound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		ctx := t.Context()
+		_, err := b.store.GetInstance(ctx, "no-such-instance")
+		require.ErrorIs(t, err, round.ErrNotFound, "GetInstance")
+		_, _, err = b.store.GetSnapshot(ctx, "no-such-instance")
+		require.ErrorIs(t, err, round.ErrNotFound, "GetSnapshot")
+		_, err = b.store.GetDeadLetter(ctx, "no-such-letter")
+		require.ErrorIs(t, err, round.ErrNotFound, "GetDeadLetter")
+		require.ErrorIs(t, b.resolve(t, "no-such-letter", round.DeadLetterRedriven, "user:ops", base), round.ErrNotFound, "ResolveDeadLetter")
+
+		// History alone makes no instance record or snapshot.
+		require.NoError(t, b.appendEvents(ctx, "inst-a", chain("inst-a", nil, startEvent(t, execID))))
+		_, err = b.store.GetInstance(ctx, "inst-a")
+		require.ErrorIs(t, err, round.ErrNotFound, "GetInstance of an instance without projections")
+		_, _, err = b.store.GetSnapshot(ctx, "inst-a")
+		require.ErrorIs(t, err, round.ErrNotFound, "GetSnapshot of an instance without projections")
+	})
+
+	t.Run("EmptyStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		require.Empty(t, b.load(t, "no-such-instance", 1))
+		_, ok := b.nextVisible(t)
+		require.False(t, ok)
+		_, ok = b.nextTask(t, "")
+		require.False(t, ok)
+		require.Nil(t, b.take(t, at(time.Hour), 100, ""))
+		require.Nil(t, b.take(t, at(time.Hour), 100, "no-such-instance"))
+		require.Nil(t, b.claim(t, at(time.Hour)))
+		require.Nil(t, b.claim(t, at(time.Hour), "x"))
+		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}))
+	})
+}

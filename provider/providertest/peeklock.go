@@ -1,0 +1,206 @@
+package providertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// testPeekLock covers what only peek-lock stores promise: leases with
+// tokens and fencing epochs, their expiry, and the rejection of zombies.
+func testPeekLock(t *testing.T, factory Factory) {
+	// lease leases instanceID (any instance when empty) at now until
+	// now+leaseFor.
+	lease := func(t *testing.T, b *bundle, now time.Time, instanceID string) *round.Lease {
+		t.Helper()
+		l, err := b.lease.LeaseInstance(t.Context(), &round.LeaseParams{
+			Now: now, LockedUntil: now.Add(leaseFor), Owner: node, Limit: 100, InstanceID: instanceID,
+		})
+		require.NoError(t, err)
+		if l != nil {
+			require.NotEmpty(t, l.Token)
+			require.Equal(t, node, l.Owner)
+			require.Equal(t, now.Add(leaseFor), l.LockedUntil)
+			require.NoError(t, checkBatch(l.InstanceID, l.Messages, 100))
+		}
+		return l
+	}
+	ack := func(t *testing.T, b *bundle, l *round.Lease, ids ...string) error {
+		t.Helper()
+		return b.lease.AckLease(t.Context(), &round.AckLeaseParams{Lease: l, MessageIDs: ids})
+	}
+
+	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		m := signal(t, "m-1", "inst-a")
+		b.enqueue(t, base, m)
+
+		l1 := lease(t, b, base, "")
+		require.NotNil(t, l1)
+		require.Equal(t, "inst-a", l1.InstanceID)
+		require.Equal(t, []round.Message{queued(m, base)}, l1.Messages, "the leased message does not round-trip")
+		require.Nil(t, lease(t, b, at(30*time.Second), ""), "a live lease was taken")
+		require.Nil(t, lease(t, b, l1.LockedUntil.Add(-time.Microsecond), ""), "a live lease was taken")
+
+		// A lease expires at its LockedUntil.
+		l2 := lease(t, b, l1.LockedUntil, "")
+		require.NotNil(t, l2, "an expired lease was not taken over")
+		require.NotEqual(t, l1.Token, l2.Token)
+		require.Greater(t, l2.Epoch, l1.Epoch, "the fencing epoch did not grow")
+		// A lease that ran out is not a failed delivery.
+		require.Equal(t, []round.Message{queued(m, base)}, l2.Messages, "a lease that ran out changed the message")
+
+		l3 := lease(t, b, at(4*time.Minute), "")
+		require.NotNil(t, l3)
+		require.Greater(t, l3.Epoch, l2.Epoch)
+		require.NoError(t, ack(t, b, l3, "m-1"))
+		require.Nil(t, lease(t, b, at(time.Hour), ""))
+	})
+
+	t.Run("NextVisibleAtWaitsForTheLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
+		l := lease(t, b, base, "")
+		require.NotNil(t, l)
+		next, ok := b.nextVisible(t)
+		require.True(t, ok)
+		require.Equal(t, l.LockedUntil, next, "NextVisibleAt of a leased instance")
+		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		next, ok = b.nextVisible(t)
+		require.True(t, ok)
+		require.Equal(t, at(5*time.Minute), next, "NextVisibleAt of a renewed lease")
+		require.NoError(t, ack(t, b, l))
+		next, ok = b.nextVisible(t)
+		require.True(t, ok)
+		require.Equal(t, base, next, "NextVisibleAt of a released instance")
+	})
+
+	t.Run("AckRemovesOnlyListedAndReleases", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"), signal(t, "m-2", "inst-a"), signal(t, "m-3", "inst-a"))
+		l := lease(t, b, base, "")
+		require.NotNil(t, l)
+		require.Equal(t, []string{"m-1", "m-2", "m-3"}, messageIDs(l.Messages))
+		require.NoError(t, ack(t, b, l, "m-1", "m-3"))
+
+		l2 := lease(t, b, base, "")
+		require.NotNil(t, l2, "AckLease did not release the lease")
+		require.Equal(t, []string{"m-2"}, messageIDs(l2.Messages))
+		require.Equal(t, 0, l2.Messages[0].Attempts, "an ack counted a failed delivery")
+		require.Greater(t, l2.Epoch, l.Epoch)
+		require.ErrorIs(t, ack(t, b, l, "m-2"), round.ErrLeaseLost, "ack with a released lease's token")
+		require.ErrorIs(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(time.Hour)}), round.ErrLeaseLost,
+			"renewal of a released lease")
+		require.NoError(t, ack(t, b, l2))
+		require.Equal(t, []string{"m-2"}, messageIDs(b.drain(t, base)), "an empty ack removed a message")
+	})
+
+	t.Run("AbandonReleasesCountsAndHolds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		m := signal(t, "m-1", "inst-a")
+		b.enqueue(t, base, m)
+		l := lease(t, b, base, "")
+		require.NotNil(t, l)
+		require.NoError(t, b.lease.AbandonLease(t.Context(), &round.AbandonLeaseParams{Lease: l, VisibleAt: at(10 * time.Second), Error: "boom"}))
+		later := signal(t, "m-2", "inst-a")
+		b.enqueue(t, at(time.Second), later)
+
+		require.Nil(t, lease(t, b, at(10*time.Second).Add(-time.Microsecond), ""), "an abandoned instance was leased before VisibleAt")
+		next, ok := b.nextVisible(t)
+		require.True(t, ok)
+		require.Equal(t, at(10*time.Second), next)
+		// Released: leasable at VisibleAt, well before the old lease ran out.
+		l2 := lease(t, b, at(10*time.Second), "")
+		require.NotNil(t, l2, "AbandonLease did not release the lease")
+		want := []round.Message{queued(m, base), queued(later, at(time.Second))}
+		want[0].Attempts, want[0].LastError = 1, "boom"
+		for i := range want {
+			want[i].VisibleAt = l2.Messages[i].VisibleAt // the provider's choice, see AbandonMessages
+		}
+		require.Equal(t, want, l2.Messages, "AbandonLease did not record a failed delivery of its messages only")
+		require.ErrorIs(t, b.lease.AbandonLease(t.Context(), &round.AbandonLeaseParams{Lease: l, VisibleAt: at(time.Hour), Error: "again"}),
+			round.ErrLeaseLost, "abandoning a released lease")
+		require.NoError(t, ack(t, b, l2, "m-1", "m-2"))
+	})
+
+	t.Run("RenewExtends", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
+		l := lease(t, b, base, "")
+		require.NotNil(t, l)
+		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		require.Nil(t, lease(t, b, at(2*time.Minute), ""), "a renewed lease was taken over before its new end")
+		require.NoError(t, ack(t, b, l, "m-1"), "the renewed lease lost its token")
+		require.Nil(t, lease(t, b, at(time.Hour), ""))
+
+		b.enqueue(t, base, signal(t, "m-2", "inst-a"))
+		l = lease(t, b, base, "")
+		require.NotNil(t, l)
+		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		l2 := lease(t, b, at(6*time.Minute), "")
+		require.NotNil(t, l2, "a renewed lease did not run out at its new end")
+		require.Greater(t, l2.Epoch, l.Epoch)
+	})
+
+	t.Run("LiveLeasesAreSkipped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-a", "inst-a"), signal(t, "m-b", "inst-b"))
+		first := lease(t, b, base, "")
+		require.NotNil(t, first)
+		other := map[string]string{"inst-a": "inst-b", "inst-b": "inst-a"}[first.InstanceID]
+		require.NotEmpty(t, other)
+		second := lease(t, b, base, "")
+		require.NotNil(t, second, "the unleased instance was not leased")
+		require.Equal(t, other, second.InstanceID)
+		require.Nil(t, lease(t, b, base, ""))
+		require.Nil(t, lease(t, b, base, first.InstanceID), "a live lease was taken by name")
+		require.NoError(t, ack(t, b, first))
+		require.NoError(t, ack(t, b, second))
+	})
+
+	t.Run("ZombieIsRejected", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		ctx := t.Context()
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"), signal(t, "m-2", "inst-a"))
+		a := lease(t, b, base, "")
+		require.NotNil(t, a)
+		bl := lease(t, b, at(2*time.Minute), "")
+		require.NotNil(t, bl, "an expired lease was not taken over")
+		require.Equal(t, "inst-a", bl.InstanceID)
+		require.NotEqual(t, a.Token, bl.Token)
+		require.Greater(t, bl.Epoch, a.Epoch)
+
+		// The zombie appends after the new holder did.
+		log := chain("inst-a", nil, startEvent(t, execID), raisedEvent(t, "m-1"))
+		require.NoError(t, b.appendEvents(ctx, "inst-a", log))
+		zombieLog := chain("inst-a", nil, startEvent(t, execID), markerEvent(t, "zombie"))
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", zombieLog), round.ErrConflict)
+		require.Equal(t, log, b.load(t, "inst-a", 1))
+
+		require.ErrorIs(t, ack(t, b, a, "m-1"), round.ErrLeaseLost, "AckLease")
+		dead, err := letters(a.Messages, []string{"m-2"}, round.ReasonPanic, "zombie", at(2*time.Minute))
+		require.NoError(t, err)
+		require.ErrorIs(t, b.lease.DeadLetterLeased(ctx, &round.DeadLetterLeasedParams{Lease: a, Letters: dead}), round.ErrLeaseLost, "DeadLetterLeased")
+		require.ErrorIs(t, b.lease.AbandonLease(ctx, &round.AbandonLeaseParams{Lease: a, VisibleAt: at(time.Hour), Error: "zombie"}), round.ErrLeaseLost, "AbandonLease")
+		require.ErrorIs(t, b.lease.RenewLease(ctx, &round.RenewLeaseParams{Lease: a, LockedUntil: at(time.Hour)}), round.ErrLeaseLost, "RenewLease")
+
+		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}), "a zombie dead-lettered a message")
+		require.Nil(t, lease(t, b, at(2*time.Minute+time.Second), ""), "a zombie released or renewed the new lease")
+		require.NoError(t, ack(t, b, bl, "m-1"), "the new holder's ack")
+		l := lease(t, b, at(2*time.Minute+time.Second), "")
+		require.NotNil(t, l, "the zombie delayed the remaining message")
+		require.Equal(t, []string{"m-2"}, messageIDs(l.Messages))
+		require.Empty(t, l.Messages[0].LastError, "the zombie's abandon changed the message")
+		require.Equal(t, 0, l.Messages[0].Attempts, "the zombie's abandon counted a failed delivery")
+	})
+}

@@ -13,6 +13,18 @@ type cacheEntry struct {
 	projState  any
 }
 
+// close releases what the entry's states hold (an executor's goroutines).
+func (e *cacheEntry) close() {
+	if e == nil {
+		return
+	}
+	for _, s := range []any{e.turnState, e.projState} {
+		if c, ok := s.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+}
+
 // cache is a bounded LRU of instance states. A round takes its entry out and
 // puts it back only when the round committed, so a failed round never
 // leaves half-updated state behind.
@@ -55,8 +67,21 @@ func (c *cache) put(e *cacheEntry) {
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.items, last.Value.(*cacheEntry).instanceID)
+		old := last.Value.(*cacheEntry)
+		delete(c.items, old.instanceID)
+		old.close()
 	}
+}
+
+// clear drops and closes every entry.
+func (c *cache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, el := range c.items {
+		el.Value.(*cacheEntry).close()
+	}
+	c.items = map[string]*list.Element{}
+	c.order.Init()
 }
 
 func (c *cache) len() int {

@@ -179,8 +179,9 @@ func DefaultRetryDelay(attempts int) time.Duration {
 	return time.Second << max(attempts, 0)
 }
 
-// Forget drops the cached state of every instance, as a restart would.
-func (r *Runner) Forget() { r.cache = newCache(r.opts.CacheSize) }
+// Forget drops the cached state of every instance, as a restart would, and
+// releases what it held (executors' goroutines).
+func (r *Runner) Forget() { r.cache.clear() }
 
 // Cached returns how many instances' state the runner holds.
 func (r *Runner) Cached() int { return r.cache.len() }
@@ -196,14 +197,18 @@ type Report struct {
 	Processed, Duplicates, Stale, DeadLettered int
 	// Cold is true when the instance's history was loaded whole.
 	Cold bool
+	// Failed is true when the round did not commit; RunOnce then also
+	// returns its error.
+	Failed bool
 }
 
 // RunOnce runs one round on one instance with visible work. It returns a
-// nil report when there was no work. A round whose messages fail is rolled
-// back (or, in peek-lock mode, abandoned) and its messages are retried
-// later: RunOnce then returns the error, which callers log and otherwise
-// ignore. Messages that cannot be processed are dead-lettered and reported,
-// not returned as errors.
+// nil report when there was no work, and a nil report with an error when
+// the store could not be asked for work. A round that fails is rolled back
+// (or, in peek-lock mode, abandoned) and its instance retried later: RunOnce
+// then returns a report with Failed set and the error, which callers log
+// and otherwise ignore. Messages that cannot be processed are
+// dead-lettered and reported, not returned as errors.
 func (r *Runner) RunOnce(ctx context.Context) (*Report, error) {
 	if r.tx != nil {
 		return r.runTx(ctx)
@@ -240,6 +245,7 @@ func (r *Runner) runTx(ctx context.Context) (*Report, error) {
 		err = r.opts.Hooks.crash(ctx, AfterCommit, batch.InstanceID)
 	}
 	if err != nil {
+		entry.close()
 		return r.failed(ctx, batch.InstanceID, batch.Messages, now, err, nil)
 	}
 	r.cache.put(entry)
@@ -269,6 +275,7 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 		err = r.opts.Hooks.crash(ctx, AfterCommit, lease.InstanceID)
 	}
 	if err != nil {
+		entry.close()
 		return r.failed(ctx, lease.InstanceID, lease.Messages, now, err, lease)
 	}
 	r.cache.put(entry)
@@ -279,16 +286,17 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 // it is, a dead-letter error moves the batch to the dead-letter store, any
 // other error puts the messages back with a delay.
 func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, now time.Time, err error, lease *Lease) (*Report, error) {
+	failed := &Report{InstanceID: instanceID, Failed: true}
 	if IsCrash(err) {
-		r.cache.take(instanceID)
-		return nil, err
+		r.cache.take(instanceID).close()
+		return failed, err
 	}
 	r.log.WarnContext(ctx, "round failed", slog.String("instance", instanceID), slog.Any("error", err))
 	var dl *DeadLetterError
 	if errors.As(err, &dl) {
 		n, dlErr := r.deadLetterBatch(ctx, instanceID, msgs, dl, now, lease)
 		if dlErr != nil {
-			return nil, errors.Join(err, fmt.Errorf("dead-letter batch: %w", dlErr))
+			return failed, errors.Join(err, fmt.Errorf("dead-letter batch: %w", dlErr))
 		}
 		return &Report{InstanceID: instanceID, DeadLettered: n}, nil
 	}
@@ -316,7 +324,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 	if abandonErr != nil {
 		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
 	}
-	return nil, fmt.Errorf("round of %s: %w", instanceID, err)
+	return failed, fmt.Errorf("round of %s: %w", instanceID, err)
 }
 
 func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []Message, dl *DeadLetterError, now time.Time, lease *Lease) (int, error) {
@@ -399,17 +407,24 @@ func (o leaseOps) ack(ctx context.Context, _ string, ids []string) error {
 	return o.AckLease(ctx, &AckLeaseParams{Lease: o.lease, MessageIDs: ids})
 }
 
-// process runs steps 2–8 of a round on one instance.
-func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (*cacheEntry, *Report, error) {
+// process runs steps 2–8 of a round on one instance. The instance's cache
+// entry is the caller's when process succeeds, and closed when it fails.
+func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
 	rep := &Report{InstanceID: id}
 	entry := r.cache.take(id)
+	defer func() {
+		if err != nil {
+			entry.close()
+		}
+	}()
 	if entry != nil {
 		tail, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: entry.snap.LastSeq + 1})
 		if err != nil {
 			return nil, nil, fmt.Errorf("load history of %s: %w", id, err)
 		}
 		if len(tail) > 0 {
-			entry = nil // another node wrote the instance
+			entry.close() // another node wrote the instance
+			entry = nil
 		}
 	}
 	var stored []history.Event // the whole stored history, when loaded

@@ -68,6 +68,10 @@ type Store interface {
 	// above FromSeq, in order (empty when there are none).
 	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
 
+	// ListMessages returns the queued messages of an instance in enqueue
+	// order, visible or not, at most Limit (zero means 100).
+	ListMessages(ctx context.Context, p *ListMessagesParams) ([]Message, error)
+
 	// AbandonMessages records a failed delivery outside a round: it
 	// increments Attempts and sets LastError of each message that is still
 	// queued (ids no longer queued are ignored), and holds the instance
@@ -255,6 +259,12 @@ type Lease struct {
 type EnqueueMessagesParams struct {
 	Messages []Message
 	Now      time.Time
+}
+
+// ListMessagesParams are the params of ListMessages.
+type ListMessagesParams struct {
+	InstanceID string
+	Limit      int
 }
 
 // LoadHistoryParams are the params of LoadHistory.

@@ -20,6 +20,7 @@ type Op string
 const (
 	OpEnqueueMessages    Op = "EnqueueMessages"
 	OpLoadHistory        Op = "LoadHistory"
+	OpListMessages       Op = "ListMessages"
 	OpAbandonMessages    Op = "AbandonMessages"
 	OpNextVisibleAt      Op = "NextVisibleAt"
 	OpClaimActivity      Op = "ClaimActivity"
@@ -329,6 +330,31 @@ func (s *Store) loadHistory(id string, from int64) []history.Event {
 
 func cloneEvents(events []history.Event) []history.Event {
 	return append([]history.Event(nil), events...)
+}
+
+// ListMessages implements round.Store.
+func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
+	var out []round.Message
+	err := s.do(ctx, OpListMessages, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, ok := s.instances[p.InstanceID]
+		if !ok {
+			return nil
+		}
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		for _, m := range in.msgs {
+			if len(out) == limit {
+				break
+			}
+			out = append(out, m.m)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // AbandonMessages implements round.Store.

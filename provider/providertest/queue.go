@@ -153,6 +153,31 @@ func testQueue(t *testing.T, factory Factory) {
 		require.Equal(t, []string{"m-later"}, messageIDs(d.Messages))
 	})
 
+	t.Run("ListMessagesShowsQueuedMessagesOfOneInstance", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		future := signal(t, "m-later", "inst-a")
+		future.VisibleAt = at(time.Hour)
+		b.enqueue(t, base, signal(t, "m-2", "inst-a"), future, signal(t, "m-1", "inst-a"), signal(t, "m-x", "inst-b"))
+		ctx := context.Background()
+		got, err := b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"m-2", "m-later", "m-1"}, messageIDs(got), "enqueue order, visible or not")
+		require.Equal(t, at(time.Hour), got[1].VisibleAt)
+		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a", Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-none"})
+		require.NoError(t, err)
+		require.Empty(t, got)
+		// Acked messages are gone from the list.
+		d := b.take(t, base, 100, "inst-a")
+		require.NotNil(t, d)
+		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"m-later"}, messageIDs(got))
+	})
+
 	t.Run("InstanceFilter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

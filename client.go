@@ -1,0 +1,482 @@
+package chronicle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// ReusePolicy says what Start does when the instance id is taken.
+type ReusePolicy int
+
+const (
+	// ReuseError fails with ErrInstanceExists when an instance with the id
+	// exists, whatever its status, or its start is pending. Ids are
+	// business references (a claim number): starting one twice is a bug.
+	ReuseError ReusePolicy = iota
+	// ReuseReturnExisting returns the existing instance's id without
+	// starting anything.
+	ReuseReturnExisting
+	// ReuseTerminateAndRestart terminates a running execution and starts a
+	// new one with the same id; an ended instance simply starts again. The
+	// history keeps both executions.
+	ReuseTerminateAndRestart
+)
+
+// StartOptions configure Start.
+type StartOptions struct {
+	// InstanceID names the instance; default a new UUIDv7.
+	InstanceID string
+	// BusinessKey and BusinessParts are the product's reference of the
+	// instance, indexed for queries.
+	BusinessKey   string
+	BusinessParts map[string]string
+	// Tags are free-form labels.
+	Tags map[string]string
+	// Version is recorded with the start.
+	Version string
+	// Reuse says what to do when InstanceID is taken.
+	Reuse ReusePolicy
+	// Actor is the user who starts the instance, recorded as "user:<Actor>";
+	// default "system".
+	Actor string
+	// Trace carries the caller's W3C traceparent.
+	Trace string
+}
+
+// Start starts a workflow instance and returns its id. The instance runs
+// when a worker picks up its start message, which is at once when an
+// engine is running on the store.
+func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...StartOptions) (string, error) {
+	var o StartOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if _, ok := e.workflow(workflow); !ok {
+		return "", fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = history.NewID()
+	}
+	if err := e.validateID("instance id", o.InstanceID); err != nil {
+		return "", err
+	}
+	actor, err := e.actor(o.Actor)
+	if err != nil {
+		return "", err
+	}
+	payload, err := e.encode("workflow input", input)
+	if err != nil {
+		return "", err
+	}
+	var msgs []round.Message
+	rec, pending, err := e.lookup(ctx, o.InstanceID)
+	if err != nil {
+		return "", err
+	}
+	if rec != nil || pending {
+		switch o.Reuse {
+		case ReuseReturnExisting:
+			return o.InstanceID, nil
+		case ReuseTerminateAndRestart:
+			if rec == nil || !rec.Status.Terminal() {
+				m, err := e.control(o.InstanceID, actor, &history.ExecutionTerminated{Reason: "restarted by " + actor})
+				if err != nil {
+					return "", err
+				}
+				msgs = append(msgs, m)
+			}
+		default:
+			return "", fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
+		}
+	}
+	exec := history.NewID()
+	start, err := round.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
+		&history.ExecutionStarted{
+			Name: workflow, Version: o.Version, Input: payload, BusinessKey: o.BusinessKey,
+			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
+		})
+	if err != nil {
+		return "", err
+	}
+	start.Actor = actor
+	msgs = append(msgs, start)
+	if err := e.enqueue(ctx, msgs...); err != nil {
+		return "", err
+	}
+	return o.InstanceID, nil
+}
+
+// RaiseOptions configure RaiseEvent.
+type RaiseOptions struct {
+	// IdempotencyKey deduplicates the signal: the instance records at most
+	// one signal per key. Default: a new key, so every call is recorded.
+	IdempotencyKey string
+	// Sender identifies the sender in history.
+	Sender string
+	// Actor is the user raising the signal, recorded as "user:<Actor>".
+	Actor string
+}
+
+// RaiseEvent sends a signal to an instance. Workflow code receives it with
+// WaitEvent; signals that arrive before the code waits are buffered.
+func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOptions) error {
+	var o RaiseOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if err := e.validateID("instance id", instanceID); err != nil {
+		return err
+	}
+	if err := e.validateID("event name", name); err != nil {
+		return err
+	}
+	key := o.IdempotencyKey
+	if key == "" {
+		key = history.NewID()
+	} else if err := e.validateID("idempotency key", key); err != nil {
+		return err
+	}
+	actor, err := e.actor(o.Actor)
+	if err != nil {
+		return err
+	}
+	data, err := e.encode("event payload", payload)
+	if err != nil {
+		return err
+	}
+	if err := e.mustBeRunning(ctx, instanceID, false); err != nil {
+		return err
+	}
+	m, err := round.NewMessage(history.DeterministicID(instanceID, 0, "signal:"+key), instanceID, "", key,
+		&history.EventRaised{Name: name, Payload: data, IdempotencyKey: key, Sender: o.Sender})
+	if err != nil {
+		return err
+	}
+	m.Actor = actor
+	return e.enqueue(ctx, m)
+}
+
+// Terminate ends a running instance; its pending activities are cancelled
+// and its parent, if any, sees the child fail.
+func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, actor ...string) error {
+	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionTerminated{Reason: reason})
+}
+
+// Suspend pauses a running instance: signals and results are recorded but
+// its code does not run until Resume.
+func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, actor ...string) error {
+	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionSuspended{Reason: reason})
+}
+
+// Resume continues a suspended instance.
+func (e *Engine) Resume(ctx context.Context, instanceID, reason string, actor ...string) error {
+	return e.controlRequest(ctx, instanceID, true, first(actor), &history.ExecutionResumed{Reason: reason})
+}
+
+func first(s []string) string {
+	if len(s) > 0 {
+		return s[0]
+	}
+	return ""
+}
+
+func (e *Engine) controlRequest(ctx context.Context, instanceID string, suspended bool, user string, attrs history.Attributes) error {
+	if err := e.validateID("instance id", instanceID); err != nil {
+		return err
+	}
+	actor, err := e.actor(user)
+	if err != nil {
+		return err
+	}
+	if err := e.mustBeRunning(ctx, instanceID, suspended); err != nil {
+		return err
+	}
+	m, err := e.control(instanceID, actor, attrs)
+	if err != nil {
+		return err
+	}
+	return e.enqueue(ctx, m)
+}
+
+func (e *Engine) control(instanceID, actor string, attrs history.Attributes) (round.Message, error) {
+	id := history.NewID()
+	m, err := round.NewMessage(id, instanceID, "", id, attrs)
+	m.Actor = actor
+	return m, err
+}
+
+// mustBeRunning checks that the instance exists (or its start is pending)
+// and has not ended; with suspended, that it is suspended.
+func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended bool) error {
+	rec, pending, err := e.lookup(ctx, instanceID)
+	switch {
+	case err != nil:
+		return err
+	case rec == nil && !pending:
+		return fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+	case rec != nil && rec.Status.Terminal():
+		return fmt.Errorf("%w: %s is %s", ErrInstanceNotRunning, instanceID, rec.Status)
+	case suspended && (rec == nil || rec.Status != round.StatusSuspended):
+		return fmt.Errorf("%w: %s is not suspended", ErrInstanceNotRunning, instanceID)
+	}
+	return nil
+}
+
+// lookup returns the instance record, if any, and whether messages (a
+// start, say) are queued for the instance.
+func (e *Engine) lookup(ctx context.Context, instanceID string) (*round.InstanceRecord, bool, error) {
+	rec, err := e.store.GetInstance(ctx, instanceID)
+	if err != nil && !errors.Is(err, round.ErrNotFound) {
+		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	}
+	if err == nil && !rec.Status.Terminal() {
+		return rec, false, nil
+	}
+	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: instanceID, Limit: 100})
+	if err != nil {
+		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	}
+	pending := false
+	for _, m := range queued {
+		if m.Kind == history.KindExecutionStarted {
+			pending = true
+		}
+	}
+	return rec, pending, nil
+}
+
+func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
+	return e.store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
+}
+
+func (e *Engine) now() time.Time { return e.opts.Clock.Now().UTC().Truncate(time.Microsecond) }
+
+func (e *Engine) validateID(what, id string) error {
+	if err := history.ValidateID(what, id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+func (e *Engine) actor(user string) (string, error) {
+	if user == "" {
+		return history.ActorSystem, nil
+	}
+	if err := e.validateID("actor", user); err != nil {
+		return "", err
+	}
+	return history.UserActor(user), nil
+}
+
+func (e *Engine) encode(what string, v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if raw, ok := v.(RawPayload); ok {
+		v = []byte(raw)
+		if len(raw) > e.opts.MaxPayloadSize {
+			return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrPayloadTooLarge, what, len(raw), e.opts.MaxPayloadSize)
+		}
+		return raw, nil
+	}
+	b, err := e.opts.Codec.Encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalidArgument, what, err)
+	}
+	if len(b) > e.opts.MaxPayloadSize {
+		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrPayloadTooLarge, what, len(b), e.opts.MaxPayloadSize)
+	}
+	return b, nil
+}
+
+// Instance describes an instance as its projections show it.
+type Instance struct {
+	ID            string
+	ExecutionID   string
+	Workflow      string
+	Version       string
+	Status        Status
+	BusinessKey   string
+	BusinessParts map[string]string
+	ParentID      string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CompletedAt   time.Time
+	// LastError is the most recent error in history (a failed activity).
+	LastError string
+	// Incident is the reason of the instance's newest unresolved dead
+	// letter, if any.
+	Incident string
+	// LastSeq is the last event the description reflects.
+	LastSeq int64
+	// Failure is set for failed and terminated instances.
+	Failure *Failure
+
+	output       []byte
+	customStatus []byte
+	codec        Codec
+}
+
+// Result decodes the output of a completed instance into out. For a failed
+// or terminated instance it returns a *WorkflowError, and for one still
+// running an error saying it has no result yet.
+func (i *Instance) Result(out any) error {
+	switch i.Status {
+	case StatusCompleted:
+		if out == nil {
+			return nil
+		}
+		return i.codec.Decode(i.output, out)
+	case StatusFailed, StatusTerminated:
+		f := Failure{Message: string(i.Status)}
+		if i.Failure != nil {
+			f = *i.Failure
+		}
+		return &WorkflowError{InstanceID: i.ID, Status: i.Status, Failure: f}
+	}
+	return fmt.Errorf("chronicle: instance %s is %s and has no result yet", i.ID, i.Status)
+}
+
+// CustomStatus decodes the instance's custom status into out; it reports
+// false when none was set.
+func (i *Instance) CustomStatus(out any) (bool, error) {
+	if len(i.customStatus) == 0 {
+		return false, nil
+	}
+	return true, i.codec.Decode(i.customStatus, out)
+}
+
+func (e *Engine) instance(rec *round.InstanceRecord) *Instance {
+	return &Instance{
+		ID: rec.InstanceID, ExecutionID: rec.ExecutionID, Workflow: rec.Name, Version: rec.Version, Status: rec.Status,
+		BusinessKey: rec.BusinessKey, BusinessParts: rec.BusinessParts, ParentID: rec.ParentID,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, CompletedAt: rec.CompletedAt,
+		LastError: rec.LastError, Incident: rec.Incident, LastSeq: rec.LastSeq, Failure: rec.Failure,
+		output: rec.Output, customStatus: rec.CustomStatus, codec: e.opts.Codec,
+	}
+}
+
+// Describe returns the instance as its projections show it. It returns
+// ErrInstanceNotFound until the instance's first round ran.
+func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, error) {
+	if err := e.validateID("instance id", instanceID); err != nil {
+		return nil, err
+	}
+	rec, err := e.store.GetInstance(ctx, instanceID)
+	if errors.Is(err, round.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
+	}
+	return e.instance(rec), nil
+}
+
+// Wait blocks until the instance has ended (completed, failed or
+// terminated) or ctx ends, and returns it. An instance whose start is
+// still queued is waited for; an unknown one is ErrInstanceNotFound.
+func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error) {
+	if err := e.validateID("instance id", instanceID); err != nil {
+		return nil, err
+	}
+	poll := 5 * time.Millisecond
+	for {
+		var hint <-chan struct{}
+		if n, ok := e.store.(round.Notifier); ok {
+			hint = n.WorkHint(round.QueueOrchestration)
+		}
+		rec, pending, err := e.lookup(ctx, instanceID)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil && rec.Status.Terminal() && !pending {
+			return e.instance(rec), nil
+		}
+		if rec == nil && !pending {
+			return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+		}
+		timer := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-hint:
+		case <-timer.C:
+			poll = min(poll*2, time.Second)
+		}
+		timer.Stop()
+	}
+}
+
+// History returns the whole history of an instance, every execution, in
+// order.
+func (e *Engine) History(ctx context.Context, instanceID string) ([]Event, error) {
+	if err := e.validateID("instance id", instanceID); err != nil {
+		return nil, err
+	}
+	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", instanceID, err)
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+	}
+	return events, nil
+}
+
+// DeadLetterFilter selects dead letters.
+type DeadLetterFilter struct {
+	InstanceID string
+	// Status filters by status; empty means any.
+	Status round.DeadLetterStatus
+	// AfterID pages: only ids greater than it.
+	AfterID string
+	// Limit bounds the result; zero means 100.
+	Limit int
+}
+
+// ListDeadLetters returns dead letters in id order.
+func (e *Engine) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
+	return e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: f.InstanceID, Status: f.Status, AfterID: f.AfterID, Limit: f.Limit})
+}
+
+// GetDeadLetter returns one dead letter.
+func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error) {
+	dl, err := e.store.GetDeadLetter(ctx, id)
+	if errors.Is(err, round.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)
+	}
+	return dl, err
+}
+
+// RedriveDeadLetter puts a dead letter's message or task back in its queue
+// with its attempts reset, recording who did it.
+func (e *Engine) RedriveDeadLetter(ctx context.Context, id, by string) error {
+	return e.resolve(ctx, id, by, round.DeadLetterRedriven)
+}
+
+// DiscardDeadLetter closes a dead letter without processing it, recording
+// who did it.
+func (e *Engine) DiscardDeadLetter(ctx context.Context, id, by string) error {
+	return e.resolve(ctx, id, by, round.DeadLetterDiscarded)
+}
+
+func (e *Engine) resolve(ctx context.Context, id, by string, status round.DeadLetterStatus) error {
+	actor, err := e.actor(by)
+	if err != nil {
+		return err
+	}
+	err = e.store.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: id, Status: status, By: actor, Now: e.now()})
+	switch {
+	case errors.Is(err, round.ErrNotFound):
+		return fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)
+	case errors.Is(err, round.ErrInvalidState):
+		return fmt.Errorf("%w: %s", ErrDeadLetterResolved, id)
+	}
+	return err
+}

@@ -1,0 +1,361 @@
+package chronicle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/replay"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Engine runs workflows on a store: register workflows and activities,
+// call [Engine.Run] to start its workers, and use the client methods
+// ([Engine.Start], [Engine.RaiseEvent], ...) from anywhere. Any number of
+// engines (nodes) may share one store.
+type Engine struct {
+	store round.Store
+	opts  Options
+	log   *slog.Logger
+
+	mu         sync.RWMutex
+	workflows  map[string]replay.WorkflowFunc
+	activities map[string]round.ActivityFunc
+
+	replayer *replay.Replayer
+	runner   *round.Runner
+	worker   *round.ActivityWorker
+	running  atomic.Bool
+}
+
+// New returns an engine on store. It validates the options and fills in
+// their defaults.
+func New(store round.Store, opts Options) (*Engine, error) {
+	if store == nil {
+		return nil, errNoStore
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	e := &Engine{
+		store: store, opts: opts, log: opts.Logger,
+		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{},
+	}
+	e.replayer = replay.New(replay.Options{
+		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
+		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
+	})
+	var err error
+	e.runner, err = round.NewRunner(store, round.RunnerOptions{
+		Node: opts.NodeID, Turn: e.replayer.Turn, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
+		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
+		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
+		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() round.Store { return e.store }
+
+// Options returns the engine's options with defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+func (e *Engine) workflow(name string) (replay.WorkflowFunc, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	fn, ok := e.workflows[name]
+	return fn, ok
+}
+
+func (e *Engine) activity(name string) (round.ActivityFunc, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	fn, ok := e.activities[name]
+	return fn, ok
+}
+
+// RegisterWorkflow registers a workflow function under name. Its input and
+// result are encoded with the engine's codec.
+func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context, in In) (Out, error)) error {
+	if err := history.ValidateID("workflow name", name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if fn == nil {
+		return invalid("workflow %s has a nil function", name)
+	}
+	codec := e.opts.Codec
+	wrapped := func(ctx *Context, input []byte) ([]byte, error) {
+		var in In
+		if err := codec.Decode(input, &in); err != nil {
+			return nil, &replay.InputError{Workflow: name, Err: err}
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return codec.Encode(out)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.workflows[name]; ok {
+		return fmt.Errorf("%w: workflow %s", ErrAlreadyRegistered, name)
+	}
+	e.workflows[name] = wrapped
+	return nil
+}
+
+// RegisterActivity registers an activity function under name. It receives
+// a context.Context that is cancelled when its lease is lost, its instance
+// ends or the engine stops; [Heartbeat] keeps the lease of long activities.
+func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.Context, in In) (Out, error)) error {
+	if err := history.ValidateID("activity name", name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if fn == nil {
+		return invalid("activity %s has a nil function", name)
+	}
+	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
+	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) ([]byte, error) {
+		var in In
+		if err := codec.Decode(lease.Task.Input, &in); err != nil {
+			return nil, NonRetryable(fmt.Errorf("decode input of activity %s: %w", name, err))
+		}
+		ctx = context.WithValue(ctx, activityKey{}, &activityState{lease: lease, hb: hb, every: e.opts.ActivityHeartbeat, clock: e.opts.Clock})
+		out, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := codec.Encode(out)
+		if err != nil {
+			return nil, NonRetryable(fmt.Errorf("encode result of activity %s: %w", name, err))
+		}
+		if len(b) > maxSize {
+			return nil, NonRetryable(fmt.Errorf("%w: result of activity %s is %d bytes, limit %d", ErrPayloadTooLarge, name, len(b), maxSize))
+		}
+		return b, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.activities[name]; ok {
+		return fmt.Errorf("%w: activity %s", ErrAlreadyRegistered, name)
+	}
+	e.activities[name] = wrapped
+	return nil
+}
+
+// Run starts the engine's orchestration and activity workers and blocks
+// until ctx ends. It then stops taking work, waits up to ShutdownTimeout
+// for rounds and activities in flight (cancelling activities still running
+// then), releases its cached executors and returns nil.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrEngineRunning
+	}
+	defer e.running.Store(false)
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	for i := 0; i < e.opts.OrchestrationWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loop(ctx, work, round.QueueOrchestration, e.round)
+		}()
+	}
+	for i := 0; i < e.opts.ActivityWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loop(ctx, work, round.QueueActivity, e.runActivity)
+		}()
+	}
+	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
+		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(e.opts.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		e.log.Warn("shutdown timeout: cancelling work in flight")
+		cancelWork()
+		<-done
+	}
+	e.runner.Forget()
+	e.log.Info("engine stopped", slog.String("node", e.opts.NodeID))
+	return nil
+}
+
+// RunOnce runs at most one round and one activity attempt and reports
+// whether there was work. Tests drive an engine with it instead of Run.
+func (e *Engine) RunOnce(ctx context.Context) (bool, error) {
+	r, err := e.round(ctx)
+	if err != nil && !r {
+		return false, err
+	}
+	a, aerr := e.runActivity(ctx)
+	return r || a, aerr
+}
+
+func (e *Engine) round(ctx context.Context) (bool, error) {
+	start := time.Now()
+	rep, err := e.runner.RunOnce(ctx)
+	if rep == nil {
+		return false, err
+	}
+	if o := e.opts.Observer; o != nil {
+		o.Round(RoundStats{InstanceID: rep.InstanceID, Duration: time.Since(start), Appended: rep.Appended,
+			Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Err: err})
+	}
+	if err != nil {
+		e.log.WarnContext(ctx, "round failed; it will be retried", slog.String("instance", rep.InstanceID), slog.Any("error", err))
+	}
+	return true, nil
+}
+
+func (e *Engine) runActivity(ctx context.Context) (bool, error) {
+	start := time.Now()
+	rep, err := e.worker.RunOnce(ctx)
+	if rep == nil {
+		return false, err
+	}
+	if o := e.opts.Observer; o != nil {
+		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome), Duration: time.Since(start), Err: rep.Err})
+	}
+	if rep.Err != nil {
+		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.Int("attempt", rep.Attempt),
+			slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
+	}
+	return true, err
+}
+
+// loop is one worker: it runs steps while there is work and otherwise
+// sleeps until a work hint, the next visible time or the safety poll. stop
+// ends the loop; work is the context of the work in flight.
+func (e *Engine) loop(stop, work context.Context, q round.Queue, step func(context.Context) (bool, error)) {
+	failures := 0
+	for stop.Err() == nil {
+		var hint <-chan struct{}
+		if n, ok := e.store.(round.Notifier); ok {
+			hint = n.WorkHint(q)
+		}
+		worked, err := step(work)
+		if err != nil {
+			// The store failed: back off so a database outage does not
+			// spin the worker.
+			failures++
+			e.log.Error("worker cannot reach the store", slog.String("queue", string(q)), slog.Any("error", err))
+			e.sleep(stop, nil, min(50*time.Millisecond<<min(failures, 7), e.opts.SafetyPoll))
+			continue
+		}
+		failures = 0
+		if worked {
+			continue
+		}
+		wait := e.opts.SafetyPoll
+		next, ok, err := e.store.NextVisibleAt(work, &round.NextVisibleAtParams{Queue: q, Queues: e.opts.ActivityQueues})
+		if err == nil && ok {
+			wait = min(wait, next.Sub(e.opts.Clock.Now()))
+		}
+		if wait > 0 {
+			e.sleep(stop, hint, wait)
+		}
+	}
+}
+
+// sleep waits for d on the engine's clock, a hint or the end of ctx.
+func (e *Engine) sleep(ctx context.Context, hint <-chan struct{}, d time.Duration) {
+	wake := make(chan struct{})
+	var stopTimer func() bool
+	if tc, ok := e.opts.Clock.(round.TimerClock); ok {
+		stopTimer = tc.AfterFunc(d, func() { close(wake) })
+	} else {
+		stopTimer = time.AfterFunc(d, func() { close(wake) }).Stop
+	}
+	defer stopTimer()
+	select {
+	case <-ctx.Done():
+	case <-hint:
+	case <-wake:
+	}
+}
+
+// activityKey keys the activity state in an activity's context.
+type activityKey struct{}
+
+type activityState struct {
+	lease *round.ActivityLease
+	hb    *round.Heartbeat
+	every time.Duration
+	clock Clock
+
+	mu   sync.Mutex
+	last time.Time
+}
+
+// ActivityInfo describes the running activity.
+type ActivityInfo struct {
+	Name         string
+	TaskID       string
+	InstanceID   string
+	ExecutionID  string
+	ScheduledSeq int64
+	Attempt      int
+	Queue        string
+}
+
+// ActivityInfoFrom returns the description of the activity running with
+// ctx; ok is false outside activities.
+func ActivityInfoFrom(ctx context.Context) (ActivityInfo, bool) {
+	s, ok := ctx.Value(activityKey{}).(*activityState)
+	if !ok {
+		return ActivityInfo{}, false
+	}
+	t := &s.lease.Task
+	return ActivityInfo{Name: t.Name, TaskID: t.ID, InstanceID: t.InstanceID, ExecutionID: t.ExecutionID,
+		ScheduledSeq: t.ScheduledSeq, Attempt: t.Attempt, Queue: t.Queue}, true
+}
+
+// ErrNotInActivity is returned by Heartbeat outside an activity.
+var ErrNotInActivity = errors.New("chronicle: not in an activity")
+
+// Heartbeat tells the store that the activity running with ctx is alive and
+// extends its lease. Calls closer together than Options.ActivityHeartbeat
+// return at once. When the lease was lost — the task was taken over, or its
+// instance ended — it returns an error wrapping round.ErrLeaseLost and ctx
+// is cancelled; the activity should stop.
+func Heartbeat(ctx context.Context) error {
+	s, ok := ctx.Value(activityKey{}).(*activityState)
+	if !ok {
+		return ErrNotInActivity
+	}
+	s.mu.Lock()
+	now := s.clock.Now()
+	if !s.last.IsZero() && now.Sub(s.last) < s.every {
+		s.mu.Unlock()
+		return nil
+	}
+	s.last = now
+	s.mu.Unlock()
+	return s.hb.Beat(ctx)
+}

@@ -1,0 +1,94 @@
+package chronicle
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/replay"
+)
+
+// Errors of the client API. Compare with errors.Is.
+var (
+	// ErrInstanceNotFound: no instance has this id (and no start is
+	// pending for it).
+	ErrInstanceNotFound = errors.New("chronicle: instance not found")
+	// ErrInstanceExists: Start with ReuseError found the id taken.
+	ErrInstanceExists = errors.New("chronicle: instance already exists")
+	// ErrInstanceNotRunning: the instance has ended (or, for Resume, is not
+	// suspended).
+	ErrInstanceNotRunning = errors.New("chronicle: instance not running")
+	// ErrInvalidArgument wraps every rejected argument; the message names
+	// the field.
+	ErrInvalidArgument = errors.New("chronicle: invalid argument")
+	// ErrUnknownWorkflow: no workflow of that name is registered.
+	ErrUnknownWorkflow = replay.ErrUnknownWorkflow
+	// ErrUnknownActivity: no activity of that name is registered.
+	ErrUnknownActivity = errors.New("chronicle: unknown activity")
+	// ErrAlreadyRegistered: a workflow or activity of that name exists.
+	ErrAlreadyRegistered = errors.New("chronicle: already registered")
+	// ErrPayloadTooLarge: an encoded payload exceeds Options.MaxPayloadSize.
+	ErrPayloadTooLarge = replay.ErrPayloadTooLarge
+	// ErrTimeout: a wait for a signal timed out.
+	ErrTimeout = replay.ErrTimeout
+	// ErrTaskCancelled: the workflow cancelled the task waited for.
+	ErrTaskCancelled = replay.ErrTaskCancelled
+	// ErrDeadLetterNotFound: no dead letter has this id.
+	ErrDeadLetterNotFound = errors.New("chronicle: dead letter not found")
+	// ErrDeadLetterResolved: the dead letter was already redriven or
+	// discarded.
+	ErrDeadLetterResolved = errors.New("chronicle: dead letter already resolved")
+	// ErrEngineRunning: Run was called on an engine that is running.
+	ErrEngineRunning = errors.New("chronicle: engine already running")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// WorkflowError is what [Instance.Result] returns for an instance that
+// failed or was terminated.
+type WorkflowError struct {
+	InstanceID string
+	Status     Status
+	Failure    Failure
+}
+
+// Error implements error.
+func (e *WorkflowError) Error() string {
+	return fmt.Sprintf("chronicle: instance %s %s: %s", e.InstanceID, e.Status, e.Failure.Message)
+}
+
+// nonRetryable marks an error that retrying cannot fix.
+type nonRetryable struct{ err error }
+
+func (e *nonRetryable) Error() string      { return e.err.Error() }
+func (e *nonRetryable) Unwrap() error      { return e.err }
+func (e *nonRetryable) NonRetryable() bool { return true }
+
+// NonRetryable marks an activity's error as one that retries cannot fix:
+// the activity fails at once with it.
+func NonRetryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &nonRetryable{err: err}
+}
+
+// typedError names an error's type for retry policies.
+type typedError struct {
+	typ string
+	err error
+}
+
+func (e *typedError) Error() string     { return e.err.Error() }
+func (e *typedError) Unwrap() error     { return e.err }
+func (e *typedError) ErrorType() string { return e.typ }
+
+// ErrorWithType gives an activity's error a type name that retry policies
+// can list in RetryPolicy.NonRetryable.
+func ErrorWithType(typ string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &typedError{typ: typ, err: err}
+}

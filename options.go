@@ -1,0 +1,198 @@
+package chronicle
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Options configure an [Engine]. The zero value of every field takes the
+// default documented on it.
+type Options struct {
+	// NodeID names this process in history ("worker:<NodeID>") and in dead
+	// letters. Default: host name and process id.
+	NodeID string
+	// Logger receives the engine's structured logs. Default: discard.
+	Logger *slog.Logger
+	// Clock tells the time. Default: the wall clock. Tests pass a
+	// round.ManualClock.
+	Clock Clock
+	// Codec encodes user payloads. Default: MsgpackCodec.
+	Codec Codec
+	// OrchestrationWorkers is how many rounds run at once. Default 2.
+	OrchestrationWorkers int
+	// ActivityWorkers is how many activities run at once. Default 4.
+	ActivityWorkers int
+	// ActivityQueues are the task queues this engine serves. Default: the
+	// default queue "".
+	ActivityQueues []string
+	// ActivityLease is how long a claimed activity task stays claimed
+	// without a heartbeat. Default 30s.
+	ActivityLease time.Duration
+	// ActivityHeartbeat is the least time between two heartbeats an
+	// activity sends to the store; more frequent calls of Heartbeat return
+	// at once. Default: a third of ActivityLease.
+	ActivityHeartbeat time.Duration
+	// RoundLease is how long a peek-lock round holds its instance. Default
+	// 30s.
+	RoundLease time.Duration
+	// MaxDeliveries is how many failed deliveries a message may have before
+	// it is dead-lettered. Default 10.
+	MaxDeliveries int
+	// DefaultRetry fills the zero fields of activities' retry policies.
+	// Default: 10 attempts, 1s doubling to at most 100s.
+	DefaultRetry RetryPolicy
+	// CacheSize bounds the instances whose executors stay in memory between
+	// rounds. Default 1000; negative disables the cache.
+	CacheSize int
+	// SafetyPoll is how often idle workers look for work when no hint
+	// arrives. Default 5s.
+	SafetyPoll time.Duration
+	// MaxPayloadSize bounds every encoded user payload. Default 2 MiB.
+	MaxPayloadSize int
+	// ShutdownTimeout is how long Run waits for rounds and activities in
+	// flight after its context ends; activities still running then are
+	// cancelled. Default 30s.
+	ShutdownTimeout time.Duration
+	// Observer receives metrics of rounds and activities. Default: none.
+	Observer Observer
+}
+
+// Observer is told what the engine did, for metrics and traces. Its
+// methods are called on the workers' goroutines and must not block.
+type Observer interface {
+	// Round is called after every round.
+	Round(RoundStats)
+	// Activity is called after every activity attempt.
+	Activity(ActivityStats)
+}
+
+// RoundStats describe one round.
+type RoundStats struct {
+	InstanceID string
+	Duration   time.Duration
+	Appended   int
+	Processed  int
+	Duplicates int
+	Stale      int
+	// DeadLettered counts messages moved to the dead-letter store.
+	DeadLettered int
+	// Err is set when the round failed and will be retried.
+	Err error
+}
+
+// ActivityStats describe one activity attempt.
+type ActivityStats struct {
+	Name     string
+	TaskID   string
+	Attempt  int
+	Outcome  string
+	Duration time.Duration
+	Err      error
+}
+
+// Validate reports every problem of the options at once.
+func (o Options) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	if o.NodeID != "" {
+		check(history.ValidateID("NodeID", o.NodeID) == nil, "NodeID %q is not a valid id", o.NodeID)
+	}
+	check(o.OrchestrationWorkers >= 0, "OrchestrationWorkers is %d, must not be negative", o.OrchestrationWorkers)
+	check(o.ActivityWorkers >= 0, "ActivityWorkers is %d, must not be negative", o.ActivityWorkers)
+	check(o.ActivityLease >= 0, "ActivityLease is %s, must not be negative", o.ActivityLease)
+	check(o.ActivityHeartbeat >= 0, "ActivityHeartbeat is %s, must not be negative", o.ActivityHeartbeat)
+	if o.ActivityLease > 0 && o.ActivityHeartbeat > 0 {
+		check(o.ActivityHeartbeat < o.ActivityLease, "ActivityHeartbeat %s must be shorter than ActivityLease %s", o.ActivityHeartbeat, o.ActivityLease)
+	}
+	check(o.RoundLease >= 0, "RoundLease is %s, must not be negative", o.RoundLease)
+	check(o.MaxDeliveries >= 0, "MaxDeliveries is %d, must not be negative", o.MaxDeliveries)
+	check(o.SafetyPoll >= 0, "SafetyPoll is %s, must not be negative", o.SafetyPoll)
+	check(o.MaxPayloadSize >= 0, "MaxPayloadSize is %d, must not be negative", o.MaxPayloadSize)
+	check(o.MaxPayloadSize <= history.MaxEncodedSize/4, "MaxPayloadSize is %d, at most %d allowed", o.MaxPayloadSize, history.MaxEncodedSize/4)
+	check(o.ShutdownTimeout >= 0, "ShutdownTimeout is %s, must not be negative", o.ShutdownTimeout)
+	r := o.DefaultRetry
+	check(r.MaxAttempts >= 0, "DefaultRetry.MaxAttempts is %d, must not be negative", r.MaxAttempts)
+	check(r.InitialInterval >= 0 && r.MaxInterval >= 0, "DefaultRetry intervals must not be negative")
+	check(r.Multiplier == 0 || r.Multiplier >= 1, "DefaultRetry.Multiplier is %g, must be at least 1", r.Multiplier)
+	for _, q := range o.ActivityQueues {
+		check(q == "" || history.ValidateID("queue", q) == nil, "ActivityQueues holds invalid queue name %q", q)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%w: invalid options: %s", ErrInvalidArgument, strings.Join(msgs, "; "))
+}
+
+// WithDefaults returns the options with every zero field set to its
+// default.
+func (o Options) WithDefaults() Options {
+	if o.NodeID == "" {
+		host, err := os.Hostname()
+		if err != nil || history.ValidateID("NodeID", host) != nil {
+			host = "node"
+		}
+		o.NodeID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = round.SystemClock{}
+	}
+	if o.Codec == nil {
+		o.Codec = MsgpackCodec{}
+	}
+	if o.OrchestrationWorkers == 0 {
+		o.OrchestrationWorkers = 2
+	}
+	if o.ActivityWorkers == 0 {
+		o.ActivityWorkers = 4
+	}
+	if len(o.ActivityQueues) == 0 {
+		o.ActivityQueues = []string{""}
+	}
+	if o.ActivityLease == 0 {
+		o.ActivityLease = 30 * time.Second
+	}
+	if o.ActivityHeartbeat == 0 {
+		o.ActivityHeartbeat = o.ActivityLease / 3
+	}
+	if o.RoundLease == 0 {
+		o.RoundLease = 30 * time.Second
+	}
+	if o.MaxDeliveries == 0 {
+		o.MaxDeliveries = 10
+	}
+	o.DefaultRetry = round.WithRetryDefaults(o.DefaultRetry, round.DefaultRetryPolicy)
+	if o.CacheSize == 0 {
+		o.CacheSize = 1000
+	}
+	if o.SafetyPoll == 0 {
+		o.SafetyPoll = 5 * time.Second
+	}
+	if o.MaxPayloadSize == 0 {
+		o.MaxPayloadSize = 2 << 20
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	return o
+}
+
+var errNoStore = errors.New("chronicle: nil store")

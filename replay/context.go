@@ -1,0 +1,377 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Context is what workflow code gets instead of a context.Context: every
+// call that touches the outside world goes through it, so that replaying
+// the code against its history makes the same calls in the same order.
+//
+// Workflow code must be deterministic: it may not read the clock, random
+// numbers, the network or files, nor start goroutines of its own; it uses
+// [Context.Now], [Context.NewID], [Context.SideEffect] and [Context.Go]
+// instead, and iterates over maps in sorted order.
+type Context struct {
+	x *executor
+}
+
+// ActivityOptions configure one activity call.
+type ActivityOptions struct {
+	// Queue routes the task to workers serving that queue.
+	Queue string
+	// Retry overrides the engine's default retry policy; zero fields keep
+	// the defaults.
+	Retry history.RetryPolicy
+	// Timeout bounds one attempt; zero means the worker's lease.
+	Timeout time.Duration
+}
+
+// SubWorkflowOptions configure one sub-workflow call.
+type SubWorkflowOptions struct {
+	// InstanceID names the child; default: the parent's id followed by
+	// "/" and the scheduling Seq.
+	InstanceID string
+	// Version is recorded with the child's start.
+	Version string
+}
+
+// WaitOptions configure a wait for a signal.
+type WaitOptions struct {
+	// Timeout, when positive, ends the wait with ErrTimeout.
+	Timeout time.Duration
+}
+
+// InstanceID returns the instance's id.
+func (c *Context) InstanceID() string { return c.x.instanceID }
+
+// ExecutionID returns the current execution's id.
+func (c *Context) ExecutionID() string { return c.x.executionID }
+
+// WorkflowName returns the registered name of the workflow.
+func (c *Context) WorkflowName() string { return c.x.start.Name }
+
+// BusinessKey returns the instance's business reference key.
+func (c *Context) BusinessKey() string { return c.x.start.BusinessKey }
+
+// Now returns the workflow's deterministic time: the time of the current
+// turn, the same on every replay.
+func (c *Context) Now() time.Time { return c.x.now }
+
+// IsReplaying reports whether the code is being replayed from history
+// rather than running for the first time.
+func (c *Context) IsReplaying() bool { return c.x.replaying }
+
+// Logger returns a logger that is silent while the code is replayed, so
+// each line is logged once.
+func (c *Context) Logger() *slog.Logger {
+	if c.x.replaying {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.x.r.opts.Logger.With(slog.String("instance", c.x.instanceID), slog.String("workflow", c.x.start.Name))
+}
+
+// NewID returns an id that is the same on every replay.
+func (c *Context) NewID() string {
+	c.x.ids++
+	return history.DeterministicID(c.x.executionID, c.x.turnSeq, "id:"+strconv.Itoa(c.x.ids))
+}
+
+func (c *Context) encode(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if b, ok := v.(RawPayload); ok {
+		return b, nil
+	}
+	b, err := c.x.r.opts.Codec.Encode(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > c.x.r.opts.MaxPayloadSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(b), c.x.r.opts.MaxPayloadSize)
+	}
+	return b, nil
+}
+
+// RawPayload is a payload already encoded with the engine's codec; it is
+// passed through unchanged.
+type RawPayload []byte
+
+// CallActivity schedules an activity and returns its future. The activity
+// runs at least once; a failure after the retries is an *ActivityError.
+func (c *Context) CallActivity(name string, input any, opts ...ActivityOptions) Future {
+	var o ActivityOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	payload, err := c.encode(input)
+	if err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: activity %s input: %w", name, err))
+	}
+	e := c.x.command(&history.ActivityScheduled{
+		Name: name, Input: payload, Queue: o.Queue, Timeout: o.Timeout,
+		Retry: round.WithRetryDefaults(o.Retry, c.x.r.opts.DefaultRetry),
+	}, "")
+	return c.x.newFuture(e.Seq, name)
+}
+
+// CallSubWorkflow starts a child workflow and returns the future of its
+// result. The child is an instance of its own; its failure or termination
+// is a *SubWorkflowError.
+func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOptions) Future {
+	var o SubWorkflowOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	payload, err := c.encode(input)
+	if err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: sub-workflow %s input: %w", name, err))
+	}
+	seq := c.x.nextSeq
+	child := o.InstanceID
+	if child == "" {
+		child = c.x.instanceID + "/" + strconv.FormatInt(seq, 10)
+		if len(child) > history.MaxIDLength {
+			child = history.DeterministicID(c.x.instanceID, seq, "child")
+		}
+	}
+	if err := history.ValidateID("sub-workflow instance id", child); err != nil {
+		return c.x.failedFuture(err)
+	}
+	e := c.x.command(&history.SubWorkflowScheduled{
+		Name: name, Version: o.Version, InstanceID: child,
+		ExecutionID: history.DeterministicID(child, seq, "execution"), Input: payload,
+	}, "")
+	f := c.x.newFuture(e.Seq, name)
+	f.child = child
+	return f
+}
+
+// Timer returns a future that resolves after d of workflow time. A durable
+// timer survives restarts; it is recorded in history and fires through the
+// store's delayed delivery. name labels it in timelines.
+func (c *Context) Timer(d time.Duration, name ...string) Future {
+	label := ""
+	if len(name) > 0 {
+		label = name[0]
+	}
+	_, f := c.timer(d, label)
+	return f
+}
+
+func (c *Context) timer(d time.Duration, name string) (int64, *future) {
+	e := c.x.command(&history.TimerCreated{FireAt: c.x.now.Add(max(d, 0)), Name: name}, "")
+	return e.Seq, c.x.newFuture(e.Seq, name)
+}
+
+// Sleep waits for d of workflow time.
+func (c *Context) Sleep(d time.Duration) error { return c.Timer(d).Get(nil) }
+
+// WaitEvent returns a future resolved by the next signal named name raised
+// on the instance; signals raised before the wait are buffered and consumed
+// in arrival order. With a timeout the future fails with ErrTimeout when
+// the timeout passes first.
+func (c *Context) WaitEvent(name string, opts ...WaitOptions) Future {
+	x := c.x
+	f := x.newFuture(0, name)
+	for i, s := range x.signals {
+		if s.attrs.Name == name {
+			x.signals = append(x.signals[:i], x.signals[i+1:]...)
+			x.settle(f, s.attrs.Payload, nil)
+			return f
+		}
+	}
+	w := &signalWaiter{name: name, f: f}
+	if len(opts) > 0 && opts[0].Timeout > 0 {
+		w.timer, _ = c.timer(opts[0].Timeout, "wait "+name)
+		f.timer = w.timer
+		f.onGet = func() {
+			// The signal came first: cancel the timer so it does not wake
+			// the instance later.
+			if f.signalled {
+				if _, pending := x.futures[f.timer]; pending {
+					delete(x.futures, f.timer)
+					x.command(&history.TimerCancelled{}, history.SeqCorrelation(f.timer))
+				}
+			}
+		}
+	}
+	x.waiters = append(x.waiters, w)
+	return f
+}
+
+// Go starts fn as a workflow coroutine and returns the future of its error.
+// Coroutines run one at a time, in a deterministic order.
+func (c *Context) Go(fn func(ctx *Context) error) Future {
+	x := c.x
+	f := x.newFuture(0, "coroutine")
+	x.spawn("go", func() {
+		err := fn(c)
+		x.settle(f, nil, err)
+	})
+	return f
+}
+
+// WhenAll waits for every future and returns the first error in argument
+// order.
+func (c *Context) WhenAll(fs ...Future) error {
+	c.x.current.wait(func() bool {
+		for _, f := range fs {
+			if !f.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, f := range fs {
+		if err := f.Get(nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WhenAny waits until one of the futures is ready and returns the index of
+// the one resolved first in history order.
+func (c *Context) WhenAny(fs ...Future) int {
+	if len(fs) == 0 {
+		c.x.abort(fmt.Errorf("chronicle: WhenAny needs at least one future"))
+	}
+	c.x.current.wait(func() bool {
+		for _, f := range fs {
+			if f.Ready() {
+				return true
+			}
+		}
+		return false
+	})
+	best := -1
+	var order int64
+	for i, f := range fs {
+		if !f.Ready() {
+			continue
+		}
+		o := int64(0)
+		if ff, ok := f.(*future); ok {
+			o = ff.order
+		}
+		if best < 0 || o < order {
+			best, order = i, o
+		}
+	}
+	return best
+}
+
+// SelectCase pairs a future with what to do when it is the first ready.
+type SelectCase struct {
+	Future Future
+	Do     func(f Future)
+}
+
+// Select waits for the first ready future among the cases, runs its Do and
+// returns its index.
+func (c *Context) Select(cases ...SelectCase) int {
+	fs := make([]Future, len(cases))
+	for i, sc := range cases {
+		fs[i] = sc.Future
+	}
+	i := c.WhenAny(fs...)
+	if cases[i].Do != nil {
+		cases[i].Do(cases[i].Future)
+	}
+	return i
+}
+
+// ContinueAsNew returns the error that ends the execution and starts a new
+// one with input, keeping the instance id; signals not yet consumed carry
+// over. Workflow code returns it: `return out, ctx.ContinueAsNew(next)`.
+func (c *Context) ContinueAsNew(input any) error {
+	payload, err := c.encode(input)
+	if err != nil {
+		return fmt.Errorf("chronicle: continue-as-new input: %w", err)
+	}
+	return &ContinueAsNewError{Input: payload}
+}
+
+// SetCustomStatus records a status the instance shows to users.
+func (c *Context) SetCustomStatus(status any) error {
+	payload, err := c.encode(status)
+	if err != nil {
+		return fmt.Errorf("chronicle: custom status: %w", err)
+	}
+	c.x.command(&history.CustomStatusSet{Status: payload}, "")
+	return nil
+}
+
+// SideEffect runs fn once and records its result; replays return the
+// recorded result without running fn. out receives the result.
+func (c *Context) SideEffect(fn func() (any, error), out any) error {
+	x := c.x
+	var value []byte
+	if rec := x.peekRecorded(); rec != nil {
+		e := x.command(&history.MarkerRecorded{Marker: history.MarkerSideEffect}, "")
+		a, err := e.Attributes()
+		if err != nil {
+			return err
+		}
+		value = a.(*history.MarkerRecorded).Value
+	} else {
+		v, err := fn()
+		if err != nil {
+			return err
+		}
+		if value, err = c.encode(v); err != nil {
+			return fmt.Errorf("chronicle: side effect: %w", err)
+		}
+		x.command(&history.MarkerRecorded{Marker: history.MarkerSideEffect, Value: value}, "")
+	}
+	if out != nil && len(value) > 0 {
+		return x.r.opts.Codec.Decode(value, out)
+	}
+	return nil
+}
+
+// DefaultVersion is what [Context.Version] returns for histories recorded
+// before the change point existed.
+const DefaultVersion = -1
+
+// Version marks a change of workflow code. The first run records
+// maxSupported; replays return what was recorded, or DefaultVersion for
+// histories older than the change. Code branches on the result to keep old
+// histories replaying. A recorded version outside [minSupported,
+// maxSupported] is a nondeterminism error.
+func (c *Context) Version(changeID string, minSupported, maxSupported int) int {
+	x := c.x
+	version := maxSupported
+	if x.replaying {
+		version = DefaultVersion
+		if rec := x.peekRecorded(); rec != nil && rec.Kind == history.KindMarkerRecorded {
+			if a, err := rec.Attributes(); err == nil {
+				if m := a.(*history.MarkerRecorded); m.Marker == history.MarkerVersion && m.Name == changeID {
+					version = m.Version
+					x.command(&history.MarkerRecorded{Marker: history.MarkerVersion, Name: changeID, Version: version}, "")
+				}
+			}
+		}
+	} else {
+		x.command(&history.MarkerRecorded{Marker: history.MarkerVersion, Name: changeID, Version: version}, "")
+	}
+	if version < minSupported || version > maxSupported {
+		x.abort(&NondeterminismError{InstanceID: x.instanceID, Seq: x.nextSeq,
+			History: fmt.Sprintf("version %d of change %q", version, changeID),
+			Code:    fmt.Sprintf("a version in [%d, %d]", minSupported, maxSupported)})
+	}
+	return version
+}
+
+// Context returns a context.Context for helpers that need one (to carry
+// values); it is never cancelled and must not be used for I/O.
+func (c *Context) Context() context.Context { return context.Background() }

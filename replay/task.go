@@ -1,0 +1,83 @@
+package replay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// TaskOptions configure a human task.
+type TaskOptions struct {
+	// TaskID names the task; default: derived from the instance and Seq.
+	TaskID string
+	// Roles may claim the task; Assignee, when set, has it from the start.
+	Roles    []string
+	Assignee string
+	// Due is shown to users; Chronicle does not act on it (use a timer).
+	Due time.Time
+}
+
+// Task is a human task opened by workflow code.
+type Task struct {
+	// ID identifies the task in the client API.
+	ID string
+	f  *future
+	x  *executor
+}
+
+// CreateTask opens a human task: it appears in task lists for its roles or
+// assignee, who claim, release, reassign and complete it through the
+// client API. The result of the completion is what [Context.WaitTask]
+// returns.
+func (c *Context) CreateTask(name string, payload any, opts ...TaskOptions) *Task {
+	var o TaskOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	x := c.x
+	data, err := c.encode(payload)
+	if err != nil {
+		return &Task{x: x, f: x.failedFuture(fmt.Errorf("chronicle: task %s payload: %w", name, err))}
+	}
+	id := o.TaskID
+	if id == "" {
+		id = history.DeterministicID(x.instanceID+"\x00"+x.executionID, x.nextSeq, "task")
+	}
+	if err := history.ValidateID("task id", id); err != nil {
+		return &Task{x: x, f: x.failedFuture(err)}
+	}
+	x.command(&history.TaskCreated{TaskID: id, Name: name, Roles: o.Roles, Assignee: o.Assignee, Payload: data, Due: o.Due.UTC()}, "")
+	f := x.newFuture(0, name)
+	if x.tasks == nil {
+		x.tasks = map[string]*future{}
+	}
+	x.tasks[id] = f
+	return &Task{ID: id, f: f, x: x}
+}
+
+// WaitTask returns the future of a task's completion; Get decodes the
+// result given by the user who completed it.
+func (c *Context) WaitTask(t *Task) Future { return t.f }
+
+// CancelTask closes an open task without a result; its future fails with
+// ErrTaskCancelled. Cancelling a closed task does nothing.
+func (c *Context) CancelTask(t *Task, reason string) {
+	x := c.x
+	if _, open := x.tasks[t.ID]; !open {
+		return
+	}
+	delete(x.tasks, t.ID)
+	x.command(&history.TaskCancelled{TaskID: t.ID, Reason: reason}, "cancel:"+t.ID)
+	x.settle(t.f, nil, fmt.Errorf("%w: %s", ErrTaskCancelled, reason))
+}
+
+func (x *executor) resolveTask(e *history.Event, a *history.TaskCompleted) error {
+	f, ok := x.tasks[a.TaskID]
+	if !ok {
+		return &NondeterminismError{InstanceID: x.instanceID, Seq: e.Seq, History: describe(e), Code: fmt.Sprintf("no open task %s", a.TaskID)}
+	}
+	delete(x.tasks, a.TaskID)
+	x.settle(f, a.Result, nil)
+	return nil
+}

@@ -191,6 +191,9 @@ func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
 	s := w.Snapshot
+	if s == nil {
+		return nil, fmt.Errorf("decode snapshot: %w: no snapshot", history.ErrCorrupt)
+	}
 	s.CreatedAt, s.UpdatedAt, s.CompletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.CompletedAt)
 	for _, p := range w.Activities {
 		s.Activities = put(s.Activities, p.Seq, p.Name)

@@ -87,8 +87,6 @@ type executor struct {
 	suspended bool
 	ended     bool // an end event is in history
 	finished  bool // the main coroutine returned
-	result    []byte
-	err       error
 	fatal     error
 	closed    bool
 }

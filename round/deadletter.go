@@ -85,7 +85,7 @@ type DeadLetter struct {
 	Reason Reason
 	Error  string
 	// Node is the node that dead-lettered the item, At when, Attempts after
-	// how many deliveries.
+	// how many failed processing attempts.
 	Node     string
 	At       time.Time
 	Attempts int

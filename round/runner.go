@@ -364,6 +364,8 @@ func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []
 	return n, err
 }
 
+// letter builds the dead letter of a message whose current delivery failed;
+// Attempts counts that delivery.
 func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) DeadLetter {
 	mc := *m
 	return DeadLetter{
@@ -471,7 +473,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 			continue
 		}
 		if m.Attempts >= r.opts.MaxDeliveries {
-			letters = append(letters, r.letter(&m, lastReason(m.LastError), fmt.Sprintf("%d failed deliveries; last error: %s", m.Attempts, m.LastError), now))
+			l := r.letter(&m, lastReason(m.LastError), fmt.Sprintf("%d failed deliveries; last error: %s", m.Attempts, m.LastError), now)
+			l.Attempts = m.Attempts // this delivery did not try again
+			letters = append(letters, l)
 			continue
 		}
 		normalize(&m, snap)

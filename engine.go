@@ -206,6 +206,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
+// Close releases the executors the engine keeps cached between rounds (and
+// their goroutines). Run does it when it returns; call Close after driving
+// the engine with RunOnce. The engine can still be used afterwards.
+func (e *Engine) Close() { e.runner.Forget() }
+
 // RunOnce runs at most one round and one activity attempt and reports
 // whether there was work. Tests drive an engine with it instead of Run.
 func (e *Engine) RunOnce(ctx context.Context) (bool, error) {

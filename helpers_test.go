@@ -9,11 +9,14 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/leakcheck"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
 
 var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // bundle is one test's engine on a fresh memory store, driven step by step
 // with a manual clock.
@@ -49,6 +52,7 @@ func (b *bundle) newEngine(t *testing.T) *chronicle.Engine {
 	t.Helper()
 	e, err := chronicle.New(b.store, b.opts)
 	require.NoError(t, err)
+	t.Cleanup(e.Close)
 	return e
 }
 

@@ -55,7 +55,11 @@ func (c *cache) take(id string) *cacheEntry {
 }
 
 func (c *cache) put(e *cacheEntry) {
-	if c.max <= 0 || e == nil {
+	if e == nil {
+		return
+	}
+	if c.max <= 0 {
+		e.close()
 		return
 	}
 	c.mu.Lock()

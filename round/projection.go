@@ -39,7 +39,8 @@ type Projections struct {
 	Instance *InstanceRecord
 	// Tasks are the task records changed in this round.
 	Tasks []TaskRecord
-	// TaskEvents are task events to add (unique by instance and Seq).
+	// TaskEvents are task events to add (unique by instance, Seq and task:
+	// the end of an execution closes several tasks at one Seq).
 	TaskEvents []TaskEventRecord
 	// Custom are the changed records of user projections.
 	Custom []CustomRecord

@@ -133,6 +133,36 @@ type Store interface {
 	// GetSnapshot returns the stored runtime snapshot of an instance (its
 	// encoding and the Seq it was folded to) or ErrNotFound.
 	GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error)
+
+	// ListInstances returns instance records matching the filter, ordered
+	// by instance id, at most Limit (zero means 100) after AfterID.
+	ListInstances(ctx context.Context, p *ListInstancesParams) ([]InstanceRecord, error)
+
+	// GetTask returns a task record or ErrNotFound.
+	GetTask(ctx context.Context, taskID string) (*TaskRecord, error)
+
+	// ListTasks returns task records matching the filter, ordered by task
+	// id, at most Limit (zero means 100) after AfterID.
+	ListTasks(ctx context.Context, p *ListTasksParams) ([]TaskRecord, error)
+
+	// ListTaskEvents returns the task events of an instance (of one task
+	// when TaskID is set) in Seq order.
+	ListTaskEvents(ctx context.Context, p *ListTaskEventsParams) ([]TaskEventRecord, error)
+
+	// GetCustomProjection returns the record of a user projection for an
+	// instance or ErrNotFound.
+	GetCustomProjection(ctx context.Context, name, instanceID string) (*CustomRecord, error)
+
+	// PurgeInstance deletes an ended instance — history, projections, task
+	// records and events, queued messages and activity tasks, dead letters —
+	// and keeps a tombstone with the last Seq and hash of its history, in
+	// one atomic step. It returns ErrNotFound for an unknown instance and
+	// ErrInvalidState, deleting nothing, when its record is not terminal.
+	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
+
+	// GetTombstone returns the tombstone of a purged instance or
+	// ErrNotFound.
+	GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error)
 }
 
 // Steps are the writes of a round, shared by both modes. In transactional
@@ -164,6 +194,11 @@ type Steps interface {
 	// CancelActivities removes the tasks of an execution that are still
 	// queued or claimed; their leases are lost.
 	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
+
+	// ResetProjections deletes every projection of an instance (snapshot,
+	// instance record but its incident, task records and events, custom
+	// records) so that a rebuild can write them afresh.
+	ResetProjections(ctx context.Context, instanceID string) error
 }
 
 // TxStore is a Store whose rounds run in one transaction.
@@ -259,6 +294,58 @@ type Lease struct {
 type EnqueueMessagesParams struct {
 	Messages []Message
 	Now      time.Time
+}
+
+// ListInstancesParams filter ListInstances. Empty fields match anything.
+type ListInstancesParams struct {
+	Status      Status
+	Name        string
+	BusinessKey string
+	// CreatedFrom and CreatedTo bound CreatedAt (from inclusive, to
+	// exclusive); UpdatedBefore bounds UpdatedAt (exclusive).
+	CreatedFrom   time.Time
+	CreatedTo     time.Time
+	UpdatedBefore time.Time
+	// Terminal, when set, matches only ended instances.
+	Terminal bool
+	AfterID  string
+	Limit    int
+}
+
+// ListTasksParams filter ListTasks. Empty fields match anything; Roles
+// matches tasks having any of them.
+type ListTasksParams struct {
+	InstanceID string
+	Status     TaskStatus
+	Assignee   string
+	Roles      []string
+	// Unassigned matches only tasks without an assignee.
+	Unassigned bool
+	AfterID    string
+	Limit      int
+}
+
+// ListTaskEventsParams filter ListTaskEvents.
+type ListTaskEventsParams struct {
+	InstanceID string
+	TaskID     string
+}
+
+// PurgeInstanceParams are the params of PurgeInstance.
+type PurgeInstanceParams struct {
+	InstanceID string
+	By         string
+	Now        time.Time
+}
+
+// Tombstone is what remains of a purged instance: enough to prove that an
+// archived history is the one that was purged.
+type Tombstone struct {
+	InstanceID string
+	LastSeq    int64
+	LastHash   []byte
+	PurgedAt   time.Time
+	PurgedBy   string
 }
 
 // ListMessagesParams are the params of ListMessages.

@@ -18,34 +18,42 @@ type Op string
 
 // Operations that faults can target.
 const (
-	OpEnqueueMessages    Op = "EnqueueMessages"
-	OpLoadHistory        Op = "LoadHistory"
-	OpListMessages       Op = "ListMessages"
-	OpAbandonMessages    Op = "AbandonMessages"
-	OpNextVisibleAt      Op = "NextVisibleAt"
-	OpClaimActivity      Op = "ClaimActivity"
-	OpHeartbeatActivity  Op = "HeartbeatActivity"
-	OpCompleteActivity   Op = "CompleteActivity"
-	OpRetryActivity      Op = "RetryActivity"
-	OpDeadLetterActivity Op = "DeadLetterActivity"
-	OpListDeadLetters    Op = "ListDeadLetters"
-	OpGetDeadLetter      Op = "GetDeadLetter"
-	OpResolveDeadLetter  Op = "ResolveDeadLetter"
-	OpGetInstance        Op = "GetInstance"
-	OpGetSnapshot        Op = "GetSnapshot"
-	OpAppendHistory      Op = "AppendHistory"
-	OpSaveProjections    Op = "SaveProjections"
-	OpEnqueueActivities  Op = "EnqueueActivities"
-	OpCancelActivities   Op = "CancelActivities"
-	OpDequeueInstance    Op = "DequeueInstance"
-	OpDeadLetterMessages Op = "DeadLetterMessages"
-	OpAckMessages        Op = "AckMessages"
-	OpCommit             Op = "Commit"
-	OpLeaseInstance      Op = "LeaseInstance"
-	OpRenewLease         Op = "RenewLease"
-	OpDeadLetterLeased   Op = "DeadLetterLeased"
-	OpAckLease           Op = "AckLease"
-	OpAbandonLease       Op = "AbandonLease"
+	OpEnqueueMessages     Op = "EnqueueMessages"
+	OpLoadHistory         Op = "LoadHistory"
+	OpListMessages        Op = "ListMessages"
+	OpAbandonMessages     Op = "AbandonMessages"
+	OpNextVisibleAt       Op = "NextVisibleAt"
+	OpClaimActivity       Op = "ClaimActivity"
+	OpHeartbeatActivity   Op = "HeartbeatActivity"
+	OpCompleteActivity    Op = "CompleteActivity"
+	OpRetryActivity       Op = "RetryActivity"
+	OpDeadLetterActivity  Op = "DeadLetterActivity"
+	OpListDeadLetters     Op = "ListDeadLetters"
+	OpGetDeadLetter       Op = "GetDeadLetter"
+	OpResolveDeadLetter   Op = "ResolveDeadLetter"
+	OpGetInstance         Op = "GetInstance"
+	OpGetSnapshot         Op = "GetSnapshot"
+	OpAppendHistory       Op = "AppendHistory"
+	OpSaveProjections     Op = "SaveProjections"
+	OpEnqueueActivities   Op = "EnqueueActivities"
+	OpCancelActivities    Op = "CancelActivities"
+	OpDequeueInstance     Op = "DequeueInstance"
+	OpDeadLetterMessages  Op = "DeadLetterMessages"
+	OpAckMessages         Op = "AckMessages"
+	OpCommit              Op = "Commit"
+	OpLeaseInstance       Op = "LeaseInstance"
+	OpRenewLease          Op = "RenewLease"
+	OpDeadLetterLeased    Op = "DeadLetterLeased"
+	OpAckLease            Op = "AckLease"
+	OpAbandonLease        Op = "AbandonLease"
+	OpListInstances       Op = "ListInstances"
+	OpGetTask             Op = "GetTask"
+	OpListTasks           Op = "ListTasks"
+	OpListTaskEvents      Op = "ListTaskEvents"
+	OpGetCustomProjection Op = "GetCustomProjection"
+	OpResetProjections    Op = "ResetProjections"
+	OpPurgeInstance       Op = "PurgeInstance"
+	OpGetTombstone        Op = "GetTombstone"
 )
 
 // Fault is an injected failure.
@@ -84,9 +92,15 @@ type Store struct {
 	messages  map[string]*message
 	tasks     map[string]*task
 	taskIDs   map[string]bool
-	taskHeaps map[string]*taskHeap
-	letters   map[string]*round.DeadLetter
-	hints     map[round.Queue]chan struct{}
+	// taskInstance maps every known activity task id to its instance, so
+	// a purge forgets them.
+	taskInstance map[string]string
+	taskHeaps    map[string]*taskHeap
+	letters      map[string]*round.DeadLetter
+	// taskOwner maps human task ids to their instance.
+	taskOwner  map[string]string
+	tombstones map[string]*round.Tombstone
+	hints      map[round.Queue]chan struct{}
 }
 
 var (
@@ -103,9 +117,9 @@ func New(opts Options) *Store {
 	return &Store{
 		mode: opts.Mode, fault: opts.Fault,
 		instances: map[string]*instance{}, messages: map[string]*message{},
-		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskHeaps: map[string]*taskHeap{},
-		letters: map[string]*round.DeadLetter{},
-		hints:   map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
+		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
+		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string]*round.Tombstone{},
+		hints: map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
 	}
 }
 
@@ -128,8 +142,13 @@ type instance struct {
 	record      *round.InstanceRecord
 	incident    string
 	taskRecs    map[string]*round.TaskRecord
-	taskEvents  map[int64]round.TaskEventRecord
+	taskEvents  map[taskEventKey]round.TaskEventRecord
 	custom      map[string]round.CustomRecord
+}
+
+type taskEventKey struct {
+	seq    int64
+	taskID string
 }
 
 type leaseState struct {
@@ -520,16 +539,18 @@ func (s *Store) saveProjections(p *round.Projections) {
 			in.taskRecs = map[string]*round.TaskRecord{}
 		}
 		if old, ok := in.taskRecs[t.TaskID]; !ok || t.Seq > old.Seq {
-			tc := t
+			tc := cloneTask(&t)
 			in.taskRecs[t.TaskID] = &tc
+			s.taskOwner[t.TaskID] = in.id
 		}
 	}
 	for _, e := range p.TaskEvents {
 		if in.taskEvents == nil {
-			in.taskEvents = map[int64]round.TaskEventRecord{}
+			in.taskEvents = map[taskEventKey]round.TaskEventRecord{}
 		}
-		if _, ok := in.taskEvents[e.Seq]; !ok {
-			in.taskEvents[e.Seq] = e
+		k := taskEventKey{e.Seq, e.TaskID}
+		if _, ok := in.taskEvents[k]; !ok {
+			in.taskEvents[k] = e
 		}
 	}
 	for _, c := range p.Custom {
@@ -560,6 +581,7 @@ func (s *Store) enqueueActivities(tasks []round.ActivityTask, now time.Time) {
 			t.Attempt = 1
 		}
 		s.taskIDs[t.ID] = true
+		s.taskInstance[t.ID] = t.InstanceID
 		s.insertTask(t)
 		added = true
 	}

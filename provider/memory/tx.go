@@ -19,6 +19,7 @@ type tx struct {
 	msgs    []round.EnqueueMessagesParams
 	tasks   []round.EnqueueActivitiesParams
 	cancels []round.CancelActivitiesParams
+	resets  []string
 	letters map[*instance][]round.DeadLetter
 	acks    map[*instance][]string
 	closed  bool
@@ -102,6 +103,9 @@ func (t *tx) commit() error {
 	}
 	for in, events := range t.appends {
 		in.append(events)
+	}
+	for _, id := range t.resets {
+		s.resetProjections(id)
 	}
 	for _, p := range t.projs {
 		s.saveProjections(p)
@@ -229,6 +233,15 @@ func (t *tx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesPa
 func (t *tx) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
 	return t.step(ctx, OpCancelActivities, func() error {
 		t.cancels = append(t.cancels, *p)
+		return nil
+	})
+}
+
+// ResetProjections implements round.Steps; the reset applies before the
+// round's own projection writes.
+func (t *tx) ResetProjections(ctx context.Context, instanceID string) error {
+	return t.step(ctx, OpResetProjections, func() error {
+		t.resets = append(t.resets, instanceID)
 		return nil
 	})
 }

@@ -32,6 +32,8 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("AbandonMessages", func(t *testing.T) { t.Parallel(); testAbandonMessages(t, factory) })
 	t.Run("Locking", func(t *testing.T) { t.Parallel(); testLocking(t, factory) })
 	t.Run("NotFound", func(t *testing.T) { t.Parallel(); testNotFound(t, factory) })
+	t.Run("Queries", func(t *testing.T) { t.Parallel(); testQueries(t, factory) })
+	t.Run("Purge", func(t *testing.T) { t.Parallel(); testPurge(t, factory) })
 	switch probe.store.Mode() {
 	case round.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })

@@ -1,0 +1,250 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+func cloneRecord(in *instance) round.InstanceRecord {
+	r := *in.record
+	r.Incident = in.incident
+	return r
+}
+
+// ListInstances implements round.Store.
+func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+	var out []round.InstanceRecord
+	err := s.do(ctx, OpListInstances, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ids := make([]string, 0, len(s.instances))
+		for id, in := range s.instances {
+			if in.record != nil && id > p.AfterID {
+				ids = append(ids, id)
+			}
+		}
+		sort.Strings(ids)
+		limit := limitOf(p.Limit)
+		for _, id := range ids {
+			r := s.instances[id].record
+			switch {
+			case p.Status != "" && r.Status != p.Status,
+				p.Name != "" && r.Name != p.Name,
+				p.BusinessKey != "" && r.BusinessKey != p.BusinessKey,
+				!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom),
+				!p.CreatedTo.IsZero() && !r.CreatedAt.Before(p.CreatedTo),
+				!p.UpdatedBefore.IsZero() && !r.UpdatedAt.Before(p.UpdatedBefore),
+				p.Terminal && !r.Status.Terminal():
+				continue
+			}
+			out = append(out, cloneRecord(s.instances[id]))
+			if len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func limitOf(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return n
+}
+
+func cloneTask(t *round.TaskRecord) round.TaskRecord {
+	c := *t
+	c.Roles = slices.Clone(t.Roles)
+	return c
+}
+
+// GetTask implements round.Store.
+func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+	var out *round.TaskRecord
+	err := s.do(ctx, OpGetTask, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instances[s.taskOwner[taskID]]
+		if in == nil || in.taskRecs[taskID] == nil {
+			return fmt.Errorf("task %s: %w", taskID, round.ErrNotFound)
+		}
+		c := cloneTask(in.taskRecs[taskID])
+		out = &c
+		return nil
+	})
+	return out, err
+}
+
+// ListTasks implements round.Store.
+func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+	var out []round.TaskRecord
+	err := s.do(ctx, OpListTasks, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ids := make([]string, 0, len(s.taskOwner))
+		for id, owner := range s.taskOwner {
+			if id > p.AfterID && (p.InstanceID == "" || owner == p.InstanceID) {
+				ids = append(ids, id)
+			}
+		}
+		sort.Strings(ids)
+		limit := limitOf(p.Limit)
+		for _, id := range ids {
+			t := s.instances[s.taskOwner[id]].taskRecs[id]
+			switch {
+			case p.Status != "" && t.Status != p.Status,
+				p.Assignee != "" && t.Assignee != p.Assignee,
+				p.Unassigned && t.Assignee != "",
+				len(p.Roles) > 0 && !slices.ContainsFunc(t.Roles, func(r string) bool { return slices.Contains(p.Roles, r) }):
+				continue
+			}
+			out = append(out, cloneTask(t))
+			if len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ListTaskEvents implements round.Store.
+func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+	var out []round.TaskEventRecord
+	err := s.do(ctx, OpListTaskEvents, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instances[p.InstanceID]
+		if in == nil {
+			return nil
+		}
+		for _, e := range in.taskEvents {
+			if p.TaskID == "" || e.TaskID == p.TaskID {
+				out = append(out, e)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Seq != out[j].Seq {
+				return out[i].Seq < out[j].Seq
+			}
+			return out[i].TaskID < out[j].TaskID
+		})
+		return nil
+	})
+	return out, err
+}
+
+// GetCustomProjection implements round.Store.
+func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
+	var out *round.CustomRecord
+	err := s.do(ctx, OpGetCustomProjection, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instances[instanceID]
+		if in == nil {
+			return fmt.Errorf("projection %s of %s: %w", name, instanceID, round.ErrNotFound)
+		}
+		c, ok := in.custom[name]
+		if !ok {
+			return fmt.Errorf("projection %s of %s: %w", name, instanceID, round.ErrNotFound)
+		}
+		c.Data = append([]byte(nil), c.Data...)
+		out = &c
+		return nil
+	})
+	return out, err
+}
+
+// resetProjections drops an instance's projections; callers hold s.mu.
+func (s *Store) resetProjections(id string) {
+	in := s.instances[id]
+	if in == nil {
+		return
+	}
+	for taskID := range in.taskRecs {
+		delete(s.taskOwner, taskID)
+	}
+	in.snapshot, in.snapshotSeq, in.record = nil, 0, nil
+	in.taskRecs, in.taskEvents, in.custom = nil, nil, nil
+}
+
+// ResetProjections implements round.Steps in peek-lock mode.
+func (s *Store) ResetProjections(ctx context.Context, instanceID string) error {
+	return s.do(ctx, OpResetProjections, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.resetProjections(instanceID)
+		return nil
+	})
+}
+
+// PurgeInstance implements round.Store.
+func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
+	var ts *round.Tombstone
+	err := s.do(ctx, OpPurgeInstance, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in := s.instances[p.InstanceID]
+		if in == nil || (in.record == nil && len(in.events) == 0) {
+			return fmt.Errorf("purge %s: %w", p.InstanceID, round.ErrNotFound)
+		}
+		if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
+			return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
+		}
+		t := &round.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
+		if n := len(in.events); n > 0 {
+			t.LastSeq, t.LastHash = in.events[n-1].Seq, append([]byte(nil), in.events[n-1].Hash...)
+		}
+		s.resetProjections(in.id)
+		ids := make([]string, len(in.msgs))
+		for i, m := range in.msgs {
+			ids[i] = m.m.ID
+		}
+		s.removeMessages(in, ids)
+		for id, tk := range s.tasks {
+			if tk.t.InstanceID == in.id {
+				s.removeTask(s.tasks[id])
+			}
+		}
+		for id, owner := range s.taskInstance {
+			if owner == in.id {
+				delete(s.taskIDs, id)
+				delete(s.taskInstance, id)
+			}
+		}
+		for id, l := range s.letters {
+			if l.InstanceID == in.id {
+				delete(s.letters, id)
+			}
+		}
+		delete(s.instances, in.id)
+		s.tombstones[in.id] = t
+		c := *t
+		ts = &c
+		return nil
+	})
+	return ts, err
+}
+
+// GetTombstone implements round.Store.
+func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
+	var out *round.Tombstone
+	err := s.do(ctx, OpGetTombstone, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t, ok := s.tombstones[instanceID]
+		if !ok {
+			return fmt.Errorf("tombstone of %s: %w", instanceID, round.ErrNotFound)
+		}
+		c := *t
+		out = &c
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,213 @@
+package providertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// testQueries covers the read side: instances, tasks, task events and
+// custom projections, and projection resets.
+func testQueries(t *testing.T, factory Factory) {
+	t.Run("ListInstancesFiltersAndPages", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		mk := func(id, name, key string, status round.Status, created time.Duration) {
+			p := projections(t, id, 5, id, true)
+			p.Tasks, p.TaskEvents, p.Custom = nil, nil, nil
+			p.Instance.Name, p.Instance.BusinessKey, p.Instance.Status = name, key, status
+			p.Instance.CreatedAt, p.Instance.UpdatedAt = at(created), at(created+time.Minute)
+			b.save(t, p)
+		}
+		mk("i-1", "claim", "C-1", round.StatusRunning, time.Hour)
+		mk("i-2", "claim", "C-2", round.StatusCompleted, 2*time.Hour)
+		mk("i-3", "loan", "L-1", round.StatusFailed, 3*time.Hour)
+		mk("i-4", "claim", "C-1", round.StatusSuspended, 4*time.Hour)
+		ids := func(p round.ListInstancesParams) []string {
+			recs, err := b.store.ListInstances(t.Context(), &p)
+			require.NoError(t, err)
+			var out []string
+			for _, r := range recs {
+				out = append(out, r.InstanceID)
+			}
+			return out
+		}
+		require.Equal(t, []string{"i-1", "i-2", "i-3", "i-4"}, ids(round.ListInstancesParams{}))
+		require.Equal(t, []string{"i-1", "i-2", "i-4"}, ids(round.ListInstancesParams{Name: "claim"}))
+		require.Equal(t, []string{"i-2"}, ids(round.ListInstancesParams{Status: round.StatusCompleted}))
+		require.Equal(t, []string{"i-1", "i-4"}, ids(round.ListInstancesParams{BusinessKey: "C-1"}))
+		require.Equal(t, []string{"i-2", "i-3"}, ids(round.ListInstancesParams{CreatedFrom: at(2 * time.Hour), CreatedTo: at(4 * time.Hour)}))
+		require.Equal(t, []string{"i-2", "i-3"}, ids(round.ListInstancesParams{Terminal: true}))
+		require.Equal(t, []string{"i-2"}, ids(round.ListInstancesParams{Terminal: true, UpdatedBefore: at(3 * time.Hour)}))
+		require.Equal(t, []string{"i-1", "i-2"}, ids(round.ListInstancesParams{Limit: 2}))
+		require.Equal(t, []string{"i-3", "i-4"}, ids(round.ListInstancesParams{AfterID: "i-2", Limit: 2}))
+		require.Empty(t, ids(round.ListInstancesParams{Name: "none"}))
+		recs, err := b.store.ListInstances(t.Context(), &round.ListInstancesParams{BusinessKey: "L-1"})
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		want := record("i-3", 5, "i-3")
+		want.Name, want.BusinessKey, want.Status, want.CreatedAt, want.UpdatedAt = "loan", "L-1", round.StatusFailed, at(3*time.Hour), at(3*time.Hour+time.Minute)
+		require.True(t, want.Equal(&recs[0]), "record round-trips: %+v", recs[0])
+	})
+
+	t.Run("TasksFiltersPagesAndEvents", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		task := func(id, instance string, status round.TaskStatus, assignee string, roles ...string) round.TaskRecord {
+			return round.TaskRecord{TaskID: id, InstanceID: instance, ExecutionID: execID, Name: "review-" + id, Status: status,
+				Assignee: assignee, Roles: roles, Payload: []byte("p-" + id), Result: []byte("r-" + id), Due: at(48 * time.Hour),
+				CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Second), Seq: 4}
+		}
+		p := &round.Projections{InstanceID: "i-1", Seq: 4, Tasks: []round.TaskRecord{
+			task("t-1", "i-1", round.TaskOpen, "", "underwriter"),
+			task("t-2", "i-1", round.TaskOpen, "ana", "underwriter", "supervisor"),
+		}, TaskEvents: []round.TaskEventRecord{
+			{InstanceID: "i-1", TaskID: "t-2", Seq: 4, Kind: history.KindTaskAssigned, Actor: "user:ana", At: at(2 * time.Second), Assignee: "ana", Detail: "claimed"},
+			{InstanceID: "i-1", TaskID: "t-1", Seq: 3, Kind: history.KindTaskCreated, Actor: history.ActorSystem, At: at(time.Second)},
+			{InstanceID: "i-1", TaskID: "t-2", Seq: 3, Kind: history.KindTaskCreated, Actor: history.ActorSystem, At: at(time.Second)},
+		}}
+		b.save(t, p)
+		b.save(t, &round.Projections{InstanceID: "i-2", Seq: 9, Tasks: []round.TaskRecord{task("t-3", "i-2", round.TaskCompleted, "bo", "clerk")}})
+		ids := func(p round.ListTasksParams) []string {
+			recs, err := b.store.ListTasks(t.Context(), &p)
+			require.NoError(t, err)
+			var out []string
+			for _, r := range recs {
+				out = append(out, r.TaskID)
+			}
+			return out
+		}
+		require.Equal(t, []string{"t-1", "t-2", "t-3"}, ids(round.ListTasksParams{}))
+		require.Equal(t, []string{"t-1", "t-2"}, ids(round.ListTasksParams{InstanceID: "i-1"}))
+		require.Equal(t, []string{"t-1", "t-2"}, ids(round.ListTasksParams{Status: round.TaskOpen}))
+		require.Equal(t, []string{"t-2"}, ids(round.ListTasksParams{Assignee: "ana"}))
+		require.Equal(t, []string{"t-1"}, ids(round.ListTasksParams{Unassigned: true, Status: round.TaskOpen}))
+		require.Equal(t, []string{"t-2", "t-3"}, ids(round.ListTasksParams{Roles: []string{"supervisor", "clerk"}}))
+		require.Equal(t, []string{"t-2"}, ids(round.ListTasksParams{AfterID: "t-1", Limit: 1}))
+
+		got, err := b.store.GetTask(t.Context(), "t-2")
+		require.NoError(t, err)
+		require.Equal(t, task("t-2", "i-1", round.TaskOpen, "ana", "underwriter", "supervisor"), *got)
+		_, err = b.store.GetTask(t.Context(), "t-none")
+		require.ErrorIs(t, err, round.ErrNotFound)
+
+		events, err := b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, events, 3)
+		require.Equal(t, int64(3), events[0].Seq)
+		require.Equal(t, int64(4), events[2].Seq)
+		require.Equal(t, p.TaskEvents[0], events[2])
+		events, err = b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1", TaskID: "t-1"})
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+	})
+
+	t.Run("CustomProjections", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.save(t, projections(t, "i-1", 5, "v1", true))
+		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		require.NoError(t, err)
+		require.Equal(t, round.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
+		// An older fold does not overwrite; a new version always does.
+		p := projections(t, "i-1", 4, "old", false)
+		b.save(t, p)
+		p = projections(t, "i-1", 3, "v2", false)
+		p.Custom[0].Version = 2
+		b.save(t, p)
+		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		require.NoError(t, err)
+		require.Equal(t, 2, rec.Version)
+		require.Equal(t, []byte("v2"), rec.Data)
+		_, err = b.store.GetCustomProjection(t.Context(), "none", "i-1")
+		require.ErrorIs(t, err, round.ErrNotFound)
+	})
+
+	t.Run("ResetProjectionsClearsForRebuild", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.save(t, projections(t, "i-1", 9, "stale", true))
+		b.save(t, projections(t, "i-2", 9, "other", true))
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
+			if err := s.ResetProjections(ctx, "i-1"); err != nil {
+				return err
+			}
+			// A rebuild writes an older fold than the one it replaces.
+			return s.SaveProjections(ctx, projections(t, "i-1", 3, "fresh", true))
+		}))
+		_, seq := b.snapshotOf(t, "i-1")
+		require.Equal(t, int64(3), seq)
+		require.Equal(t, "claim-fresh", b.instanceOf(t, "i-1").BusinessKey)
+		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		require.NoError(t, err)
+		require.Equal(t, []byte("fresh"), rec.Data)
+		require.Equal(t, "claim-other", b.instanceOf(t, "i-2").BusinessKey, "other instances are untouched")
+	})
+}
+
+// testPurge covers purge and tombstones.
+func testPurge(t *testing.T, factory Factory) {
+	t.Run("PurgeEndedInstanceLeavesTombstone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		events := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
+		task := activity("i-1", execID, 2, "")
+		b.enqueueTasks(t, base, task)
+		b.enqueue(t, base, signal(t, "m-1", "i-1"))
+		b.deadLetter(t, at(time.Second), "i-1", []string{"m-1"}, round.ReasonRejected, "late")
+		b.enqueue(t, base, signal(t, "m-2", "i-1"))
+		// Another instance stays.
+		require.NoError(t, b.appendEvents(t.Context(), "i-2", chain("i-2", nil, startEvent(t, execID))))
+
+		ts, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 2, LastHash: events[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"}, *ts)
+		got, err := b.store.GetTombstone(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, ts, got)
+
+		require.Empty(t, b.load(t, "i-1", 1))
+		_, err = b.store.GetInstance(t.Context(), "i-1")
+		require.ErrorIs(t, err, round.ErrNotFound)
+		_, _, err = b.store.GetSnapshot(t.Context(), "i-1")
+		require.ErrorIs(t, err, round.ErrNotFound)
+		_, err = b.store.GetTask(t.Context(), "task-1")
+		require.ErrorIs(t, err, round.ErrNotFound)
+		evs, err := b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Empty(t, evs)
+		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Empty(t, msgs)
+		require.Nil(t, b.claim(t, at(time.Hour)), "activity tasks of a purged instance are gone")
+		letters, err := b.store.ListDeadLetters(t.Context(), &round.ListDeadLettersParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Empty(t, letters)
+		require.Len(t, b.load(t, "i-2", 1), 1)
+		_, err = b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, round.ErrNotFound, "purging twice")
+	})
+
+	t.Run("PurgeRefusesRunningAndUnknownInstances", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", chain("i-1", nil, startEvent(t, execID))))
+		p := projections(t, "i-1", 1, "running", true)
+		p.Instance.Status = round.StatusRunning
+		b.save(t, p)
+		_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, round.ErrInvalidState)
+		require.Len(t, b.load(t, "i-1", 1), 1, "nothing was deleted")
+		_, err = b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, round.ErrNotFound)
+		_, err = b.store.GetTombstone(t.Context(), "i-1")
+		require.ErrorIs(t, err, round.ErrNotFound)
+	})
+}

@@ -294,6 +294,10 @@ func (e *Engine) encode(what string, v any) ([]byte, error) {
 	return b, nil
 }
 
+// Decode decodes a payload encoded with the engine's codec (a task's
+// payload or result, an event's input) into out.
+func (e *Engine) Decode(data []byte, out any) error { return e.opts.Codec.Decode(data, out) }
+
 // Instance describes an instance as its projections show it.
 type Instance struct {
 	ID            string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/projector"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -27,10 +28,11 @@ type Engine struct {
 	workflows  map[string]replay.WorkflowFunc
 	activities map[string]round.ActivityFunc
 
-	replayer *replay.Replayer
-	runner   *round.Runner
-	worker   *round.ActivityWorker
-	running  atomic.Bool
+	replayer  *replay.Replayer
+	projector *projector.Projector
+	runner    *round.Runner
+	worker    *round.ActivityWorker
+	running   atomic.Bool
 }
 
 // New returns an engine on store. It validates the options and fills in
@@ -51,9 +53,10 @@ func New(store round.Store, opts Options) (*Engine, error) {
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
 	})
+	e.projector = projector.New()
 	var err error
 	e.runner, err = round.NewRunner(store, round.RunnerOptions{
-		Node: opts.NodeID, Turn: e.replayer.Turn, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
+		Node: opts.NodeID, Turn: e.replayer.Turn, Project: e.projector.Project, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
 		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger,
 	})
 	if err != nil {

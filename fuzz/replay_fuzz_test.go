@@ -57,7 +57,7 @@ func fuzzHistory(data []byte) []history.Event {
 		k := kinds[int(data[i])%len(kinds)]
 		payload := []byte{0x80} // every attributes struct decodes from an empty map
 		if data[i+2]&1 == 1 {
-			payload = data[i+2:min(i+2+int(data[i+2]>>4), len(data))]
+			payload = data[i+2 : min(i+2+int(data[i+2]>>4), len(data))]
 		}
 		corr := strconv.Itoa(int(data[i+1]) % 24)
 		if data[i+1] >= 240 {

@@ -4,27 +4,27 @@ import "time"
 
 // ActivityScheduled records that workflow code called an activity.
 type ActivityScheduled struct {
-	Name  string      `msgpack:"name"`
-	Input []byte      `msgpack:"input,omitempty"`
-	Retry RetryPolicy `msgpack:"retry"`
+	Name  string      `msgpack:"name" json:"name"`
+	Input []byte      `msgpack:"input,omitempty" json:"input,omitempty"`
+	Retry RetryPolicy `msgpack:"retry" json:"retry"`
 	// Queue routes the task to workers serving that queue.
-	Queue string `msgpack:"queue,omitempty"`
+	Queue string `msgpack:"queue,omitempty" json:"queue,omitempty"`
 	// Timeout bounds one attempt (start to close); zero means the engine's
 	// default.
-	Timeout time.Duration `msgpack:"timeout,omitempty"`
+	Timeout time.Duration `msgpack:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
 // ActivityCompleted records an activity's result.
 type ActivityCompleted struct {
-	Result   []byte `msgpack:"result,omitempty"`
-	Attempts int    `msgpack:"attempts"`
+	Result   []byte `msgpack:"result,omitempty" json:"result,omitempty"`
+	Attempts int    `msgpack:"attempts" json:"attempts"`
 }
 
 // ActivityFailed records that an activity failed for good: attempts were
 // exhausted or the error was not retryable.
 type ActivityFailed struct {
-	Failure  Failure `msgpack:"failure"`
-	Attempts int     `msgpack:"attempts"`
+	Failure  Failure `msgpack:"failure" json:"failure"`
+	Attempts int     `msgpack:"attempts" json:"attempts"`
 }
 
 // EventKind implements [Attributes].

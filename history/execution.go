@@ -4,63 +4,63 @@ package history
 // after continue-as-new).
 type ExecutionStarted struct {
 	// Name and Version identify the workflow.
-	Name    string `msgpack:"name"`
-	Version string `msgpack:"version,omitempty"`
+	Name    string `msgpack:"name" json:"name"`
+	Version string `msgpack:"version,omitempty" json:"version,omitempty"`
 	// Input is the encoded workflow input.
-	Input []byte `msgpack:"input,omitempty"`
+	Input []byte `msgpack:"input,omitempty" json:"input,omitempty"`
 	// BusinessKey and BusinessParts are the product's reference of the
 	// instance (a claim number, say), indexed for queries.
-	BusinessKey   string            `msgpack:"business_key,omitempty"`
-	BusinessParts map[string]string `msgpack:"business_parts,omitempty"`
+	BusinessKey   string            `msgpack:"business_key,omitempty" json:"business_key,omitempty"`
+	BusinessParts map[string]string `msgpack:"business_parts,omitempty" json:"business_parts,omitempty"`
 	// Parent is set when a workflow started the instance as a sub-workflow.
-	Parent *ParentRef `msgpack:"parent,omitempty"`
+	Parent *ParentRef `msgpack:"parent,omitempty" json:"parent,omitempty"`
 	// Tags are free-form labels.
-	Tags map[string]string `msgpack:"tags,omitempty"`
+	Tags map[string]string `msgpack:"tags,omitempty" json:"tags,omitempty"`
 	// Trace carries a W3C traceparent of the caller.
-	Trace string `msgpack:"trace,omitempty"`
+	Trace string `msgpack:"trace,omitempty" json:"trace,omitempty"`
 	// ContinuedFrom names the previous execution after continue-as-new.
-	ContinuedFrom string `msgpack:"continued_from,omitempty"`
+	ContinuedFrom string `msgpack:"continued_from,omitempty" json:"continued_from,omitempty"`
 }
 
 // ParentRef points from a sub-workflow to the step of its parent that
 // scheduled it.
 type ParentRef struct {
-	InstanceID   string `msgpack:"instance_id"`
-	ExecutionID  string `msgpack:"execution_id"`
-	ScheduledSeq int64  `msgpack:"scheduled_seq"`
+	InstanceID   string `msgpack:"instance_id" json:"instance_id"`
+	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
+	ScheduledSeq int64  `msgpack:"scheduled_seq" json:"scheduled_seq"`
 }
 
 // ExecutionCompleted ends an execution with a result.
 type ExecutionCompleted struct {
-	Output []byte `msgpack:"output,omitempty"`
+	Output []byte `msgpack:"output,omitempty" json:"output,omitempty"`
 }
 
 // ExecutionFailed ends an execution with an error.
 type ExecutionFailed struct {
-	Failure Failure `msgpack:"failure"`
+	Failure Failure `msgpack:"failure" json:"failure"`
 }
 
 // ExecutionTerminated ends an execution by an operator's or client's order.
 type ExecutionTerminated struct {
-	Reason string `msgpack:"reason,omitempty"`
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // ExecutionSuspended pauses an execution: events are recorded but the
 // workflow code does not run until it is resumed.
 type ExecutionSuspended struct {
-	Reason string `msgpack:"reason,omitempty"`
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // ExecutionResumed ends a suspension.
 type ExecutionResumed struct {
-	Reason string `msgpack:"reason,omitempty"`
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // ContinuedAsNew ends an execution and starts the next one with new input.
 type ContinuedAsNew struct {
-	NewExecutionID string `msgpack:"new_execution_id"`
-	Input          []byte `msgpack:"input,omitempty"`
-	Version        string `msgpack:"version,omitempty"`
+	NewExecutionID string `msgpack:"new_execution_id" json:"new_execution_id"`
+	Input          []byte `msgpack:"input,omitempty" json:"input,omitempty"`
+	Version        string `msgpack:"version,omitempty" json:"version,omitempty"`
 }
 
 // TurnStarted opens a turn of workflow code; its event's At is the

@@ -237,3 +237,20 @@ func TestValidateID(t *testing.T) {
 	require.Equal(t, a, history.DeterministicID("i", 3, "child"))
 	require.NotEqual(t, a, history.DeterministicID("i", 4, "child"))
 }
+
+func TestJSONLRoundTrip(t *testing.T) {
+	t.Parallel()
+	log := sampleLog(t)
+	var buf bytes.Buffer
+	require.NoError(t, history.WriteJSONL(&buf, log))
+	require.Contains(t, buf.String(), `"kind":"TimerCreated"`)
+	require.Contains(t, buf.String(), `"fire_at"`, "attributes are readable")
+	got, err := history.ReadJSONL(&buf)
+	require.NoError(t, err)
+	require.Equal(t, log, got)
+	require.NoError(t, history.Verify(got))
+
+	_, err = history.ReadJSONL(strings.NewReader("{\"seq\":1}\nnot json\n"))
+	require.ErrorIs(t, err, history.ErrCorrupt)
+	require.Contains(t, err.Error(), "line 2")
+}

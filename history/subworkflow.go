@@ -2,23 +2,23 @@ package history
 
 // SubWorkflowScheduled records that workflow code started a child workflow.
 type SubWorkflowScheduled struct {
-	Name    string `msgpack:"name"`
-	Version string `msgpack:"version,omitempty"`
+	Name    string `msgpack:"name" json:"name"`
+	Version string `msgpack:"version,omitempty" json:"version,omitempty"`
 	// InstanceID and ExecutionID name the child; both are derived
 	// deterministically from the parent.
-	InstanceID  string `msgpack:"instance_id"`
-	ExecutionID string `msgpack:"execution_id"`
-	Input       []byte `msgpack:"input,omitempty"`
+	InstanceID  string `msgpack:"instance_id" json:"instance_id"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Input       []byte `msgpack:"input,omitempty" json:"input,omitempty"`
 }
 
 // SubWorkflowCompleted records a child workflow's result.
 type SubWorkflowCompleted struct {
-	Output []byte `msgpack:"output,omitempty"`
+	Output []byte `msgpack:"output,omitempty" json:"output,omitempty"`
 }
 
 // SubWorkflowFailed records that a child workflow failed or was terminated.
 type SubWorkflowFailed struct {
-	Failure Failure `msgpack:"failure"`
+	Failure Failure `msgpack:"failure" json:"failure"`
 }
 
 // EventKind implements [Attributes].

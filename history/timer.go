@@ -4,14 +4,14 @@ import "time"
 
 // TimerCreated records a durable timer; its event's Seq is the timer id.
 type TimerCreated struct {
-	FireAt time.Time `msgpack:"fire_at"`
+	FireAt time.Time `msgpack:"fire_at" json:"fire_at"`
 	// Name is an optional label shown in timelines ("deadline").
-	Name string `msgpack:"name,omitempty"`
+	Name string `msgpack:"name,omitempty" json:"name,omitempty"`
 }
 
 // TimerFired records that a timer fired.
 type TimerFired struct {
-	FireAt time.Time `msgpack:"fire_at"`
+	FireAt time.Time `msgpack:"fire_at" json:"fire_at"`
 }
 
 // TimerCancelled records that workflow code cancelled a pending timer; a

@@ -69,8 +69,12 @@ func (s *Snapshot) Classify(m *Message) (Verdict, Reason, string) {
 		if err != nil {
 			return Reject, ReasonUndecodable, err.Error()
 		}
-		if _, ok := s.Tasks[taskIDOf(attrs)]; !ok {
+		t, ok := s.Tasks[taskIDOf(attrs)]
+		if !ok {
 			return Stale, "", fmt.Sprintf("task %s is not open", taskIDOf(attrs))
+		}
+		if why := taskConflict(t, attrs, m.Actor); why != "" {
+			return Reject, ReasonRejected, fmt.Sprintf("task %s: %s", taskIDOf(attrs), why)
 		}
 	}
 	switch m.Kind {
@@ -99,6 +103,31 @@ func (s *Snapshot) pending(m *Message, open func(int64) bool) (Verdict, Reason, 
 		return Stale, "", fmt.Sprintf("nothing pending at seq %d", seq)
 	}
 	return Accept, "", ""
+}
+
+// taskConflict re-checks a task action against the task's state when the
+// round runs: the client checked it against a projection that another
+// action may have changed since.
+func taskConflict(t *OpenTask, a history.Attributes, actor string) string {
+	switch a := a.(type) {
+	case *history.TaskAssigned:
+		if t.Assignee != "" && t.Assignee != a.Assignee {
+			return "already assigned to " + t.Assignee
+		}
+	case *history.TaskReleased:
+		if t.Assignee != a.Previous {
+			return "no longer assigned to " + a.Previous
+		}
+	case *history.TaskReassigned:
+		if t.Assignee != a.From {
+			return "no longer assigned to " + a.From
+		}
+	case *history.TaskCompleted:
+		if t.Assignee != "" && history.UserActor(t.Assignee) != actor {
+			return "assigned to " + t.Assignee + ", completed by " + actor
+		}
+	}
+	return ""
 }
 
 func taskIDOf(a history.Attributes) string {

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -64,4 +65,20 @@ func (s *Store) InstanceIDs() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// TamperEvent changes a stored event in place, bypassing every check, so
+// that tests and demonstrations can show that the hash chain detects it.
+// It reports whether the event exists.
+func (s *Store) TamperEvent(instanceID string, seq int64, mutate func(e *history.Event)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instances[instanceID]
+	if in == nil || seq < 1 || seq > int64(len(in.events)) {
+		return false
+	}
+	e := &in.events[seq-1]
+	e.Payload = append([]byte(nil), e.Payload...)
+	mutate(e)
+	return true
 }

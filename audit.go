@@ -1,0 +1,230 @@
+package chronicle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/replay"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Tombstone is what remains of a purged instance.
+type Tombstone = round.Tombstone
+
+// ReplayReport is what replaying a history against the current code found.
+type ReplayReport = replay.Report
+
+// ErrTombstoneMismatch is returned by VerifyArchive when an archived
+// history does not end where its tombstone says.
+var ErrTombstoneMismatch = errors.New("chronicle: archive does not match its tombstone")
+
+// Verify checks the hash chain of an instance's whole history and returns
+// nil or a *history.ChainError naming the first broken seq.
+func (e *Engine) Verify(ctx context.Context, instanceID string) error {
+	events, err := e.History(ctx, instanceID)
+	if err != nil {
+		return err
+	}
+	return history.Verify(events)
+}
+
+// VerifyResult is the verification of one instance.
+type VerifyResult struct {
+	InstanceID string
+	Events     int
+	// Err is nil for a sound chain, a *history.ChainError for a broken one.
+	Err error
+}
+
+// VerifyAll checks the hash chain of every instance of the store and
+// returns one result per instance, in id order.
+func (e *Engine) VerifyAll(ctx context.Context) ([]VerifyResult, error) {
+	var out []VerifyResult
+	after := ""
+	for {
+		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{AfterID: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: r.InstanceID, FromSeq: 1})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, VerifyResult{InstanceID: r.InstanceID, Events: len(events), Err: history.Verify(events)})
+		}
+		if len(recs) < 500 {
+			return out, nil
+		}
+		after = recs[len(recs)-1].InstanceID
+	}
+}
+
+// ArchiveFunc receives the whole history of an instance before it is
+// purged; when it returns an error, the instance is not purged.
+type ArchiveFunc func(ctx context.Context, instanceID string, events []Event) error
+
+// ArchiveJSONL returns an ArchiveFunc that writes each history as JSON
+// Lines to dir/<escaped instance id>.jsonl, synced to disk.
+func ArchiveJSONL(dir string) ArchiveFunc {
+	return func(_ context.Context, instanceID string, events []Event) error {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		if err := history.WriteJSONL(&buf, events); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(ArchivePath(dir, instanceID), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(buf.Bytes()); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+}
+
+// ArchivePath is the file ArchiveJSONL writes an instance's history to.
+func ArchivePath(dir, instanceID string) string {
+	return filepath.Join(dir, url.PathEscape(instanceID)+".jsonl")
+}
+
+// PurgeOptions select the instances to purge. Only ended instances
+// (completed, failed, terminated) are ever purged.
+type PurgeOptions struct {
+	// InstanceIDs purges these instances.
+	InstanceIDs []string
+	// CompletedBefore, when set, purges every ended instance whose last
+	// change is older than it.
+	CompletedBefore time.Time
+	// By is the operator, recorded on the tombstones. Required.
+	By string
+	// Archive, when set, receives each history before it is deleted.
+	Archive ArchiveFunc
+	// Limit bounds the instances purged by CompletedBefore; zero means
+	// 1000.
+	Limit int
+}
+
+// PurgeReport tells what Purge did.
+type PurgeReport struct {
+	Purged []Tombstone
+	// Skipped maps instance ids to why they were not purged (still
+	// running, unknown, archive failed).
+	Skipped map[string]string
+}
+
+// Purge deletes ended instances — history, projections, tasks, dead
+// letters — after handing each history to the archive callback, and keeps
+// a tombstone (last seq, last hash, when, by whom) so an archived history
+// can still be proven to be the purged one. Running instances are never
+// touched.
+func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error) {
+	by, err := e.actor(o.By)
+	if err != nil || o.By == "" {
+		return nil, invalid("PurgeOptions.By must name the operator")
+	}
+	ids := append([]string(nil), o.InstanceIDs...)
+	if !o.CompletedBefore.IsZero() {
+		limit := o.Limit
+		if limit <= 0 {
+			limit = 1000
+		}
+		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{Terminal: true, UpdatedBefore: o.CompletedBefore, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			ids = append(ids, r.InstanceID)
+		}
+	}
+	rep := &PurgeReport{Skipped: map[string]string{}}
+	for _, id := range ids {
+		if err := e.validateID("instance id", id); err != nil {
+			rep.Skipped[id] = err.Error()
+			continue
+		}
+		rec, err := e.store.GetInstance(ctx, id)
+		if errors.Is(err, round.ErrNotFound) {
+			rep.Skipped[id] = "not found"
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		if !rec.Status.Terminal() {
+			rep.Skipped[id] = "instance is " + string(rec.Status)
+			continue
+		}
+		if o.Archive != nil {
+			events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+			if err != nil {
+				return rep, err
+			}
+			if err := o.Archive(ctx, id, events); err != nil {
+				rep.Skipped[id] = "archive failed: " + err.Error()
+				continue
+			}
+		}
+		ts, err := e.store.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
+		switch {
+		case errors.Is(err, round.ErrInvalidState), errors.Is(err, round.ErrNotFound):
+			rep.Skipped[id] = err.Error()
+			continue
+		case err != nil:
+			return rep, err
+		}
+		rep.Purged = append(rep.Purged, *ts)
+	}
+	return rep, nil
+}
+
+// GetTombstone returns the tombstone of a purged instance.
+func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error) {
+	ts, err := e.store.GetTombstone(ctx, instanceID)
+	if errors.Is(err, round.ErrNotFound) {
+		return nil, fmt.Errorf("%w: no tombstone for %s", ErrInstanceNotFound, instanceID)
+	}
+	return ts, err
+}
+
+// VerifyArchive checks an archived history against its tombstone: the
+// chain must hold from seq 1 and end at the tombstone's seq and hash.
+func VerifyArchive(events []Event, ts *Tombstone) error {
+	if err := history.Verify(events); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return fmt.Errorf("%w: the archive is empty", ErrTombstoneMismatch)
+	}
+	last := events[len(events)-1]
+	if last.InstanceID != ts.InstanceID || last.Seq != ts.LastSeq || !bytes.Equal(last.Hash, ts.LastHash) {
+		return fmt.Errorf("%w: archive ends at %s seq %d, tombstone says %s seq %d", ErrTombstoneMismatch, last.InstanceID, last.Seq, ts.InstanceID, ts.LastSeq)
+	}
+	return nil
+}
+
+// ReplayHistory replays a stored or exported history against the
+// engine's registered workflows and reports the first divergence, the
+// commands produced and the result. It writes nothing.
+func (e *Engine) ReplayHistory(events []Event) *ReplayReport {
+	id := ""
+	if len(events) > 0 {
+		id = events[0].InstanceID
+	}
+	return e.replayer.Debug(id, events)
+}

@@ -1,0 +1,249 @@
+package chronicle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/projector"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// ProjectionView is every projection of an instance as of one Seq.
+type ProjectionView = projector.View
+
+// RegisterProjection registers a custom projection: fold is called with
+// every event of every instance's history, in order, and its state S is
+// stored per instance (encoded with the engine's codec) in the same round
+// as the events. Bump version when fold changes: stored records of older
+// versions are replaced the next time their instance runs, or by
+// RebuildProjections. Register projections before Run.
+func RegisterProjection[S any](e *Engine, name string, version int, fold func(state S, e *Event) (S, error)) error {
+	if fold == nil {
+		return invalid("projection %s has a nil fold", name)
+	}
+	codec := e.opts.Codec
+	err := e.projector.Add(projector.Definition{
+		Name: name, Version: version,
+		New: func() any { var s S; return s },
+		Fold: func(state any, ev *history.Event) (any, error) {
+			s, _ := state.(S)
+			return fold(s, ev)
+		},
+		Encode: func(state any) ([]byte, error) { return codec.Encode(state) },
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	// Cached projection states lack the new projection: start cold.
+	e.runner.Forget()
+	return nil
+}
+
+// Projection returns the stored state of a custom projection for an
+// instance and the Seq it was folded to.
+func Projection[S any](ctx context.Context, e *Engine, name, instanceID string) (S, int64, error) {
+	var s S
+	rec, err := e.store.GetCustomProjection(ctx, name, instanceID)
+	if errors.Is(err, round.ErrNotFound) {
+		return s, 0, fmt.Errorf("%w: projection %s of %s", ErrInstanceNotFound, name, instanceID)
+	}
+	if err != nil {
+		return s, 0, err
+	}
+	if err := e.opts.Codec.Decode(rec.Data, &s); err != nil {
+		return s, 0, fmt.Errorf("decode projection %s of %s: %w", name, instanceID, err)
+	}
+	return s, rec.Seq, nil
+}
+
+// InstanceFilter selects instances for ListInstances. Empty fields match
+// anything.
+type InstanceFilter struct {
+	Status      Status
+	Workflow    string
+	BusinessKey string
+	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound creation.
+	CreatedFrom time.Time
+	CreatedTo   time.Time
+	// AfterID pages: pass the last id of the previous page.
+	AfterID string
+	// Limit bounds the page; zero means 100.
+	Limit int
+}
+
+// ListInstances returns instances in id order, from their projections.
+func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instance, error) {
+	recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{
+		Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
+		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: f.Limit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Instance, len(recs))
+	for i := range recs {
+		out[i] = e.instance(&recs[i])
+	}
+	return out, nil
+}
+
+// ProjectionsAt folds an instance's history up to seq (0: all of it) into
+// every projection — snapshot, instance, tasks, task events and custom
+// projections — without touching the store: time travel for debugging.
+func (e *Engine) ProjectionsAt(ctx context.Context, instanceID string, seq int64) (*ProjectionView, error) {
+	events, err := e.History(ctx, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	return e.projector.FoldAt(instanceID, events, seq)
+}
+
+// RebuildProjections folds an instance's whole history afresh and replaces
+// every stored projection of it. Use it after a projection's version
+// changed or to repair projections. It may run while the instance runs: it
+// folds again when a round commits during the rebuild.
+func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		events, err := e.History(ctx, instanceID)
+		if err != nil {
+			return err
+		}
+		v, err := e.projector.FoldAt(instanceID, events, 0)
+		if err != nil {
+			return fmt.Errorf("rebuild %s: %w", instanceID, err)
+		}
+		snap, err := round.MarshalSnapshot(v.Snapshot)
+		if err != nil {
+			return err
+		}
+		p := &round.Projections{
+			InstanceID: instanceID, Seq: v.Snapshot.LastSeq, Snapshot: snap, Instance: v.Instance,
+			Tasks: v.Tasks, TaskEvents: v.TaskEvents, Custom: v.CustomRecords,
+		}
+		write := func(ctx context.Context, s round.Steps) error {
+			// Check inside the write that no round appended meanwhile.
+			tail, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
+			if err != nil {
+				return err
+			}
+			if len(tail) > 0 {
+				return errRebuildRace
+			}
+			if err := s.ResetProjections(ctx, instanceID); err != nil {
+				return err
+			}
+			return s.SaveProjections(ctx, p)
+		}
+		switch st := e.store.(type) {
+		case round.TxStore:
+			err = st.RunRound(ctx, func(ctx context.Context, tx round.Tx) error { return write(ctx, tx) })
+		case round.LeaseStore:
+			err = write(ctx, st)
+		default:
+			return fmt.Errorf("rebuild %s: store implements neither mode", instanceID)
+		}
+		if err == nil {
+			// A round that committed during the write may have had its
+			// projections replaced by the older fold: fold again.
+			tail, lerr := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
+			if lerr != nil {
+				return lerr
+			}
+			if len(tail) == 0 {
+				return nil
+			}
+			continue
+		}
+		if !errors.Is(err, errRebuildRace) {
+			return err
+		}
+	}
+	return fmt.Errorf("rebuild %s: the instance kept changing; try again", instanceID)
+}
+
+var errRebuildRace = errors.New("chronicle: history changed during rebuild")
+
+// CheckProjections compares the stored projections of an instance with a
+// fresh fold of its history and returns the differences, one line each
+// (none when they agree).
+func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]string, error) {
+	events, err := e.History(ctx, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	want, err := e.projector.FoldAt(instanceID, events, 0)
+	if err != nil {
+		return nil, err
+	}
+	var diffs []string
+	add := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+
+	data, seq, err := e.store.GetSnapshot(ctx, instanceID)
+	switch {
+	case errors.Is(err, round.ErrNotFound):
+		add("snapshot: missing")
+	case err != nil:
+		return nil, err
+	default:
+		wantData, err := round.MarshalSnapshot(want.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if seq != want.Snapshot.LastSeq || !bytes.Equal(data, wantData) {
+			add("snapshot: stored at seq %d differs from the fold at seq %d", seq, want.Snapshot.LastSeq)
+		}
+	}
+	rec, err := e.store.GetInstance(ctx, instanceID)
+	switch {
+	case errors.Is(err, round.ErrNotFound):
+		add("instance: missing")
+	case err != nil:
+		return nil, err
+	case !want.Instance.Equal(rec):
+		add("instance: stored %s at seq %d, fold gives %s at seq %d", rec.Status, rec.LastSeq, want.Instance.Status, want.Instance.LastSeq)
+	}
+	stored, err := e.store.ListTasks(ctx, &round.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]round.TaskRecord{}
+	for _, t := range stored {
+		byID[t.TaskID] = t
+	}
+	for _, t := range want.Tasks {
+		got, ok := byID[t.TaskID]
+		switch {
+		case !ok:
+			add("task %s: missing", t.TaskID)
+		case got.Status != t.Status || got.Assignee != t.Assignee || got.Seq != t.Seq || !bytes.Equal(got.Result, t.Result):
+			add("task %s: stored %s/%q at seq %d, fold gives %s/%q at seq %d", t.TaskID, got.Status, got.Assignee, got.Seq, t.Status, t.Assignee, t.Seq)
+		}
+		delete(byID, t.TaskID)
+	}
+	for id := range byID {
+		add("task %s: stored but not in history", id)
+	}
+	storedEvents, err := e.store.ListTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: instanceID})
+	if err != nil {
+		return nil, err
+	}
+	if len(storedEvents) != len(want.TaskEvents) {
+		add("task events: %d stored, fold gives %d", len(storedEvents), len(want.TaskEvents))
+	}
+	for _, c := range want.CustomRecords {
+		got, err := e.store.GetCustomProjection(ctx, c.Name, instanceID)
+		switch {
+		case errors.Is(err, round.ErrNotFound):
+			add("projection %s: missing", c.Name)
+		case err != nil:
+			return nil, err
+		case got.Version != c.Version || got.Seq != c.Seq || !bytes.Equal(got.Data, c.Data):
+			add("projection %s: stored version %d at seq %d differs from the fold (version %d, seq %d)", c.Name, got.Version, got.Seq, c.Version, c.Seq)
+		}
+	}
+	return diffs, nil
+}

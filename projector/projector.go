@@ -1,0 +1,310 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Definition is a custom projection: a named, versioned fold of an
+// instance's whole history (every execution). Bumping Version makes stores
+// replace the records of older versions when they are next written, and
+// rebuilds refold them.
+type Definition struct {
+	Name    string
+	Version int
+	// New returns the state before any event.
+	New func() any
+	// Fold returns the state after e. It must be deterministic and do no
+	// I/O.
+	Fold func(state any, e *history.Event) (any, error)
+	// Encode encodes a state for storage.
+	Encode func(state any) ([]byte, error)
+}
+
+// Projector folds rounds' events into task and custom projection records.
+// Its definitions may be added while it runs; instances whose state is
+// cached then need a cold fold (the engine drops its cache).
+type Projector struct {
+	mu   sync.RWMutex
+	defs []Definition
+}
+
+// New returns a projector with the given custom projections.
+func New(defs ...Definition) *Projector {
+	p := &Projector{}
+	for _, d := range defs {
+		_ = p.Add(d)
+	}
+	return p
+}
+
+// Add registers a custom projection.
+func (p *Projector) Add(d Definition) error {
+	if err := history.ValidateID("projection name", d.Name); err != nil {
+		return err
+	}
+	if d.New == nil || d.Fold == nil || d.Encode == nil {
+		return fmt.Errorf("%w: projection %s needs New, Fold and Encode", history.ErrInvalid, d.Name)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, old := range p.defs {
+		if old.Name == d.Name {
+			return fmt.Errorf("%w: projection %s is already registered", history.ErrInvalid, d.Name)
+		}
+	}
+	p.defs = append(p.defs, d)
+	sort.Slice(p.defs, func(i, j int) bool { return p.defs[i].Name < p.defs[j].Name })
+	return nil
+}
+
+// Definitions returns the registered custom projections, by name.
+func (p *Projector) Definitions() []Definition {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Clone(p.defs)
+}
+
+// State is the folded projection state of one instance.
+type State struct {
+	InstanceID string
+	Seq        int64
+	// Tasks holds every task of the instance by id.
+	Tasks map[string]*round.TaskRecord
+	// Custom holds each custom projection's state by name.
+	Custom map[string]any
+	defs   []Definition
+
+	changed map[string]bool
+	events  []round.TaskEventRecord
+}
+
+// NewState returns the state of an instance before any event.
+func (p *Projector) NewState(instanceID string) *State {
+	s := &State{InstanceID: instanceID, Tasks: map[string]*round.TaskRecord{}, Custom: map[string]any{}, defs: p.Definitions()}
+	for _, d := range s.defs {
+		s.Custom[d.Name] = d.New()
+	}
+	return s
+}
+
+// Apply folds one event.
+func (s *State) Apply(e *history.Event) error {
+	if e.Seq != s.Seq+1 {
+		return fmt.Errorf("projector: %s expected seq %d, got %d", s.InstanceID, s.Seq+1, e.Seq)
+	}
+	if err := s.applyTask(e); err != nil {
+		return err
+	}
+	for _, d := range s.defs {
+		next, err := d.Fold(s.Custom[d.Name], e)
+		if err != nil {
+			return fmt.Errorf("projection %s of %s at seq %d: %w", d.Name, s.InstanceID, e.Seq, err)
+		}
+		s.Custom[d.Name] = next
+	}
+	s.Seq = e.Seq
+	return nil
+}
+
+func (s *State) touch(t *round.TaskRecord, e *history.Event) {
+	t.UpdatedAt, t.Seq = e.At, e.Seq
+	if s.changed == nil {
+		s.changed = map[string]bool{}
+	}
+	s.changed[t.TaskID] = true
+}
+
+func (s *State) record(t *round.TaskRecord, e *history.Event, kind history.Kind, assignee, detail string) {
+	s.events = append(s.events, round.TaskEventRecord{
+		InstanceID: s.InstanceID, TaskID: t.TaskID, Seq: e.Seq, Kind: kind,
+		Actor: e.Actor, At: e.At, Assignee: assignee, Detail: detail,
+	})
+}
+
+func (s *State) applyTask(e *history.Event) error {
+	if k := e.Kind; !k.Terminal() && k.Class() != history.ClassTask && k != history.KindTaskCreated && k != history.KindTaskCancelled {
+		return nil
+	}
+	a, err := e.Attributes()
+	if err != nil {
+		return err
+	}
+	task := func(id string) (*round.TaskRecord, error) {
+		t, ok := s.Tasks[id]
+		if !ok {
+			return nil, fmt.Errorf("projector: %s seq %d: %s for unknown task %s", s.InstanceID, e.Seq, e.Kind, id)
+		}
+		return t, nil
+	}
+	switch a := a.(type) {
+	case *history.TaskCreated:
+		t := &round.TaskRecord{
+			TaskID: a.TaskID, InstanceID: s.InstanceID, ExecutionID: e.ExecutionID, Name: a.Name,
+			Status: round.TaskOpen, Assignee: a.Assignee, Roles: a.Roles, Payload: a.Payload, Due: a.Due,
+			CreatedAt: e.At,
+		}
+		s.Tasks[a.TaskID] = t
+		s.touch(t, e)
+		s.record(t, e, e.Kind, a.Assignee, a.Name)
+	case *history.TaskAssigned:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		t.Assignee = a.Assignee
+		s.touch(t, e)
+		detail := "assigned"
+		if a.Claimed {
+			detail = "claimed"
+		}
+		s.record(t, e, e.Kind, a.Assignee, detail)
+	case *history.TaskReleased:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		t.Assignee = ""
+		s.touch(t, e)
+		s.record(t, e, e.Kind, "", "released by "+a.Previous)
+	case *history.TaskReassigned:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		t.Assignee = a.To
+		s.touch(t, e)
+		s.record(t, e, e.Kind, a.To, "from "+a.From)
+	case *history.TaskCompleted:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		t.Status, t.Result, t.CompletedAt = round.TaskCompleted, a.Result, e.At
+		s.touch(t, e)
+		s.record(t, e, e.Kind, t.Assignee, "completed")
+	case *history.TaskCancelled:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		t.Status, t.CompletedAt = round.TaskCancelled, e.At
+		s.touch(t, e)
+		s.record(t, e, e.Kind, t.Assignee, a.Reason)
+	default:
+		// The end of an execution closes its open tasks.
+		if !e.Kind.Terminal() {
+			return nil
+		}
+		for _, id := range sortedKeys(s.Tasks) {
+			t := s.Tasks[id]
+			if t.Status == round.TaskOpen && t.ExecutionID == e.ExecutionID {
+				t.Status, t.CompletedAt = round.TaskCancelled, e.At
+				s.touch(t, e)
+				s.record(t, e, history.KindTaskCancelled, t.Assignee, "execution ended ("+string(e.Kind)+")")
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// flush returns the records changed since the last flush.
+func (s *State) flush() (*round.ProjectOutput, error) {
+	out := &round.ProjectOutput{TaskEvents: s.events}
+	for _, id := range sortedKeys(s.changed) {
+		t := *s.Tasks[id]
+		t.Roles = slices.Clone(t.Roles)
+		out.Tasks = append(out.Tasks, t)
+	}
+	for _, d := range s.defs {
+		data, err := d.Encode(s.Custom[d.Name])
+		if err != nil {
+			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)
+		}
+		out.Custom = append(out.Custom, round.CustomRecord{Name: d.Name, Version: d.Version, InstanceID: s.InstanceID, Seq: s.Seq, Data: data})
+	}
+	s.changed, s.events = nil, nil
+	return out, nil
+}
+
+// Project implements round.ProjectFunc.
+func (p *Projector) Project(_ context.Context, in *round.ProjectInput) (*round.ProjectOutput, error) {
+	s, _ := in.Cached.(*State)
+	events := in.NewEvents
+	if s == nil || len(s.defs) != len(p.Definitions()) {
+		s, events = p.NewState(in.InstanceID), in.History
+	}
+	for i := range events {
+		if err := s.Apply(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.flush()
+	if err != nil {
+		return nil, err
+	}
+	out.Cached = s
+	return out, nil
+}
+
+// View is every projection of an instance as of one Seq.
+type View struct {
+	Snapshot   *round.Snapshot
+	Instance   *round.InstanceRecord
+	Tasks      []round.TaskRecord
+	TaskEvents []round.TaskEventRecord
+	Custom     map[string]any
+	// CustomRecords are the custom states encoded as stores keep them.
+	CustomRecords []round.CustomRecord
+}
+
+// FoldAt folds a whole history up to and including seq (0 or beyond the
+// end: all of it) into every projection: time travel for debugging and the
+// reference of rebuilds and projection checks.
+func (p *Projector) FoldAt(instanceID string, events []history.Event, seq int64) (*View, error) {
+	if seq <= 0 || seq > int64(len(events)) {
+		seq = int64(len(events))
+	}
+	events = events[:seq]
+	snap, err := round.Fold(instanceID, events)
+	if err != nil {
+		return nil, err
+	}
+	s := p.NewState(instanceID)
+	var all []round.TaskEventRecord
+	for i := range events {
+		if err := s.Apply(&events[i]); err != nil {
+			return nil, err
+		}
+		all = append(all, s.events...)
+		s.events = nil
+	}
+	v := &View{Snapshot: snap, TaskEvents: all, Custom: s.Custom}
+	if snap.Started() {
+		v.Instance = snap.Record()
+	}
+	for _, id := range sortedKeys(s.Tasks) {
+		v.Tasks = append(v.Tasks, *s.Tasks[id])
+	}
+	out, err := s.flush()
+	if err != nil {
+		return nil, err
+	}
+	v.CustomRecords = out.Custom
+	return v, nil
+}

@@ -1,0 +1,193 @@
+package chronicle_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+type claimReview struct {
+	Claim  string
+	Amount int
+}
+
+// reviewWorkflow opens a review task and returns its decision.
+func reviewWorkflow(ctx *chronicle.Context, c claimReview) (string, error) {
+	task := ctx.CreateTask("review-claim", c, chronicle.TaskOptions{TaskID: "review-" + c.Claim, Roles: []string{"adjuster", "supervisor"}})
+	decision, err := chronicle.WaitTask[string](ctx, task)
+	if err != nil {
+		return "", err
+	}
+	return decision, nil
+}
+
+func TestHumanTasks(t *testing.T) {
+	t.Parallel()
+	var (
+		ana  = chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
+		bo   = chronicle.User{ID: "bo", Roles: []string{"adjuster"}}
+		sue  = chronicle.User{ID: "sue", Roles: []string{"supervisor"}}
+		eve  = chronicle.User{ID: "eve", Roles: []string{"clerk"}}
+		task = "review-C-1"
+	)
+	setupTask := func(t *testing.T) *bundle {
+		b := setup(t)
+		register(t, b.engine, "review", reviewWorkflow)
+		b.start(t, "review", "claim-1", claimReview{Claim: "C-1", Amount: 1200})
+		b.drain(t)
+		return b
+	}
+	get := func(t *testing.T, b *bundle) *chronicle.TaskInfo {
+		t.Helper()
+		info, err := b.engine.GetTask(b.ctx, task)
+		require.NoError(t, err)
+		return info
+	}
+
+	t.Run("InboxClaimReleaseReassignComplete", func(t *testing.T) {
+		t.Parallel()
+		b := setupTask(t)
+		inbox, err := b.engine.ListTasks(b.ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true, Status: chronicle.TaskOpen})
+		require.NoError(t, err)
+		require.Len(t, inbox, 1)
+		require.Equal(t, "review-claim", inbox[0].Name)
+		var payload claimReview
+		require.NoError(t, b.engine.Decode(inbox[0].Payload, &payload))
+		require.Equal(t, 1200, payload.Amount)
+
+		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
+		b.drain(t)
+		require.Equal(t, "ana", get(t, b).Assignee)
+		require.NoError(t, b.engine.Claim(b.ctx, task, ana), "claiming one's own task does nothing")
+		require.NoError(t, b.engine.Release(b.ctx, task, ana))
+		b.drain(t)
+		require.Empty(t, get(t, b).Assignee)
+		require.NoError(t, b.engine.Assign(b.ctx, task, "bo", sue))
+		b.drain(t)
+		require.NoError(t, b.engine.Reassign(b.ctx, task, "ana", bo))
+		b.drain(t)
+		mine, err := b.engine.ListTasks(b.ctx, chronicle.TaskFilter{Assignee: "ana"})
+		require.NoError(t, err)
+		require.Len(t, mine, 1)
+		require.NoError(t, b.engine.Complete(b.ctx, task, "approve", ana))
+		b.drain(t)
+		require.Equal(t, "approve", result[string](t, b, "claim-1"))
+		info := get(t, b)
+		require.Equal(t, chronicle.TaskCompleted, info.Status)
+
+		trail, err := b.engine.TaskEvents(b.ctx, task)
+		require.NoError(t, err)
+		type entry struct {
+			kind            history.Kind
+			actor, assignee string
+			detail          string
+		}
+		var got []entry
+		for _, e := range trail {
+			got = append(got, entry{e.Kind, e.Actor, e.Assignee, e.Detail})
+		}
+		require.Equal(t, []entry{
+			{history.KindTaskCreated, "worker:test", "", "review-claim"},
+			{history.KindTaskAssigned, "user:ana", "ana", "claimed"},
+			{history.KindTaskReleased, "user:ana", "", "released by ana"},
+			{history.KindTaskAssigned, "user:sue", "bo", "assigned"},
+			{history.KindTaskReassigned, "user:bo", "ana", "from bo"},
+			{history.KindTaskCompleted, "user:ana", "ana", "completed"},
+		}, got)
+		diffs, err := b.engine.CheckProjections(b.ctx, "claim-1")
+		require.NoError(t, err)
+		require.Empty(t, diffs)
+	})
+
+	t.Run("ForbiddenActionsWriteNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupTask(t)
+		before := len(b.history(t, "claim-1"))
+		require.ErrorIs(t, b.engine.Claim(b.ctx, task, eve), chronicle.ErrForbidden, "no matching role")
+		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "approve", eve), chronicle.ErrForbidden)
+		require.ErrorIs(t, b.engine.Release(b.ctx, task, ana), chronicle.ErrForbidden, "not the assignee")
+		require.ErrorIs(t, b.engine.Reassign(b.ctx, task, "bo", ana), chronicle.ErrForbidden, "not assigned yet")
+		require.ErrorIs(t, b.engine.Assign(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
+		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
+		b.drain(t)
+		require.ErrorIs(t, b.engine.Claim(b.ctx, task, bo), chronicle.ErrForbidden, "assigned to someone else")
+		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "reject", bo), chronicle.ErrForbidden)
+		require.ErrorIs(t, b.engine.Assign(b.ctx, task, "bo", sue), chronicle.ErrForbidden, "assigned tasks are reassigned")
+		require.ErrorIs(t, b.engine.Reassign(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
+		_, err := b.engine.GetTask(b.ctx, "no-such-task")
+		require.ErrorIs(t, err, chronicle.ErrTaskNotFound)
+		require.ErrorIs(t, b.engine.Claim(b.ctx, task, chronicle.User{ID: ""}), chronicle.ErrInvalidArgument)
+		b.drain(t)
+		require.Len(t, b.history(t, "claim-1"), before+2, "only the claim was recorded, with the turn it woke")
+	})
+
+	t.Run("ClosedTask", func(t *testing.T) {
+		t.Parallel()
+		b := setupTask(t)
+		require.NoError(t, b.engine.Complete(b.ctx, task, "approve", sue), "an unassigned task can be completed by a role holder")
+		b.drain(t)
+		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "reject", sue), chronicle.ErrTaskClosed)
+		require.ErrorIs(t, b.engine.Claim(b.ctx, task, ana), chronicle.ErrTaskClosed)
+		require.Equal(t, "approve", result[string](t, b, "claim-1"))
+	})
+
+	t.Run("LostRaceIsRejectedNotApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setupTask(t)
+		// Both claims pass the client's check against the projection; the
+		// round applies the first and rejects the second.
+		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
+		require.NoError(t, b.engine.Claim(b.ctx, task, bo))
+		b.drain(t)
+		require.Equal(t, "ana", get(t, b).Assignee)
+		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "claim-1"})
+		require.NoError(t, err)
+		require.Len(t, letters, 1)
+		require.Equal(t, round.ReasonRejected, letters[0].Reason)
+		require.Contains(t, letters[0].Error, "already assigned to ana")
+		require.Equal(t, "user:bo", letters[0].Message.Actor)
+	})
+
+	t.Run("EndOfExecutionCancelsOpenTasks", func(t *testing.T) {
+		t.Parallel()
+		b := setupTask(t)
+		require.NoError(t, b.engine.Terminate(b.ctx, "claim-1", "claim withdrawn"))
+		b.drain(t)
+		info := get(t, b)
+		require.Equal(t, chronicle.TaskCancelled, info.Status)
+		require.ErrorIs(t, b.engine.Claim(b.ctx, task, ana), chronicle.ErrTaskClosed)
+		trail, err := b.engine.TaskEvents(b.ctx, task)
+		require.NoError(t, err)
+		require.Equal(t, history.KindTaskCancelled, trail[len(trail)-1].Kind)
+		require.Contains(t, trail[len(trail)-1].Detail, "ExecutionTerminated")
+	})
+
+	t.Run("WorkflowCancelsTask", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		register(t, b.engine, "escalate", func(ctx *chronicle.Context, _ string) (string, error) {
+			tk := ctx.CreateTask("first-line", nil, chronicle.TaskOptions{TaskID: "first", Roles: []string{"adjuster"}})
+			if i := ctx.WhenAny(ctx.WaitTask(tk), ctx.Timer(48*time.Hour)); i == 1 {
+				ctx.CancelTask(tk, "escalated after 48h")
+				err := ctx.WaitTask(tk).Get(nil)
+				return "escalated", errors.Join(err, nil)
+			}
+			return "handled", nil
+		})
+		b.start(t, "escalate", "e", "")
+		b.drain(t)
+		b.advance(t, 48*time.Hour)
+		inst := b.describe(t, "e")
+		require.Equal(t, chronicle.StatusFailed, inst.Status, "the cancelled task's future fails")
+		require.Contains(t, inst.Failure.Message, "task cancelled")
+		info, err := b.engine.GetTask(b.ctx, "first")
+		require.NoError(t, err)
+		require.Equal(t, chronicle.TaskCancelled, info.Status)
+	})
+}

@@ -18,7 +18,7 @@ help: ## list the targets
 
 .PHONY: demo
 demo: ## run the demo on the embedded memory provider
-	$(GO) run ./examples/rounds
+	$(GO) run ./examples/loanapproval
 
 .PHONY: services
 services: ## start the servers the integration tests need

@@ -150,6 +150,10 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 		return err
 	}
 	if err := e.mustBeRunning(ctx, instanceID, false); err != nil {
+		if errors.Is(err, ErrInstanceNotRunning) && o.IdempotencyKey != "" && e.recorded(ctx, instanceID, key) {
+			// A retry of a signal the instance recorded before it ended.
+			return nil
+		}
 		return err
 	}
 	m, err := round.NewMessage(history.DeterministicID(instanceID, 0, "signal:"+key), instanceID, "", key,
@@ -159,6 +163,22 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	}
 	m.Actor = actor
 	return e.enqueue(ctx, m)
+}
+
+// recorded reports whether the instance's last execution recorded a signal
+// with this idempotency key.
+func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
+	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
+	if err != nil || len(events) == 0 {
+		return false
+	}
+	exec := events[len(events)-1].ExecutionID
+	for i := len(events) - 1; i >= 0 && events[i].ExecutionID == exec; i-- {
+		if events[i].Kind == history.KindEventRaised && events[i].CorrelationID == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Terminate ends a running instance; its pending activities are cancelled

@@ -248,7 +248,8 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if o := e.opts.Observer; o != nil {
-		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome), Duration: time.Since(start), Err: rep.Err})
+		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
+			RetryAt: rep.RetryAt, Duration: time.Since(start), Err: rep.Err})
 	}
 	if rep.Err != nil {
 		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.Int("attempt", rep.Attempt),

@@ -30,6 +30,8 @@ var (
 	ErrPayloadTooLarge = replay.ErrPayloadTooLarge
 	// ErrTimeout: a wait for a signal timed out.
 	ErrTimeout = replay.ErrTimeout
+	// ErrTimerCancelled: the workflow cancelled the timer waited for.
+	ErrTimerCancelled = replay.ErrTimerCancelled
 	// ErrTaskCancelled: the workflow cancelled the task waited for.
 	ErrTaskCancelled = replay.ErrTaskCancelled
 	// ErrDeadLetterNotFound: no dead letter has this id.

@@ -90,10 +90,13 @@ type RoundStats struct {
 
 // ActivityStats describe one activity attempt.
 type ActivityStats struct {
-	Name     string
-	TaskID   string
-	Attempt  int
+	Name    string
+	TaskID  string
+	Attempt int
+	// Outcome is "completed", "retry" (RetryAt says when), "failed" (for
+	// good), "dead-lettered" or "lease-lost".
 	Outcome  string
+	RetryAt  time.Time
 	Duration time.Duration
 	Err      error
 }

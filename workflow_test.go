@@ -472,3 +472,31 @@ func TestTerminateSuspendResume(t *testing.T) {
 	require.ErrorIs(t, b.engine.Terminate(b.ctx, "b", "again"), chronicle.ErrInstanceNotRunning)
 	require.ErrorIs(t, b.engine.Resume(b.ctx, "a", ""), chronicle.ErrInstanceNotRunning)
 }
+
+func TestCancelTimerAndSignalRetryAfterEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
+		reminder := ctx.Timer(24*time.Hour, "reminder")
+		v, err := chronicle.WaitEvent[string](ctx, "answer")
+		if err != nil {
+			return "", err
+		}
+		cancelled := ctx.CancelTimer(reminder)
+		again := ctx.CancelTimer(reminder)
+		return fmt.Sprint(v, " ", cancelled, " ", again, " ", errors.Is(reminder.Get(nil), chronicle.ErrTimerCancelled)), nil
+	})
+	b.start(t, "wf", "i", "")
+	b.drain(t)
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
+	b.drain(t)
+	require.Equal(t, "yes true false true", result[string](t, b, "i"))
+	b.advance(t, 25*time.Hour)
+	events := b.history(t, "i")
+	require.Equal(t, 1, count(events, history.KindTimerCancelled))
+	require.Equal(t, 0, count(events, history.KindTimerFired), "the cancelled timer's message is stale")
+	// A client retrying the recorded signal after the end gets success; a
+	// new signal is refused.
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
+	require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "no", chronicle.RaiseOptions{IdempotencyKey: "form-2"}), chronicle.ErrInstanceNotRunning)
+}

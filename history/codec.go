@@ -148,14 +148,18 @@ func Encode(v any) ([]byte, error) {
 }
 
 // Decode decodes MessagePack data written by [Encode] into v, a pointer. It
-// bounds allocation by the input size, rejects trailing bytes and never
-// panics: every failure wraps [ErrCorrupt].
+// first checks that every length the data declares fits in it, so
+// allocation is bounded by the input size; it rejects trailing bytes and
+// deep nesting and never panics: every failure wraps [ErrCorrupt].
 func Decode(data []byte, v any) (err error) {
 	if len(data) > MaxEncodedSize {
 		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))
 	}
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty input", ErrCorrupt)
+	}
+	if err := checkMsgpack(data); err != nil {
+		return err
 	}
 	defer func() {
 		// The msgpack decoder has no known panics on bad input; this keeps

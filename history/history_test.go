@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -253,4 +254,31 @@ func TestJSONLRoundTrip(t *testing.T) {
 	_, err = history.ReadJSONL(strings.NewReader("{\"seq\":1}\nnot json\n"))
 	require.ErrorIs(t, err, history.ErrCorrupt)
 	require.Contains(t, err.Error(), "line 2")
+}
+
+// Not parallel: it measures the allocation of the test goroutine.
+func TestDecodeBoundsAllocationByInput(t *testing.T) {
+	// Each input claims gigabytes (or absurd nesting) in a few bytes.
+	for _, in := range [][]byte{
+		{0xc6, 0xc6, 0xc6, 0xc6, 0xc6},              // bin32 of 3.3 GB
+		[]byte("\x91\xc6\xc6\xc6\xc6\xc6\xc6\xc6Ƒ"), // same, in an array
+		{0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},         // str32
+		{0xdd, 0xff, 0xff, 0xff, 0xff, 0x01},        // array32 of 4G elements
+		{0xdf, 0x7f, 0xff, 0xff, 0xff, 0x01, 0x01},  // map32
+		{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01},        // ext32
+		bytes.Repeat([]byte{0x91}, 10000),           // 10,000 nested arrays
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var v any
+		err := history.Decode(in, &v)
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, history.ErrCorrupt, "% x", in[:min(len(in), 8)])
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "decoding % x allocated too much", in[:min(len(in), 8)])
+		_, err = history.DecodeAttributes(history.KindSubWorkflowCompleted, in)
+		require.ErrorIs(t, err, history.ErrCorrupt)
+	}
+	var ok struct{ A []int }
+	require.NoError(t, history.Decode([]byte{0x81, 0xa1, 'A', 0x92, 0x01, 0x02}, &ok))
+	require.Equal(t, []int{1, 2}, ok.A)
 }

@@ -169,7 +169,27 @@ func (c *Context) Timer(d time.Duration, name ...string) Future {
 
 func (c *Context) timer(d time.Duration, name string) (int64, *future) {
 	e := c.x.command(&history.TimerCreated{FireAt: c.x.now.Add(max(d, 0)), Name: name}, "")
-	return e.Seq, c.x.newFuture(e.Seq, name)
+	f := c.x.newFuture(e.Seq, name)
+	f.seq = e.Seq
+	return e.Seq, f
+}
+
+// CancelTimer cancels a pending timer returned by Timer: it records
+// TimerCancelled, its future fails with ErrTimerCancelled, and its fire
+// message is dropped as stale when it comes due. It reports whether the
+// timer was pending.
+func (c *Context) CancelTimer(timer Future) bool {
+	f, ok := timer.(*future)
+	if !ok || f.done || f.seq == 0 {
+		return false
+	}
+	if _, pending := c.x.futures[f.seq]; !pending {
+		return false
+	}
+	delete(c.x.futures, f.seq)
+	c.x.command(&history.TimerCancelled{}, history.SeqCorrelation(f.seq))
+	c.x.settle(f, nil, ErrTimerCancelled)
+	return true
 }
 
 // Sleep waits for d of workflow time.

@@ -17,6 +17,8 @@ var (
 	ErrPayloadTooLarge = errors.New("chronicle: payload too large")
 	// ErrUnknownWorkflow is returned for a workflow name nobody registered.
 	ErrUnknownWorkflow = errors.New("chronicle: unknown workflow")
+	// ErrTimerCancelled is returned by the future of a cancelled timer.
+	ErrTimerCancelled = errors.New("chronicle: timer cancelled")
 	// ErrTaskCancelled is returned by the future of a task the workflow
 	// cancelled.
 	ErrTaskCancelled = errors.New("chronicle: task cancelled")

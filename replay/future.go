@@ -21,6 +21,8 @@ type future struct {
 	order int64 // resolution order, for WhenAny
 	// what the future waits for, for error messages
 	name, child string
+	// seq of a timer's TimerCreated
+	seq int64
 	// signal waits with a timeout cancel their timer once signalled
 	signalled bool
 	timer     int64

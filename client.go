@@ -60,7 +60,7 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...
 		return "", fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
 	}
 	if o.InstanceID == "" {
-		o.InstanceID = history.NewID()
+		o.InstanceID = e.opts.NewID()
 	}
 	if err := e.validateID("instance id", o.InstanceID); err != nil {
 		return "", err
@@ -94,7 +94,7 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...
 			return "", fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
 		}
 	}
-	exec := history.NewID()
+	exec := e.opts.NewID()
 	start, err := round.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
 		&history.ExecutionStarted{
 			Name: workflow, Version: o.Version, Input: payload, BusinessKey: o.BusinessKey,
@@ -137,7 +137,7 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	}
 	key := o.IdempotencyKey
 	if key == "" {
-		key = history.NewID()
+		key = e.opts.NewID()
 	} else if err := e.validateID("idempotency key", key); err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (e *Engine) controlRequest(ctx context.Context, instanceID string, suspende
 }
 
 func (e *Engine) control(instanceID, actor string, attrs history.Attributes) (round.Message, error) {
-	id := history.NewID()
+	id := e.opts.NewID()
 	m, err := round.NewMessage(id, instanceID, "", id, attrs)
 	m.Actor = actor
 	return m, err

@@ -63,6 +63,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Observer receives metrics of rounds and activities. Default: none.
 	Observer Observer
+	// NewID makes the ids the client API draws: instance ids left empty,
+	// execution ids, message ids and default idempotency keys. Default:
+	// UUIDv7. Tests and demos pass a deterministic generator.
+	NewID func() string
 }
 
 // Observer is told what the engine did, for metrics and traces. Its
@@ -194,6 +198,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.NewID == nil {
+		o.NewID = history.NewID
 	}
 	return o
 }

@@ -188,7 +188,7 @@ func (e *Engine) taskAction(ctx context.Context, taskID string, user User, decid
 	if err != nil || attrs == nil {
 		return err
 	}
-	id := history.NewID()
+	id := e.opts.NewID()
 	m, err := round.NewMessage(id, t.InstanceID, t.ExecutionID, id, attrs)
 	if err != nil {
 		return err

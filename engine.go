@@ -284,13 +284,17 @@ func (e *Engine) loop(stop, work context.Context, q round.Queue, step func(conte
 		wait := e.opts.SafetyPoll
 		next, ok, err := e.store.NextVisibleAt(work, &round.NextVisibleAtParams{Queue: q, Queues: e.opts.ActivityQueues})
 		if err == nil && ok {
-			wait = min(wait, next.Sub(e.opts.Clock.Now()))
+			// Work that is visible but was not dequeued is held by another
+			// worker: look again soon, or when its release hints.
+			wait = min(wait, max(next.Sub(e.opts.Clock.Now()), busyRetry))
 		}
-		if wait > 0 {
-			e.sleep(stop, hint, wait)
-		}
+		e.sleep(stop, hint, wait)
 	}
 }
+
+// busyRetry is how soon an idle worker looks again when work is visible but
+// held by another worker.
+const busyRetry = 50 * time.Millisecond
 
 // sleep waits for d on the engine's clock, a hint or the end of ctx.
 func (e *Engine) sleep(ctx context.Context, hint <-chan struct{}, d time.Duration) {

@@ -72,7 +72,8 @@ type Store interface {
 	// order, visible or not, at most Limit (zero means 100).
 	ListMessages(ctx context.Context, p *ListMessagesParams) ([]Message, error)
 
-	// AbandonMessages records a failed delivery outside a round: it
+	// AbandonMessages records a failed delivery outside a round (MessageIDs
+	// are distinct): it
 	// increments Attempts and sets LastError of each message that is still
 	// queued (ids no longer queued are ignored), and holds the instance
 	// until VisibleAt: none of its messages, not even ones enqueued later,
@@ -81,7 +82,9 @@ type Store interface {
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 
 	// NextVisibleAt returns the earliest time at which an instance can be
-	// dequeued (Queue "orchestration": its earliest message's VisibleAt,
+	// dequeued (a transactional store may count instances that rounds of
+	// other processes hold locked, so the time may be past while nothing is
+	// dequeueable) (Queue "orchestration": its earliest message's VisibleAt,
 	// or later while it is held or leased) or an activity task of Queues
 	// claimed (Queue "activity": VisibleAt, or the end of a live claim;
 	// empty Queues means the default queue ""); ok is false when the queue
@@ -138,7 +141,8 @@ type Store interface {
 	// by instance id, at most Limit (zero means 100) after AfterID.
 	ListInstances(ctx context.Context, p *ListInstancesParams) ([]InstanceRecord, error)
 
-	// GetTask returns a task record or ErrNotFound.
+	// GetTask returns a task record or ErrNotFound. Human task ids are
+	// unique across instances.
 	GetTask(ctx context.Context, taskID string) (*TaskRecord, error)
 
 	// ListTasks returns task records matching the filter, ordered by task
@@ -197,7 +201,8 @@ type Steps interface {
 
 	// ResetProjections deletes every projection of an instance (snapshot,
 	// instance record but its incident, task records and events, custom
-	// records) so that a rebuild can write them afresh.
+	// records) so that a rebuild can write them afresh: reset, then save,
+	// in that order.
 	ResetProjections(ctx context.Context, instanceID string) error
 }
 
@@ -215,7 +220,8 @@ type TxStore interface {
 	RunRound(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
-// Tx is the view of a store inside a transactional round.
+// Tx is the view of a store inside a transactional round. Its methods are
+// called one at a time, never concurrently.
 type Tx interface {
 	Steps
 	// DequeueInstance locks one instance that has visible messages and is

@@ -1,0 +1,254 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// enqueueActivitiesSQL records the task ids never seen before and queues
+// those tasks, in the slice's order, notifying the activity channel when
+// it queued any.
+const enqueueActivitiesSQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[])
+        WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope, ord)
+), known AS (
+    INSERT INTO {{schema}}.activity_task_ids (id, instance_id)
+    SELECT id, instance_id FROM input ORDER BY ord
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), inserted AS (
+    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope)
+    SELECT id, instance_id, execution_id, queue, ready_at, envelope FROM input
+    WHERE id IN (SELECT id FROM known)
+    ORDER BY ord
+    RETURNING 1
+)
+SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
+FROM inserted`
+
+// claimActivitySQL leases the oldest claimable task of the queues, skipping
+// tasks another claim is taking right now; the token comes from a
+// sequence.
+const claimActivitySQL = `
+UPDATE {{schema}}.activity_tasks AS t
+SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4
+WHERE t.id = (
+    SELECT id FROM {{schema}}.activity_tasks
+    WHERE queue = ANY ($1::text[]) AND ready_at <= $2
+    ORDER BY ready_at, seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING t.envelope, t.token`
+
+const heartbeatActivitySQL = `
+UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3 WHERE id = $1 AND token = $2`
+
+const taskEnvelopeSQL = `
+SELECT envelope FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2`
+
+// retryActivitySQL stores the task's next attempt and releases the claim,
+// only while the token matches.
+const retryActivitySQL = `
+WITH updated AS (
+    UPDATE {{schema}}.activity_tasks
+    SET envelope = $3, ready_at = $4, token = NULL, owner = NULL, locked_until = NULL
+    WHERE id = $1 AND token = $2
+    RETURNING 1
+)
+SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($5, '') FROM updated LIMIT 1) AS n)
+FROM updated`
+
+// deadLetterActivitySQL removes a claimed task, stores its dead letter
+// (with the stored task when the letter has none) and sets the incident
+// of its instance, only while the token matches.
+const deadLetterActivitySQL = `
+WITH done AS (
+    DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 RETURNING instance_id, envelope
+), letter AS (
+    INSERT INTO {{schema}}.dead_letters (id, instance_id, message, activity, reason, error, node, at, attempts,
+        status, resolved_by, resolved_at)
+    SELECT $3::text, $4::text, $5::bytea, coalesce($6::bytea, done.envelope), $7::text, $8::text, $9::text,
+        $10::timestamptz, $11::int, $12::text, $13::text, $14::timestamptz
+    FROM done
+    ON CONFLICT (id) DO NOTHING
+), incident AS (
+    INSERT INTO {{schema}}.instances (instance_id, incident)
+    SELECT instance_id, $7::text || ': ' || $8::text FROM done
+    ON CONFLICT (instance_id) DO UPDATE SET incident = EXCLUDED.incident
+)
+SELECT count(*) FROM done`
+
+const cancelActivitiesSQL = `
+DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1 AND execution_id = $2`
+
+// enqueueActivities runs the enqueue statement on db and reports whether it
+// queued any task.
+func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *round.EnqueueActivitiesParams) (bool, error) {
+	if len(p.Tasks) == 0 {
+		return false, nil
+	}
+	n := len(p.Tasks)
+	var (
+		ids, instances, executions, queues = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		ready                              = make([]time.Time, 0, n)
+		envelopes                          = make([][]byte, 0, n)
+		seen                               = make(map[string]bool, n)
+	)
+	for _, t := range p.Tasks {
+		if seen[t.ID] {
+			continue
+		}
+		seen[t.ID] = true
+		if t.EnqueuedAt.IsZero() {
+			t.EnqueuedAt = p.Now
+		}
+		if t.VisibleAt.IsZero() {
+			t.VisibleAt = p.Now
+		}
+		if t.Attempt <= 0 {
+			t.Attempt = 1
+		}
+		env, err := round.MarshalActivityTask(&t)
+		if err != nil {
+			return false, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
+		}
+		ids, instances, executions, queues = append(ids, t.ID), append(instances, t.InstanceID), append(executions, t.ExecutionID), append(queues, t.Queue)
+		ready, envelopes = append(ready, t.VisibleAt), append(envelopes, env)
+	}
+	var inserted, notified int64
+	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes,
+		s.channels[round.QueueActivity]).Scan(&inserted, &notified)
+	if err != nil {
+		return false, failf(err, "enqueue %d activity tasks", len(ids))
+	}
+	return inserted > 0, nil
+}
+
+// ClaimActivity implements round.Store with one UPDATE … WHERE id =
+// (SELECT … FOR UPDATE SKIP LOCKED).
+func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams) (*round.ActivityLease, error) {
+	queues := p.Queues
+	if len(queues) == 0 {
+		queues = []string{""}
+	}
+	var (
+		env   []byte
+		token string
+	)
+	err := s.pool.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, failf(err, "claim activity task")
+	}
+	task, err := round.UnmarshalActivityTask(env)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim activity task: %w", err)
+	}
+	return &round.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}, nil
+}
+
+// leaseLost is the error of a call whose token does not match.
+func leaseLost(taskID string) error {
+	return fmt.Errorf("postgres: activity task %s: %w", taskID, round.ErrLeaseLost)
+}
+
+// HeartbeatActivity implements round.Store.
+func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
+	tag, err := s.pool.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
+	if err != nil {
+		return failf(err, "heartbeat activity task %s", p.TaskID)
+	}
+	if tag.RowsAffected() == 0 {
+		return leaseLost(p.TaskID)
+	}
+	return nil
+}
+
+// CompleteActivity implements round.Store: one statement deletes the task
+// while the token matches and, only then, enqueues the result.
+func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
+	a, err := newMessageArgs([]round.Message{p.Result}, p.Now)
+	if err != nil {
+		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+	}
+	var done, inserted, notified int64
+	err = s.pool.QueryRow(ctx, s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...).
+		Scan(&done, &inserted, &notified)
+	if err != nil {
+		return failf(err, "complete activity task %s", p.TaskID)
+	}
+	if done == 0 {
+		return leaseLost(p.TaskID)
+	}
+	if inserted > 0 {
+		s.wake(round.QueueOrchestration)
+	}
+	return nil
+}
+
+// RetryActivity implements round.Store. It reads the claimed task, then
+// writes its next attempt only while the token still matches, so a
+// concurrent change of the claim makes it fail with ErrLeaseLost.
+func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams) error {
+	var env []byte
+	err := s.pool.QueryRow(ctx, s.sql.taskEnvelope, p.TaskID, p.Token).Scan(&env)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return leaseLost(p.TaskID)
+	}
+	if err != nil {
+		return failf(err, "retry activity task %s", p.TaskID)
+	}
+	task, err := round.UnmarshalActivityTask(env)
+	if err != nil {
+		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
+	}
+	task.Attempt++
+	task.VisibleAt, task.LastError = p.VisibleAt, p.Error
+	if env, err = round.MarshalActivityTask(&task); err != nil {
+		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
+	}
+	var updated, notified int64
+	err = s.pool.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
+		Scan(&updated, &notified)
+	if err != nil {
+		return failf(err, "retry activity task %s", p.TaskID)
+	}
+	if updated == 0 {
+		return leaseLost(p.TaskID)
+	}
+	s.wake(round.QueueActivity)
+	return nil
+}
+
+// DeadLetterActivity implements round.Store in one statement.
+func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
+	l := p.Letter
+	cols, err := letterColumns(&l)
+	if err != nil {
+		return fmt.Errorf("postgres: dead-letter activity task %s: %w", p.TaskID, err)
+	}
+	var done int64
+	if err := s.pool.QueryRow(ctx, s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...).Scan(&done); err != nil {
+		return failf(err, "dead-letter activity task %s", p.TaskID)
+	}
+	if done == 0 {
+		return leaseLost(p.TaskID)
+	}
+	return nil
+}
+
+// cancelActivities deletes an execution's queued and claimed tasks; their
+// ids stay in activity_task_ids.
+func (s *Store) cancelActivities(ctx context.Context, db dbtx, p *round.CancelActivitiesParams) error {
+	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID)
+	return failf(err, "cancel activities of %s/%s", p.InstanceID, p.ExecutionID)
+}

@@ -1,0 +1,247 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// letterColumnList are the stored columns of a dead letter, in the order
+// of letterColumns.
+const letterColumnList = `id, instance_id, message, activity, reason, error, node, at, attempts, status, resolved_by, resolved_at`
+
+const insertDeadLetterSQL = `
+INSERT INTO {{schema}}.dead_letters (` + letterColumnList + `)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (id) DO NOTHING`
+
+const setIncidentSQL = `
+INSERT INTO {{schema}}.instances (instance_id, incident) VALUES ($1, $2)
+ON CONFLICT (instance_id) DO UPDATE SET incident = EXCLUDED.incident`
+
+const lockDeadLetterSQL = `
+SELECT instance_id, message, activity, status FROM {{schema}}.dead_letters WHERE id = $1 FOR UPDATE`
+
+const resolveDeadLetterSQL = `
+UPDATE {{schema}}.dead_letters SET status = $2, resolved_by = $3, resolved_at = $4 WHERE id = $1`
+
+// refreshIncidentSQL sets an instance's incident to its newest unresolved
+// dead letter (by time, then id), or clears it.
+const refreshIncidentSQL = `
+UPDATE {{schema}}.instances SET incident = coalesce((
+    SELECT d.reason || ': ' || d.error
+    FROM {{schema}}.dead_letters d
+    WHERE d.instance_id = $1 AND d.status = 'dead'
+    ORDER BY d.at DESC NULLS LAST, d.id DESC
+    LIMIT 1), '')
+WHERE instance_id = $1`
+
+const redriveTaskDeleteSQL = `
+DELETE FROM {{schema}}.activity_tasks WHERE id = $1`
+
+const redriveTaskIDsSQL = `
+INSERT INTO {{schema}}.activity_task_ids (id, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+
+const redriveTaskInsertSQL = `
+INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+const selectDeadLetterSQL = `
+SELECT ` + letterColumnList + ` FROM {{schema}}.dead_letters WHERE id = $1`
+
+const listDeadLettersSQL = `
+SELECT ` + letterColumnList + `
+FROM {{schema}}.dead_letters
+WHERE id > $1 AND ($2 = '' OR instance_id = $2) AND ($3 = '' OR status = $3)
+ORDER BY id
+LIMIT $4`
+
+// letterColumns returns the stored columns of l; an empty Status is
+// stored as dead.
+func letterColumns(l *round.DeadLetter) ([]any, error) {
+	var msg, task []byte
+	var err error
+	if l.Message != nil {
+		if msg, err = round.MarshalMessage(l.Message); err != nil {
+			return nil, fmt.Errorf("encode message of dead letter %s: %w", l.ID, err)
+		}
+	}
+	if l.Activity != nil {
+		if task, err = round.MarshalActivityTask(l.Activity); err != nil {
+			return nil, fmt.Errorf("encode activity task of dead letter %s: %w", l.ID, err)
+		}
+	}
+	status := l.Status
+	if status == "" {
+		status = round.DeadLetterDead
+	}
+	return []any{
+		l.ID, l.InstanceID, msg, task, string(l.Reason), l.Error, l.Node, nullTime(l.At), int32(l.Attempts),
+		string(status), l.ResolvedBy, nullTime(l.ResolvedAt),
+	}, nil
+}
+
+// scanLetter reads the columns of letterColumnList.
+func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
+	var (
+		l              round.DeadLetter
+		msg, task      []byte
+		reason, status string
+		at, resolvedAt *time.Time
+		attempts       int32
+	)
+	if err := row.Scan(&l.ID, &l.InstanceID, &msg, &task, &reason, &l.Error, &l.Node, &at, &attempts,
+		&status, &l.ResolvedBy, &resolvedAt); err != nil {
+		return nil, err
+	}
+	l.Reason, l.Status, l.Attempts = round.Reason(reason), round.DeadLetterStatus(status), int(attempts)
+	l.At, l.ResolvedAt = fromNullTime(at), fromNullTime(resolvedAt)
+	if msg != nil {
+		m, err := round.UnmarshalMessage(msg)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", l.ID, err)
+		}
+		l.Message = &m
+	}
+	if task != nil {
+		t, err := round.UnmarshalActivityTask(task)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", l.ID, err)
+		}
+		l.Activity = &t
+	}
+	return &l, nil
+}
+
+// deadLetterMessages stores letters, removes their messages from the
+// instance's queue and sets its incident to the last letter, in one round
+// trip.
+func (s *Store) deadLetterMessages(ctx context.Context, db dbtx, instanceID string, letters []round.DeadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	var ids []string
+	for i := range letters {
+		l := &letters[i]
+		cols, err := letterColumns(l)
+		if err != nil {
+			return fmt.Errorf("postgres: dead-letter messages of %s: %w", instanceID, err)
+		}
+		b.Queue(s.sql.insertDeadLetter, cols...)
+		if l.Message != nil {
+			ids = append(ids, l.Message.ID)
+		}
+	}
+	b.Queue(s.sql.ackMessages, instanceID, ids)
+	last := letters[len(letters)-1]
+	b.Queue(s.sql.setIncident, instanceID, string(last.Reason)+": "+last.Error)
+	return failf(db.SendBatch(ctx, b).Close(), "dead-letter messages of %s", instanceID)
+}
+
+// ListDeadLetters implements round.Store.
+func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, s.sql.listDeadLetters, p.AfterID, p.InstanceID, string(p.Status), limit)
+	if err != nil {
+		return nil, failf(err, "list dead letters")
+	}
+	defer rows.Close()
+	var out []round.DeadLetter
+	for rows.Next() {
+		l, err := scanLetter(rows)
+		if err != nil {
+			return nil, failf(err, "list dead letters")
+		}
+		out = append(out, *l)
+	}
+	return out, failf(rows.Err(), "list dead letters")
+}
+
+// GetDeadLetter implements round.Store.
+func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
+	l, err := scanLetter(s.pool.QueryRow(ctx, s.sql.selectDeadLetter, id))
+	if err != nil {
+		return nil, failf(err, "dead letter %s", id)
+	}
+	return l, nil
+}
+
+// ResolveDeadLetter implements round.Store in one transaction that locks
+// the dead letter, requeues its item when redriven, records the decision
+// and recomputes the instance's incident.
+func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+	var wakeOrchestration, wakeActivity bool
+	err := s.inTx(ctx, "resolve dead letter "+p.ID, func(tx pgx.Tx) error {
+		var (
+			instanceID string
+			msg, task  []byte
+			status     string
+		)
+		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, p.ID).Scan(&instanceID, &msg, &task, &status); err != nil {
+			return failf(err, "dead letter %s", p.ID)
+		}
+		if round.DeadLetterStatus(status) != round.DeadLetterDead {
+			return fmt.Errorf("postgres: dead letter %s is %s: %w", p.ID, status, round.ErrInvalidState)
+		}
+		switch p.Status {
+		case round.DeadLetterRedriven:
+			if msg != nil {
+				m, err := round.UnmarshalMessage(msg)
+				if err != nil {
+					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
+				}
+				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
+				added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: p.Now})
+				if err != nil {
+					return err
+				}
+				wakeOrchestration = added
+			}
+			if task != nil {
+				t, err := round.UnmarshalActivityTask(task)
+				if err != nil {
+					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
+				}
+				t.VisibleAt, t.EnqueuedAt, t.LastError = p.Now, p.Now, ""
+				env, err := round.MarshalActivityTask(&t)
+				if err != nil {
+					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
+				}
+				b := &pgx.Batch{}
+				b.Queue(s.sql.redriveTaskDelete, t.ID)
+				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID)
+				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env)
+				b.Queue(`SELECT pg_notify($1, '')`, s.channels[round.QueueActivity])
+				if err := tx.SendBatch(ctx, b).Close(); err != nil {
+					return failf(err, "redrive dead letter %s", p.ID)
+				}
+				wakeActivity = true
+			}
+		case round.DeadLetterDiscarded:
+		default:
+			return fmt.Errorf("postgres: dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
+		}
+		b := &pgx.Batch{}
+		b.Queue(s.sql.resolveDeadLetter, p.ID, string(p.Status), p.By, nullTime(p.Now))
+		b.Queue(s.sql.refreshIncident, instanceID)
+		return failf(tx.SendBatch(ctx, b).Close(), "resolve dead letter %s", p.ID)
+	})
+	if err != nil {
+		return err
+	}
+	if wakeOrchestration {
+		s.wake(round.QueueOrchestration)
+	}
+	if wakeActivity {
+		s.wake(round.QueueActivity)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+// Package postgres is Chronicle's PostgreSQL provider: a [round.TxStore]
+// and [round.Notifier] on a github.com/jackc/pgx/v5 connection pool. Every
+// round runs in one transaction; instances are locked with FOR UPDATE SKIP
+// LOCKED, idempotency rests on unique keys, and workers are woken with
+// LISTEN/NOTIFY.
+//
+// # Set-up
+//
+// Open a store on a URL (the store owns its pool) or on a pool of yours:
+//
+//	store, err := postgres.New(ctx, postgres.Options{
+//		URL:            "postgres://chronicle@db:5432/app?pool_max_conns=16",
+//		Schema:         "chronicle",
+//		MigrateOnStart: true,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//
+// The store never reads a clock: visibility and leases are decided with the
+// times the engine passes in, so every node must run with a sane clock.
+// It needs PostgreSQL 12 or later (it is tested on 15).
+//
+// # Schema and migrations
+//
+// All tables live in one schema, [Options].Schema ("chronicle" by default;
+// a lower-case identifier, so several independent deployments can share a
+// database). The schema is created by embedded, numbered migrations
+// (migrations/NNNN_name.sql) that [Store.Migrate] applies in one
+// transaction under pg_advisory_xact_lock, recording each in
+// schema_migrations (version, name, applied_at): nodes that start together
+// migrate once, and migrating an up-to-date schema does nothing. Run it as a
+// deployment step or set MigrateOnStart.
+// [Store.SchemaVersion] and [LatestSchemaVersion] tell where a schema
+// stands.
+//
+// The tables:
+//
+//   - instances: one row per instance. Its row lock is the instance lock of
+//     a round; it holds the abandon hold, the incident, the runtime snapshot
+//     and the instance record.
+//   - history: the append-only log, primary key (instance_id, seq), with a
+//     unique index on (instance_id, execution_id, class, correlation_id) for
+//     events that have an idempotency key. The event column holds
+//     history.MarshalEvent, the bytes the hash chain covers; the other
+//     columns are copies for indexes.
+//   - messages: the orchestration queue, with an identity column giving the
+//     enqueue order and indexes on (instance_id, seq) and (visible_at, seq).
+//   - activity_tasks and activity_task_ids: the activity queue, and every
+//     task id ever enqueued, so that a completed or cancelled task is never
+//     queued again until its instance is purged.
+//   - dead_letters, human_tasks, human_task_events, custom_projections,
+//     tombstones.
+//
+// Messages and tasks are stored as their envelopes (round.MarshalMessage,
+// round.MarshalActivityTask), so they round-trip exactly; times used in
+// queries are timestamptz columns. Projections are columns, so times in
+// instance and task records are kept to the microsecond, PostgreSQL's
+// precision (the engine's clock is truncated to microseconds).
+//
+// # Rounds
+//
+// [Store.RunRound] runs a round in one READ COMMITTED transaction on one
+// pooled connection. DequeueInstance locks the instance row of the oldest
+// visible message with FOR UPDATE SKIP LOCKED, then reads the instance's
+// visible messages in a statement of its own, whose snapshot follows the
+// lock; an instance whose messages were acked meanwhile is passed over, so
+// a worker never gets an empty result while another instance has work.
+// AppendHistory inserts all events in one statement under a savepoint: a
+// conflict is [round.ErrConflict] and leaves the transaction usable, and an
+// append of events already stored with the same hashes is a no-op, which
+// makes a commit of unknown outcome safe to retry. A round may dequeue
+// several instances (group commit). Driver errors are translated in one
+// place: no rows is [round.ErrNotFound], a unique violation
+// [round.ErrConflict], serialization failures and deadlocks
+// [ErrRetryable].
+//
+// # Wake-up hints
+//
+// Enqueues send pg_notify in the enqueuing statement, so the notification
+// leaves at commit, on the channels <schema>_orchestration and
+// <schema>_activity. Each store keeps one connection listening on them
+// (opened by the first [Store.WorkHint], closed by [Store.Close]); on a
+// notification it closes the current hint channel, and on a failure it
+// closes them all and reconnects with backoff. Work enqueued and instances
+// released through the same store close the hint at once.
+//
+// # Connections
+//
+// A round holds one connection for its whole duration, and the listener
+// one more, outside the pool. Size the pool (pool_max_conns) for the
+// workers that run rounds and activities at once plus client calls; at
+// least 4, since a round and the calls made while it runs (the conformance
+// suite holds one round open while starting others) each need a
+// connection. A pooler in transaction mode (PgBouncer) works for rounds
+// but not for LISTEN: point the store at the server or a session-mode pool.
+//
+// # Limits
+//
+//   - Only transactional mode is implemented; [round.ModePeekLock] is
+//     rejected by [New].
+//   - NextVisibleAt cannot see row locks held by other sessions without
+//     taking locks itself: it leaves out the instances this store's open
+//     rounds hold, but counts those of other stores, so a worker of another
+//     node may find work due that it cannot take until that round ends.
+//   - AbandonMessages, DeadLetterActivity and ResolveDeadLetter update the
+//     instance row and wait for a round that holds the instance to end.
+//     Enqueueing to a locked instance does not wait.
+//   - PostgreSQL serializes the commits of transactions that sent NOTIFY;
+//     the provider notifies only when an enqueue inserted something.
+//   - Messages of one instance enqueued by concurrent transactions are
+//     delivered in identity order, which may differ from commit order.
+//   - Human task ids are unique across instances.
+//
+// # Tests
+//
+// The package's tests run [github.com/chronicleflow/chronicle/provider/providertest.Exercise] and provider-specific
+// fault tests against the server named by CHRONICLE_TEST_PG_URL (default
+// postgres://127.0.0.1:5432/test), each case in a schema of its own that is
+// dropped afterwards; see package pgtest, which other packages' tests can
+// use too. Without a reachable server they skip, or fail under CI=true.
+package postgres

@@ -1,0 +1,135 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one embedded schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are the embedded migrations in version order. File names are
+// NNNN_description.sql with versions 1, 2, … without gaps.
+var migrations = func() []migration {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(fmt.Sprintf("postgres: read embedded migrations: %v", err))
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		prefix, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v != len(out)+1 {
+			panic(fmt.Sprintf("postgres: embedded migration %s is out of sequence", name))
+		}
+		data, err := migrationFiles.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			panic(fmt.Sprintf("postgres: read embedded migration %s: %v", name, err))
+		}
+		out = append(out, migration{version: v, name: name, sql: string(data)})
+	}
+	return out
+}()
+
+// LatestSchemaVersion is the schema version this package creates and
+// expects: the number of its embedded migrations.
+func LatestSchemaVersion() int { return len(migrations) }
+
+// Migrate brings the store's schema to [LatestSchemaVersion], creating the
+// schema if needed. It runs in one transaction under a transaction-level
+// advisory lock derived from the schema name, so nodes starting together
+// migrate once and the others wait, then find nothing to do. Migrating an
+// up-to-date schema does nothing. It returns the version reached.
+func (s *Store) Migrate(ctx context.Context) (int, error) {
+	return migrate(ctx, s.pool, s.schema)
+}
+
+// SchemaVersion returns the version of the store's schema: the highest
+// migration applied, 0 when the schema or its migrations table does not
+// exist yet.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	return schemaVersion(ctx, s.pool, s.schema)
+}
+
+// migrationsTable returns the DDL of the migrations table of a schema.
+func migrationsTable(ident string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + ident + `.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+}
+
+// migrationLockKey is the advisory lock key of a schema's migrations.
+func migrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("chronicle/migrate/" + schema))
+	return int64(h.Sum64())
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, err error) {
+	ident := pgx.Identifier{schema}.Sanitize()
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(schema)); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+ident); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, migrationsTable(ident)); err != nil {
+			return fmt.Errorf("create migrations table: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+ident+`.schema_migrations`).Scan(&version); err != nil {
+			return fmt.Errorf("read version: %w", err)
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("schema %s is at version %d, newer than this package's %d", schema, version, len(migrations))
+		}
+		for _, m := range migrations[version:] {
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", ident)); err != nil {
+				return fmt.Errorf("apply %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+ident+`.schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return fmt.Errorf("record %s: %w", m.name, err)
+			}
+			version = m.version
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: migrate schema %s: %w", schema, translate(err))
+	}
+	return version, nil
+}
+
+func schemaVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int, error) {
+	var version int
+	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+		return 0, nil // undefined table or schema: nothing applied
+	}
+	if err != nil {
+		return 0, fmt.Errorf("postgres: read schema version of %s: %w", schema, translate(err))
+	}
+	return version, nil
+}

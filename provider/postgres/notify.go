@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Reconnect delays of the work-hint listener.
+const (
+	listenMinBackoff = 100 * time.Millisecond
+	listenMaxBackoff = 5 * time.Second
+)
+
+// WorkHint implements round.Notifier. The returned channel is closed when
+// this store enqueues work on q or releases an instance (at once, without
+// a round trip), when a NOTIFY of another store on the same schema arrives
+// (each store keeps one listening connection, opened by the first call),
+// and when that connection fails or reconnects, since hints may have been
+// missed meanwhile.
+func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil && !s.closed {
+		s.listener = s.startListener()
+	}
+	ch, ok := s.hints[q]
+	if !ok {
+		ch = make(chan struct{})
+		s.hints[q] = ch
+	}
+	return ch
+}
+
+// wake closes the current hint channel of q.
+func (s *Store) wake(q round.Queue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.hints[q]; ok {
+		close(ch)
+		delete(s.hints, q)
+	}
+}
+
+// wakeAll closes every hint channel.
+func (s *Store) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for q, ch := range s.hints {
+		close(ch)
+		delete(s.hints, q)
+	}
+}
+
+// ListenerApplicationName is the application_name of the connection that
+// listens for work hints of a schema, as pg_stat_activity shows it.
+func ListenerApplicationName(schema string) string { return "chronicle-listener:" + schema }
+
+// listener is the goroutine that LISTENs for the store.
+type listener struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (l *listener) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// startListener starts the listening goroutine; callers hold s.mu.
+func (s *Store) startListener() *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		s.listen(ctx)
+	}()
+	return l
+}
+
+// listen keeps a connection listening on the store's channels until ctx
+// ends, reconnecting with exponential backoff.
+func (s *Store) listen(ctx context.Context) {
+	cfg := s.pool.Config().ConnConfig
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// Operators see what the long-lived idle connection is for.
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName(s.schema)
+	backoff := listenMinBackoff
+	for {
+		connected, err := s.listenOnce(ctx, cfg)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			backoff = listenMinBackoff
+		}
+		s.log.WarnContext(ctx, "work-hint listener failed; reconnecting",
+			slog.String("schema", s.schema), slog.Duration("after", backoff), slog.Any("error", err))
+		s.wakeAll()
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, listenMaxBackoff)
+	}
+}
+
+// listenOnce connects, listens and forwards notifications until the
+// connection fails; connected reports whether it got that far.
+func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	queues := make(map[string]round.Queue, len(s.channels))
+	for q, ch := range s.channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return false, err
+		}
+		queues[ch] = q
+	}
+	// Notifications sent before LISTEN took effect are lost: let waiting
+	// workers look for themselves.
+	s.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, err
+		}
+		if q, ok := queues[n.Channel]; ok {
+			s.wake(q)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// DefaultSchema is the schema the store's tables live in when
+// [Options].Schema is empty.
+const DefaultSchema = "chronicle"
+
+// schemaPattern is what a schema name must match: a lower-case SQL
+// identifier that needs no quoting and fits PostgreSQL's 63-byte limit.
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Options configure a [Store]. The zero value of every field but the
+// connection (Pool or URL) is a usable default.
+type Options struct {
+	// Pool is the connection pool to use. The store does not close it.
+	// Exactly one of Pool and URL must be set.
+	Pool *pgxpool.Pool
+	// URL is a PostgreSQL connection string (URL or key=value form) from
+	// which the store opens and owns a pool; Close closes it.
+	URL string
+	// Schema names the schema holding the store's tables. It must match
+	// ^[a-z_][a-z0-9_]{0,62}$; default [DefaultSchema].
+	Schema string
+	// MigrateOnStart runs [Store.Migrate] in New. Without it, New only
+	// checks the schema version and logs a warning when it is not the
+	// version this package expects.
+	MigrateOnStart bool
+	// Mode must be round.ModeTransactional, the only mode this provider
+	// runs in (zero means it).
+	Mode round.Mode
+	// Logger receives the store's warnings (listener failures, schema
+	// version). Default: discard.
+	Logger *slog.Logger
+}
+
+// withDefaults returns the options with defaults filled in, or an error
+// listing every problem.
+func (o Options) withDefaults() (Options, error) {
+	var problems []string
+	switch {
+	case o.Pool == nil && o.URL == "":
+		problems = append(problems, "one of Pool and URL is required")
+	case o.Pool != nil && o.URL != "":
+		problems = append(problems, "Pool and URL are mutually exclusive")
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := ValidateSchema(o.Schema); err != nil {
+		problems = append(problems, err.Error())
+	}
+	switch o.Mode {
+	case 0:
+		o.Mode = round.ModeTransactional
+	case round.ModeTransactional:
+	default:
+		problems = append(problems, fmt.Sprintf("Mode %s is not supported: the postgres provider runs transactional rounds only", o.Mode))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(problems) > 0 {
+		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	}
+	return o, nil
+}
+
+// ErrInvalidOptions is wrapped by the error New returns for bad [Options].
+var ErrInvalidOptions = errors.New("postgres: invalid options")
+
+// ValidateSchema checks that name can be used as [Options].Schema.
+func ValidateSchema(name string) error {
+	if !schemaPattern.MatchString(name) {
+		return fmt.Errorf("invalid Schema %q: want a lower-case identifier matching %s", name, schemaPattern)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+// Package pgtest gives tests a PostgreSQL server and isolated Chronicle
+// stores on it, so that any package's tests can run against the postgres
+// provider.
+//
+// The server is named by the CHRONICLE_TEST_PG_URL environment variable
+// (default postgres://127.0.0.1:5432/test). When it cannot be reached,
+// tests are skipped with a loud message, except under CI=true, where they
+// fail: CI must not pass by testing nothing.
+//
+//	func TestSomething(t *testing.T) {
+//		store := pgtest.NewStore(t, postgres.Options{})
+//		...
+//	}
+//
+// Every store lives in a schema of its own, chronicle_test_<random>,
+// migrated when it is created and dropped with everything in it when the
+// test ends, so tests may run in parallel and never see each other's data.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/provider/postgres"
+)
+
+// EnvURL is the environment variable naming the test server.
+const EnvURL = "CHRONICLE_TEST_PG_URL"
+
+// DefaultURL is the test server used when EnvURL is unset.
+const DefaultURL = "postgres://127.0.0.1:5432/test"
+
+// probeTimeout bounds the check that the server is reachable.
+const probeTimeout = 5 * time.Second
+
+var (
+	probeMu sync.Mutex
+	probed  = map[string]error{}
+)
+
+// URL returns the test server's URL. When the server cannot be reached it
+// skips the test with a loud message, or fails it when the environment has
+// CI=true. The reachability check runs once per URL and process.
+func URL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(EnvURL)
+	if url == "" {
+		url = DefaultURL
+	}
+	probeMu.Lock()
+	err, ok := probed[url]
+	if !ok {
+		err = probe(url)
+		probed[url] = err
+	}
+	probeMu.Unlock()
+	if err != nil {
+		msg := fmt.Sprintf("!!! PostgreSQL test server %s is unreachable (%v): set %s to a reachable server", url, err, EnvURL)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI=true, so this fails instead of skipping")
+		}
+		t.Skip(msg + "; skipping")
+	}
+	return url
+}
+
+func probe(url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	return conn.Ping(ctx)
+}
+
+// Schema returns a new, unused schema name and drops that schema, with
+// everything in it, when the test ends. It does not create the schema.
+func Schema(t testing.TB) string {
+	t.Helper()
+	url := URL(t)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("pgtest: random schema name: %v", err)
+	}
+	schema := "chronicle_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { Drop(t, url, schema) })
+	return schema
+}
+
+// Drop drops schema and everything in it.
+func Drop(t testing.TB, url, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		return
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+	}
+}
+
+// NewStore returns a store on a fresh, migrated schema of the test server
+// (opts.Schema and opts.MigrateOnStart are overridden; opts.URL defaults
+// to [URL]). The store is closed and its schema dropped when the test
+// ends.
+func NewStore(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	if opts.Pool == nil && opts.URL == "" {
+		opts.URL = URL(t)
+	}
+	opts.Schema = Schema(t)
+	opts.MigrateOnStart = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := postgres.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("pgtest: new store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}

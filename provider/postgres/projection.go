@@ -1,0 +1,198 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// recordColumns are the columns of the instance record, in the order of
+// saveInstanceSQL's parameters $5 onwards.
+var recordColumns = []string{
+	"execution_id", "name", "version", "status", "business_key", "business_parts", "custom_status",
+	"parent_id", "created_at", "updated_at", "completed_at", "output", "failure", "last_error",
+}
+
+// saveInstanceSQL upserts the snapshot ($2, folded to $3) and the record
+// (folded to $4, NULL when unchanged) of an instance in one row version,
+// each only when newer than the stored one.
+var saveInstanceSQL = func() string {
+	const (
+		snapNew = `(EXCLUDED.snapshot IS NOT NULL AND EXCLUDED.snapshot_seq > i.snapshot_seq)`
+		recNew  = `(EXCLUDED.record_seq IS NOT NULL AND (i.record_seq IS NULL OR EXCLUDED.record_seq > i.record_seq))`
+	)
+	params := make([]string, len(recordColumns))
+	sets := []string{
+		"snapshot = CASE WHEN " + snapNew + " THEN EXCLUDED.snapshot ELSE i.snapshot END",
+		"snapshot_seq = CASE WHEN " + snapNew + " THEN EXCLUDED.snapshot_seq ELSE i.snapshot_seq END",
+		"record_seq = CASE WHEN " + recNew + " THEN EXCLUDED.record_seq ELSE i.record_seq END",
+	}
+	for n, c := range recordColumns {
+		params[n] = fmt.Sprintf("$%d", n+5)
+		sets = append(sets, fmt.Sprintf("%s = CASE WHEN %s THEN EXCLUDED.%s ELSE i.%s END", c, recNew, c, c))
+	}
+	return `
+INSERT INTO {{schema}}.instances AS i (instance_id, snapshot, snapshot_seq, record_seq, ` + strings.Join(recordColumns, ", ") + `)
+VALUES ($1, $2, $3, $4, ` + strings.Join(params, ", ") + `)
+ON CONFLICT (instance_id) DO UPDATE SET
+    ` + strings.Join(sets, ",\n    ") + `
+WHERE ` + snapNew + ` OR ` + recNew
+}()
+
+const saveTaskSQL = `
+INSERT INTO {{schema}}.human_tasks AS t (instance_id, task_id, execution_id, name, status, assignee, roles,
+    payload, result, due, created_at, updated_at, completed_at, seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (task_id) DO UPDATE SET
+    instance_id = EXCLUDED.instance_id, execution_id = EXCLUDED.execution_id, name = EXCLUDED.name, status = EXCLUDED.status,
+    assignee = EXCLUDED.assignee, roles = EXCLUDED.roles, payload = EXCLUDED.payload,
+    result = EXCLUDED.result, due = EXCLUDED.due, created_at = EXCLUDED.created_at,
+    updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at, seq = EXCLUDED.seq
+WHERE EXCLUDED.seq > t.seq`
+
+const saveTaskEventSQL = `
+INSERT INTO {{schema}}.human_task_events (instance_id, seq, task_id, kind, actor, at, assignee, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (instance_id, seq, task_id) DO NOTHING`
+
+const saveCustomSQL = `
+INSERT INTO {{schema}}.custom_projections AS c (instance_id, name, version, seq, data)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (instance_id, name) DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, data = EXCLUDED.data
+WHERE EXCLUDED.seq > c.seq OR EXCLUDED.version <> c.version`
+
+// recordSelect reads an instance record; scanRecord takes its columns.
+const recordSelect = `
+SELECT instance_id, record_seq, execution_id, name, version, status, business_key, business_parts, custom_status,
+    parent_id, created_at, updated_at, completed_at, output, failure, last_error, incident
+FROM {{schema}}.instances`
+
+const getInstanceSQL = recordSelect + `
+WHERE instance_id = $1 AND record_seq IS NOT NULL`
+
+const getSnapshotSQL = `
+SELECT snapshot, snapshot_seq FROM {{schema}}.instances WHERE instance_id = $1 AND snapshot IS NOT NULL`
+
+// nullTime maps the zero time to NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// fromNullTime maps NULL to the zero time and others to UTC.
+func fromNullTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// saveProjections queues the writes of p on one batch: one round trip.
+func (s *Store) saveProjections(ctx context.Context, db dbtx, p *round.Projections) error {
+	b := &pgx.Batch{}
+	var (
+		snapshot    []byte
+		snapshotSeq int64
+		recordSeq   *int64
+		rec         = make([]any, len(recordColumns))
+	)
+	if p.Snapshot != nil && p.Seq > 0 {
+		snapshot, snapshotSeq = p.Snapshot, p.Seq
+	}
+	if r := p.Instance; r != nil {
+		seq := p.Seq
+		recordSeq = &seq
+		var parts, failure []byte
+		var err error
+		if r.BusinessParts != nil {
+			if parts, err = json.Marshal(r.BusinessParts); err != nil {
+				return fmt.Errorf("postgres: encode business parts of %s: %w", p.InstanceID, err)
+			}
+		}
+		if r.Failure != nil {
+			if failure, err = history.Encode(r.Failure); err != nil {
+				return fmt.Errorf("postgres: encode failure of %s: %w", p.InstanceID, err)
+			}
+		}
+		rec = []any{
+			r.ExecutionID, r.Name, r.Version, string(r.Status), r.BusinessKey, parts, r.CustomStatus,
+			r.ParentID, nullTime(r.CreatedAt), nullTime(r.UpdatedAt), nullTime(r.CompletedAt), r.Output, failure, r.LastError,
+		}
+	}
+	if snapshot != nil || recordSeq != nil {
+		b.Queue(s.sql.saveInstance, append([]any{p.InstanceID, snapshot, snapshotSeq, recordSeq}, rec...)...)
+	}
+	for _, t := range p.Tasks {
+		b.Queue(s.sql.saveTask, p.InstanceID, t.TaskID, t.ExecutionID, t.Name, string(t.Status), t.Assignee, t.Roles,
+			t.Payload, t.Result, nullTime(t.Due), nullTime(t.CreatedAt), nullTime(t.UpdatedAt), nullTime(t.CompletedAt), t.Seq)
+	}
+	for _, e := range p.TaskEvents {
+		b.Queue(s.sql.saveTaskEvent, p.InstanceID, e.Seq, e.TaskID, string(e.Kind), e.Actor, nullTime(e.At), e.Assignee, e.Detail)
+	}
+	for _, c := range p.Custom {
+		b.Queue(s.sql.saveCustom, p.InstanceID, c.Name, c.Version, c.Seq, c.Data)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return failf(db.SendBatch(ctx, b).Close(), "save projections of %s", p.InstanceID)
+}
+
+// scanRecord reads the columns of recordSelect.
+func scanRecord(row pgx.Row) (*round.InstanceRecord, error) {
+	r := &round.InstanceRecord{}
+	var (
+		status                      string
+		parts, failure              []byte
+		created, updated, completed *time.Time
+	)
+	err := row.Scan(&r.InstanceID, &r.LastSeq, &r.ExecutionID, &r.Name, &r.Version, &status, &r.BusinessKey, &parts,
+		&r.CustomStatus, &r.ParentID, &created, &updated, &completed, &r.Output, &failure, &r.LastError, &r.Incident)
+	if err != nil {
+		return nil, err
+	}
+	r.Status = round.Status(status)
+	r.CreatedAt, r.UpdatedAt, r.CompletedAt = fromNullTime(created), fromNullTime(updated), fromNullTime(completed)
+	if parts != nil {
+		if err := json.Unmarshal(parts, &r.BusinessParts); err != nil {
+			return nil, fmt.Errorf("instance %s: decode business parts: %w", r.InstanceID, err)
+		}
+	}
+	if failure != nil {
+		r.Failure = &history.Failure{}
+		if err := history.Decode(failure, r.Failure); err != nil {
+			return nil, fmt.Errorf("instance %s: decode failure: %w", r.InstanceID, err)
+		}
+	}
+	return r, nil
+}
+
+// GetInstance implements round.Store.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (*round.InstanceRecord, error) {
+	r, err := scanRecord(s.pool.QueryRow(ctx, s.sql.getInstance, instanceID))
+	if err != nil {
+		return nil, failf(err, "instance %s", instanceID)
+	}
+	return r, nil
+}
+
+// GetSnapshot implements round.Store.
+func (s *Store) GetSnapshot(ctx context.Context, instanceID string) ([]byte, int64, error) {
+	var (
+		data []byte
+		seq  int64
+	)
+	if err := s.pool.QueryRow(ctx, s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
+		return nil, 0, failf(err, "snapshot of %s", instanceID)
+	}
+	return data, seq, nil
+}

@@ -1,0 +1,307 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// listInstancesSQL filters instance records. A NULL time counts as the
+// zero time (before any bound), as in the other providers.
+const listInstancesSQL = recordSelect + `
+WHERE record_seq IS NOT NULL AND instance_id > $1
+  AND ($2 = '' OR status = $2)
+  AND ($3 = '' OR name = $3)
+  AND ($4 = '' OR business_key = $4)
+  AND ($5::timestamptz IS NULL OR coalesce(created_at, '-infinity') >= $5)
+  AND ($6::timestamptz IS NULL OR coalesce(created_at, '-infinity') < $6)
+  AND ($7::timestamptz IS NULL OR coalesce(updated_at, '-infinity') < $7)
+  AND (coalesce(cardinality($8::text[]), 0) = 0 OR status = ANY ($8))
+ORDER BY instance_id
+LIMIT $9`
+
+const taskSelect = `
+SELECT task_id, instance_id, execution_id, name, status, assignee, roles, payload, result,
+    due, created_at, updated_at, completed_at, seq
+FROM {{schema}}.human_tasks`
+
+const getTaskSQL = taskSelect + `
+WHERE task_id = $1`
+
+const listTasksSQL = taskSelect + `
+WHERE task_id > $1
+  AND ($2 = '' OR instance_id = $2)
+  AND ($3 = '' OR status = $3)
+  AND ($4 = '' OR assignee = $4)
+  AND (NOT $5 OR assignee = '')
+  AND (coalesce(cardinality($6::text[]), 0) = 0 OR roles && $6)
+ORDER BY task_id
+LIMIT $7`
+
+const listTaskEventsSQL = `
+SELECT instance_id, task_id, seq, kind, actor, at, assignee, detail
+FROM {{schema}}.human_task_events
+WHERE instance_id = $1 AND ($2 = '' OR task_id = $2)
+ORDER BY seq, task_id`
+
+const getCustomSQL = `
+SELECT version, seq, data FROM {{schema}}.custom_projections WHERE instance_id = $1 AND name = $2`
+
+// resetInstanceSQL clears the snapshot and record of an instance, keeping
+// its queue state and incident.
+var resetInstanceSQL = func() string {
+	sql := `
+UPDATE {{schema}}.instances SET snapshot = NULL, snapshot_seq = 0, record_seq = NULL`
+	for _, c := range recordColumns {
+		sql += ", " + c + " = NULL"
+	}
+	return sql + `
+WHERE instance_id = $1`
+}()
+
+const (
+	resetTasksSQL      = `DELETE FROM {{schema}}.human_tasks WHERE instance_id = $1`
+	resetTaskEventsSQL = `DELETE FROM {{schema}}.human_task_events WHERE instance_id = $1`
+	resetCustomSQL     = `DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1`
+)
+
+// purgeLockSQL locks the row of an instance to purge, unless a round
+// holds it.
+const purgeLockSQL = `
+SELECT record_seq IS NOT NULL, coalesce(status, '') FROM {{schema}}.instances WHERE instance_id = $1
+FOR UPDATE SKIP LOCKED`
+
+const purgeProbeSQL = `
+SELECT EXISTS (SELECT 1 FROM {{schema}}.instances WHERE instance_id = $1 AND record_seq IS NOT NULL),
+       EXISTS (SELECT 1 FROM {{schema}}.history WHERE instance_id = $1)`
+
+const purgeTailSQL = `
+SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 ORDER BY seq DESC LIMIT 1`
+
+// purgeSQL deletes everything of an instance; $1 is its id.
+var purgeSQL = []string{
+	`DELETE FROM {{schema}}.history WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.messages WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.activity_task_ids WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.dead_letters WHERE instance_id = $1`,
+	resetTasksSQL, resetTaskEventsSQL, resetCustomSQL,
+	`DELETE FROM {{schema}}.instances WHERE instance_id = $1`,
+}
+
+const tombstoneSQL = `
+INSERT INTO {{schema}}.tombstones (instance_id, last_seq, last_hash, purged_at, purged_by)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (instance_id) DO UPDATE SET
+    last_seq = EXCLUDED.last_seq, last_hash = EXCLUDED.last_hash,
+    purged_at = EXCLUDED.purged_at, purged_by = EXCLUDED.purged_by`
+
+const getTombstoneSQL = `
+SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1`
+
+// terminalStatuses are the statuses of ended instances.
+var terminalStatuses = func() []string {
+	var out []string
+	for _, st := range []round.Status{round.StatusRunning, round.StatusSuspended, round.StatusCompleted, round.StatusFailed, round.StatusTerminated} {
+		if st.Terminal() {
+			out = append(out, string(st))
+		}
+	}
+	return out
+}()
+
+func limitOf(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return n
+}
+
+// ListInstances implements round.Store.
+func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+	var statuses []string
+	if p.Terminal {
+		statuses = terminalStatuses
+	}
+	rows, err := s.pool.Query(ctx, s.sql.listInstances, p.AfterID, string(p.Status), p.Name, p.BusinessKey,
+		nullTime(p.CreatedFrom), nullTime(p.CreatedTo), nullTime(p.UpdatedBefore), statuses, limitOf(p.Limit))
+	if err != nil {
+		return nil, failf(err, "list instances")
+	}
+	defer rows.Close()
+	var out []round.InstanceRecord
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, failf(err, "list instances")
+		}
+		out = append(out, *r)
+	}
+	return out, failf(rows.Err(), "list instances")
+}
+
+// scanTask reads the columns of taskSelect.
+func scanTask(row pgx.Row) (*round.TaskRecord, error) {
+	var (
+		t                                round.TaskRecord
+		status                           string
+		due, created, updated, completed *time.Time
+	)
+	if err := row.Scan(&t.TaskID, &t.InstanceID, &t.ExecutionID, &t.Name, &status, &t.Assignee, &t.Roles,
+		&t.Payload, &t.Result, &due, &created, &updated, &completed, &t.Seq); err != nil {
+		return nil, err
+	}
+	t.Status = round.TaskStatus(status)
+	t.Due, t.CreatedAt, t.UpdatedAt, t.CompletedAt = fromNullTime(due), fromNullTime(created), fromNullTime(updated), fromNullTime(completed)
+	return &t, nil
+}
+
+// GetTask implements round.Store.
+func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, s.sql.getTask, taskID))
+	if err != nil {
+		return nil, failf(err, "task %s", taskID)
+	}
+	return t, nil
+}
+
+// ListTasks implements round.Store.
+func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listTasks, p.AfterID, p.InstanceID, string(p.Status), p.Assignee,
+		p.Unassigned, p.Roles, limitOf(p.Limit))
+	if err != nil {
+		return nil, failf(err, "list tasks")
+	}
+	defer rows.Close()
+	var out []round.TaskRecord
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, failf(err, "list tasks")
+		}
+		out = append(out, *t)
+	}
+	return out, failf(rows.Err(), "list tasks")
+}
+
+// ListTaskEvents implements round.Store.
+func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listTaskEvents, p.InstanceID, p.TaskID)
+	if err != nil {
+		return nil, failf(err, "list task events of %s", p.InstanceID)
+	}
+	defer rows.Close()
+	var out []round.TaskEventRecord
+	for rows.Next() {
+		var (
+			e    round.TaskEventRecord
+			kind string
+			at   *time.Time
+		)
+		if err := rows.Scan(&e.InstanceID, &e.TaskID, &e.Seq, &kind, &e.Actor, &at, &e.Assignee, &e.Detail); err != nil {
+			return nil, failf(err, "list task events of %s", p.InstanceID)
+		}
+		e.Kind, e.At = history.Kind(kind), fromNullTime(at)
+		out = append(out, e)
+	}
+	return out, failf(rows.Err(), "list task events of %s", p.InstanceID)
+}
+
+// GetCustomProjection implements round.Store.
+func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
+	c := &round.CustomRecord{Name: name, InstanceID: instanceID}
+	var version int32
+	if err := s.pool.QueryRow(ctx, s.sql.getCustom, instanceID, name).Scan(&version, &c.Seq, &c.Data); err != nil {
+		return nil, failf(err, "projection %s of %s", name, instanceID)
+	}
+	c.Version = int(version)
+	return c, nil
+}
+
+// resetProjections deletes an instance's projections in one round trip.
+func (s *Store) resetProjections(ctx context.Context, db dbtx, instanceID string) error {
+	b := &pgx.Batch{}
+	b.Queue(s.sql.resetInstance, instanceID)
+	b.Queue(s.sql.resetTasks, instanceID)
+	b.Queue(s.sql.resetTaskEvents, instanceID)
+	b.Queue(s.sql.resetCustom, instanceID)
+	return failf(db.SendBatch(ctx, b).Close(), "reset projections of %s", instanceID)
+}
+
+// PurgeInstance implements round.Store in one transaction. The instance
+// row is locked without waiting: an instance in a round is not purged
+// (ErrInvalidState).
+func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
+	var ts *round.Tombstone
+	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx pgx.Tx) error {
+		var (
+			hasRecord bool
+			status    string
+		)
+		err := tx.QueryRow(ctx, s.sql.purgeLock, p.InstanceID).Scan(&hasRecord, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// No row, or a row a round holds.
+			var hasHistory bool
+			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID).Scan(&hasRecord, &hasHistory); err != nil {
+				return failf(err, "purge %s", p.InstanceID)
+			}
+			if !hasRecord && !hasHistory {
+				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, round.ErrNotFound)
+			}
+			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended or is in a round", p.InstanceID, round.ErrInvalidState)
+		}
+		if err != nil {
+			return failf(err, "purge %s", p.InstanceID)
+		}
+		if !hasRecord {
+			var hasHistory bool
+			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID).Scan(&hasRecord, &hasHistory); err != nil {
+				return failf(err, "purge %s", p.InstanceID)
+			}
+			if !hasHistory {
+				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, round.ErrNotFound)
+			}
+		}
+		if !hasRecord || !round.Status(status).Terminal() {
+			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
+		}
+		ts = &round.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
+		err = tx.QueryRow(ctx, s.sql.purgeTail, p.InstanceID).Scan(&ts.LastSeq, &ts.LastHash)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return failf(err, "purge %s", p.InstanceID)
+		}
+		b := &pgx.Batch{}
+		for _, sql := range s.sql.purge {
+			b.Queue(sql, p.InstanceID)
+		}
+		b.Queue(s.sql.tombstone, p.InstanceID, ts.LastSeq, ts.LastHash, nullTime(p.Now), p.By)
+		return failf(tx.SendBatch(ctx, b).Close(), "purge %s", p.InstanceID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// GetTombstone implements round.Store.
+func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
+	ts := &round.Tombstone{InstanceID: instanceID}
+	var purgedAt *time.Time
+	err := s.pool.QueryRow(ctx, s.sql.getTombstone, instanceID).Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy)
+	if err != nil {
+		return nil, failf(err, "tombstone of %s", instanceID)
+	}
+	ts.PurgedAt = fromNullTime(purgedAt)
+	return ts, nil
+}
+
+// ResetProjections implements round.Steps.
+func (t *roundTx) ResetProjections(ctx context.Context, instanceID string) error {
+	return t.step(func() error { return t.s.resetProjections(ctx, t.tx, instanceID) })
+}

@@ -1,0 +1,290 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// enqueueMessagesSQL inserts messages idempotently by id, creates the rows
+// of their instances, and notifies the orchestration channel when it
+// inserted anything. Its three verbs are an optional guard CTE, a filter
+// on the input using it, and an extra leading result column; without them
+// the result is (inserted, notified).
+//
+// The input keeps the slice's order (WITH ORDINALITY), and the identity
+// column numbers rows in that order, which is the instance's enqueue order.
+const enqueueMessagesSQL = `
+WITH %s input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::text[], $6::bytea[])
+        WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, ord)
+    %s
+), new_instances AS (
+    INSERT INTO {{schema}}.instances (instance_id)
+    SELECT DISTINCT instance_id FROM input ORDER BY instance_id
+    ON CONFLICT DO NOTHING
+), inserted AS (
+    INSERT INTO {{schema}}.messages (id, instance_id, visible_at, attempts, last_error, envelope)
+    SELECT id, instance_id, visible_at, attempts, last_error, envelope FROM input ORDER BY ord
+    ON CONFLICT (id) DO NOTHING
+    RETURNING 1
+)
+SELECT %s count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
+FROM inserted`
+
+// dequeueLockSQL locks the instance of the oldest visible message among
+// instances that are not held, not locked by another transaction (skipped,
+// never waited for) and not already taken by this one ($2).
+const dequeueLockSQL = `
+SELECT i.instance_id, i.hold_until IS NOT NULL
+FROM {{schema}}.messages m
+JOIN {{schema}}.instances i ON i.instance_id = m.instance_id
+WHERE m.visible_at <= $1
+  AND (i.hold_until IS NULL OR i.hold_until <= $1)
+  AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
+ORDER BY m.visible_at, m.seq
+LIMIT 1
+FOR UPDATE OF i SKIP LOCKED`
+
+const dequeueLockByIDSQL = `
+SELECT i.instance_id, i.hold_until IS NOT NULL
+FROM {{schema}}.instances i
+WHERE i.instance_id = $2
+  AND (i.hold_until IS NULL OR i.hold_until <= $1)
+  AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = $2 AND m.visible_at <= $1)
+FOR UPDATE SKIP LOCKED`
+
+// dequeueFetchSQL reads the visible messages of a locked instance. It is a
+// statement of its own so that it sees every commit up to the lock: the
+// lock statement's snapshot may predate the ack of the round that held
+// the instance before.
+const dequeueFetchSQL = `
+SELECT envelope, attempts, last_error
+FROM {{schema}}.messages
+WHERE instance_id = $1 AND visible_at <= $2
+ORDER BY seq
+LIMIT $3`
+
+const clearHoldSQL = `
+UPDATE {{schema}}.instances SET hold_until = NULL WHERE instance_id = $1 AND hold_until <= $2`
+
+const ackMessagesSQL = `
+DELETE FROM {{schema}}.messages WHERE instance_id = $1 AND id = ANY ($2::text[])`
+
+const abandonMessagesSQL = `
+UPDATE {{schema}}.messages SET attempts = attempts + 1, last_error = $3
+WHERE instance_id = $1 AND id = ANY ($2::text[])`
+
+const holdInstanceSQL = `
+UPDATE {{schema}}.instances SET hold_until = greatest(hold_until, $2) WHERE instance_id = $1`
+
+const listMessagesSQL = `
+SELECT envelope, attempts, last_error
+FROM {{schema}}.messages
+WHERE instance_id = $1
+ORDER BY seq
+LIMIT $2`
+
+// nextOrchestrationSQL is the earliest time an instance can be dequeued:
+// min over instances of greatest(earliest VisibleAt, hold). The first part
+// takes messages not delayed by a hold (an ordered index scan stopping at
+// the first), the second held instances whose hold delays a message.
+// Instances in $1 (locked by this store's open rounds) are left out.
+const nextOrchestrationSQL = `
+SELECT least(
+    (SELECT m.visible_at
+     FROM {{schema}}.messages m
+     JOIN {{schema}}.instances i ON i.instance_id = m.instance_id
+     WHERE (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
+       AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
+     ORDER BY m.visible_at
+     LIMIT 1),
+    (SELECT i.hold_until
+     FROM {{schema}}.instances i
+     WHERE i.hold_until IS NOT NULL
+       AND i.instance_id <> ALL (coalesce($1::text[], '{}'))
+       AND EXISTS (SELECT 1 FROM {{schema}}.messages m
+                   WHERE m.instance_id = i.instance_id AND m.visible_at < i.hold_until)
+     ORDER BY i.hold_until
+     LIMIT 1))`
+
+const nextActivitySQL = `
+SELECT min(t.ready_at)
+FROM unnest($1::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT ready_at FROM {{schema}}.activity_tasks
+    WHERE queue = q.name
+    ORDER BY ready_at
+    LIMIT 1) AS t`
+
+// messageArgs are the columns of messages to enqueue, in the order of
+// enqueueMessagesSQL's parameters $1–$6.
+type messageArgs struct {
+	ids, instances []string
+	visible        []time.Time
+	attempts       []int32
+	errors         []string
+	envelopes      [][]byte
+}
+
+// newMessageArgs prepares msgs for enqueueing at now: zero times take now,
+// and of two messages with one id the first wins, as it would when
+// enqueued one by one.
+func newMessageArgs(msgs []round.Message, now time.Time) (*messageArgs, error) {
+	a := &messageArgs{}
+	seen := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		if seen[m.ID] {
+			continue
+		}
+		seen[m.ID] = true
+		if m.EnqueuedAt.IsZero() {
+			m.EnqueuedAt = now
+		}
+		if m.VisibleAt.IsZero() {
+			m.VisibleAt = now
+		}
+		attempts, lastError := m.Attempts, m.LastError
+		// The envelope is the message as enqueued; the delivery count
+		// lives in columns, which AbandonMessages updates.
+		m.Attempts, m.LastError = 0, ""
+		env, err := round.MarshalMessage(&m)
+		if err != nil {
+			return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
+		}
+		a.ids = append(a.ids, m.ID)
+		a.instances = append(a.instances, m.InstanceID)
+		a.visible = append(a.visible, m.VisibleAt)
+		a.attempts = append(a.attempts, int32(attempts))
+		a.errors = append(a.errors, lastError)
+		a.envelopes = append(a.envelopes, env)
+	}
+	return a, nil
+}
+
+func (a *messageArgs) args(channel string, extra ...any) []any {
+	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, channel}, extra...)
+}
+
+// enqueueMessages runs the enqueue statement on db and reports whether it
+// inserted any message.
+func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMessagesParams) (bool, error) {
+	if len(p.Messages) == 0 {
+		return false, nil
+	}
+	a, err := newMessageArgs(p.Messages, p.Now)
+	if err != nil {
+		return false, err
+	}
+	var inserted, notified int64
+	if err := db.QueryRow(ctx, s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...).Scan(&inserted, &notified); err != nil {
+		return false, failf(err, "enqueue %d messages", len(a.ids))
+	}
+	return inserted > 0, nil
+}
+
+// EnqueueMessages implements round.Store: one statement inserts the new
+// messages, creates their instances' rows and notifies the orchestration
+// channel.
+func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	added, err := s.enqueueMessages(ctx, s.pool, p)
+	if added {
+		s.wake(round.QueueOrchestration)
+	}
+	return err
+}
+
+// scanMessages reads rows of (envelope, attempts, last_error).
+func scanMessages(rows pgx.Rows) ([]round.Message, error) {
+	defer rows.Close()
+	var out []round.Message
+	for rows.Next() {
+		var (
+			env       []byte
+			attempts  int32
+			lastError string
+		)
+		if err := rows.Scan(&env, &attempts, &lastError); err != nil {
+			return nil, err
+		}
+		m, err := round.UnmarshalMessage(env)
+		if err != nil {
+			return nil, err
+		}
+		m.Attempts, m.LastError = int(attempts), lastError
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) listMessages(ctx context.Context, db dbtx, sql string, args ...any) ([]round.Message, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanMessages(rows)
+}
+
+// ListMessages implements round.Store.
+func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	msgs, err := s.listMessages(ctx, s.pool, s.sql.listMessages, p.InstanceID, limit)
+	return msgs, failf(err, "list messages of %s", p.InstanceID)
+}
+
+// AbandonMessages implements round.Store: in one implicit transaction it
+// counts the failed delivery on the messages still queued and moves the
+// instance's hold to VisibleAt unless it is later already. It waits for a
+// round that holds the instance to end.
+func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	b := &pgx.Batch{}
+	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
+	return failf(s.pool.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
+}
+
+// NextVisibleAt implements round.Store. Instances locked by rounds of
+// other stores count (their row locks cannot be seen without taking
+// locks), so a worker may find the time passed and no instance to
+// dequeue until those rounds end.
+func (s *Store) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams) (time.Time, bool, error) {
+	var at *time.Time
+	var err error
+	switch p.Queue {
+	case round.QueueOrchestration:
+		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances()).Scan(&at)
+	case round.QueueActivity:
+		queues := p.Queues
+		if len(queues) == 0 {
+			queues = []string{""}
+		}
+		err = s.pool.QueryRow(ctx, s.sql.nextActivity, queues).Scan(&at)
+	default:
+		return time.Time{}, false, fmt.Errorf("postgres: unknown queue %q", p.Queue)
+	}
+	if err != nil {
+		return time.Time{}, false, failf(err, "next visible time of the %s queue", p.Queue)
+	}
+	if at == nil {
+		return time.Time{}, false, nil
+	}
+	return at.UTC(), true, nil
+}
+
+// lockedInstances returns the instances this store's open rounds hold.
+func (s *Store) lockedInstances() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.locked))
+	for id := range s.locked {
+		ids = append(ids, id)
+	}
+	return ids
+}

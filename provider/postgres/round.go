@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// rollbackTimeout bounds the rollback of a failed round, which runs even
+// when the round's context has ended.
+const rollbackTimeout = 5 * time.Second
+
+// RunRound implements round.TxStore: fn runs in one READ COMMITTED
+// transaction on one pooled connection, which commits when fn returns nil
+// and ctx has not ended, and rolls back otherwise (a panic in fn rolls
+// back too, then propagates). Instances dequeued by fn stay locked until
+// the transaction ends; fn may dequeue several (group commit). The Tx must
+// not be used after RunRound returns; its methods may be called from one
+// goroutine at a time (concurrent calls are serialized).
+//
+// A commit error whose outcome is unknown (the connection broke after
+// COMMIT was sent) is returned as it is; running the round again is safe,
+// since appends are idempotent by Seq and hash and enqueues by id.
+func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx round.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ptx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return failf(err, "begin round")
+	}
+	t := &roundTx{s: s, tx: ptx}
+	committed := false
+	defer func() {
+		if !committed {
+			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			_ = ptx.Rollback(rbCtx)
+			cancel()
+		}
+		t.end(committed)
+	}()
+	if err := fn(ctx, t); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	if err := ptx.Commit(ctx); err != nil {
+		// The outcome may be unknown: wake workers as if it committed.
+		t.mu.Lock()
+		t.wakeOnEnd = true
+		t.mu.Unlock()
+		return failf(err, "commit round")
+	}
+	committed = true
+	if hook := s.afterCommit; hook != nil {
+		return hook()
+	}
+	return nil
+}
+
+// roundTx is the round.Tx of one RunRound.
+type roundTx struct {
+	s  *Store
+	tx pgx.Tx
+
+	mu     sync.Mutex
+	closed bool
+	// locked are the instances this round dequeued, in order.
+	locked []string
+	// enqueued records which queues got work, to wake them after commit.
+	enqueuedMessages, enqueuedTasks bool
+	wakeOnEnd                       bool
+}
+
+var _ round.Tx = (*roundTx)(nil)
+
+// step serializes the calls on the round's connection.
+func (t *roundTx) step(fn func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("postgres: round transaction already ended")
+	}
+	return fn()
+}
+
+// end releases the round's instances in the store's bookkeeping and wakes
+// the workers waiting on what the round changed.
+func (t *roundTx) end(committed bool) {
+	t.mu.Lock()
+	t.closed = true
+	locked := t.locked
+	enqueued := committed || t.wakeOnEnd
+	msgs, tasks := enqueued && t.enqueuedMessages, enqueued && t.enqueuedTasks
+	t.mu.Unlock()
+	s := t.s
+	if len(locked) > 0 {
+		s.mu.Lock()
+		for _, id := range locked {
+			if s.locked[id]--; s.locked[id] <= 0 {
+				delete(s.locked, id)
+			}
+		}
+		s.mu.Unlock()
+	}
+	if msgs || len(locked) > 0 {
+		s.wake(round.QueueOrchestration)
+	}
+	if tasks {
+		s.wake(round.QueueActivity)
+	}
+}
+
+// holds reports whether this round dequeued instanceID; callers hold t.mu.
+func (t *roundTx) holds(instanceID string) bool {
+	return slices.Contains(t.locked, instanceID)
+}
+
+func (t *roundTx) requireLock(instanceID string) error {
+	if !t.holds(instanceID) {
+		return fmt.Errorf("postgres: instance %s is not locked by this round", instanceID)
+	}
+	return nil
+}
+
+// DequeueInstance implements round.Tx. A first statement locks an
+// instance row with FOR UPDATE SKIP LOCKED; a second, whose snapshot
+// follows the lock, reads the instance's visible messages. When those
+// were acked in between by the round that held the instance, the search
+// goes on with the next instance, so another worker's lock never makes
+// the result spuriously empty.
+func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*round.Batch, error) {
+	var batch *round.Batch
+	err := t.step(func() error {
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		if p.InstanceID != "" && t.holds(p.InstanceID) {
+			return nil
+		}
+		skip := slices.Clone(t.locked)
+		for {
+			var (
+				id   string
+				held bool
+				err  error
+			)
+			if p.InstanceID != "" {
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID).Scan(&id, &held)
+			} else {
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
+			}
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return failf(err, "dequeue: lock an instance")
+			}
+			t.lock(id)
+			msgs, err := t.fetch(ctx, id, p.Now, limit, held)
+			if err != nil {
+				return err
+			}
+			if len(msgs) > 0 {
+				batch = &round.Batch{InstanceID: id, Messages: msgs}
+				return nil
+			}
+			if p.InstanceID != "" {
+				return nil
+			}
+			skip = append(skip, id)
+		}
+	})
+	return batch, err
+}
+
+// lock records a locked instance; callers hold t.mu.
+func (t *roundTx) lock(id string) {
+	t.locked = append(t.locked, id)
+	t.s.mu.Lock()
+	t.s.locked[id]++
+	t.s.mu.Unlock()
+}
+
+// fetch reads the visible messages of a locked instance, clearing a hold
+// that has passed.
+func (t *roundTx) fetch(ctx context.Context, id string, now time.Time, limit int, held bool) ([]round.Message, error) {
+	if !held {
+		msgs, err := t.s.listMessages(ctx, t.tx, t.s.sql.dequeueFetch, id, now, limit)
+		return msgs, failf(err, "dequeue messages of %s", id)
+	}
+	b := &pgx.Batch{}
+	b.Queue(t.s.sql.dequeueFetch, id, now, limit)
+	b.Queue(t.s.sql.clearHold, id, now)
+	br := t.tx.SendBatch(ctx, b)
+	rows, err := br.Query()
+	var msgs []round.Message
+	if err == nil {
+		msgs, err = scanMessages(rows)
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return msgs, failf(err, "dequeue messages of %s", id)
+}
+
+// LoadHistory implements round.Steps; it sees the round's own appends.
+func (t *roundTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	var events []history.Event
+	err := t.step(func() error {
+		var err error
+		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, p.FromSeq)
+		return err
+	})
+	return events, err
+}
+
+// AppendHistory implements round.Steps.
+func (t *roundTx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+	return t.step(func() error { return t.s.appendHistory(ctx, t.tx, p) })
+}
+
+// SaveProjections implements round.Steps.
+func (t *roundTx) SaveProjections(ctx context.Context, p *round.Projections) error {
+	return t.step(func() error { return t.s.saveProjections(ctx, t.tx, p) })
+}
+
+// EnqueueMessages implements round.Steps; the NOTIFY is delivered at
+// commit.
+func (t *roundTx) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return t.step(func() error {
+		added, err := t.s.enqueueMessages(ctx, t.tx, p)
+		t.enqueuedMessages = t.enqueuedMessages || added
+		return err
+	})
+}
+
+// EnqueueActivities implements round.Steps.
+func (t *roundTx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+	return t.step(func() error {
+		added, err := t.s.enqueueActivities(ctx, t.tx, p)
+		t.enqueuedTasks = t.enqueuedTasks || added
+		return err
+	})
+}
+
+// CancelActivities implements round.Steps.
+func (t *roundTx) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+	return t.step(func() error { return t.s.cancelActivities(ctx, t.tx, p) })
+}
+
+// DeadLetterMessages implements round.Tx.
+func (t *roundTx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessagesParams) error {
+	return t.step(func() error {
+		if err := t.requireLock(p.InstanceID); err != nil {
+			return err
+		}
+		return t.s.deadLetterMessages(ctx, t.tx, p.InstanceID, p.Letters)
+	})
+}
+
+// AckMessages implements round.Tx.
+func (t *roundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error {
+	return t.step(func() error {
+		if err := t.requireLock(p.InstanceID); err != nil {
+			return err
+		}
+		if len(p.MessageIDs) == 0 {
+			return nil
+		}
+		_, err := t.tx.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
+		return failf(err, "ack messages of %s", p.InstanceID)
+	})
+}

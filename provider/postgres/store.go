@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Store is the PostgreSQL provider: a [round.TxStore] and
+// [round.Notifier] on a pgx connection pool. Create it with [New] or
+// [Open]; it is safe for concurrent use, and any number of stores in any
+// number of processes may share one schema.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	schema   string
+	log      *slog.Logger
+	sql      *statements
+	channels map[round.Queue]string
+
+	mu sync.Mutex
+	// hints are the channels WorkHint hands out, closed on a wake-up.
+	hints map[round.Queue]chan struct{}
+	// locked counts the open rounds of this store holding each instance;
+	// NextVisibleAt leaves those instances out, as it cannot see the
+	// row locks of other sessions without taking locks itself.
+	locked   map[string]int
+	listener *listener
+	closed   bool
+
+	// afterCommit, set by this package's tests, runs after a round's
+	// successful commit; its error is returned as the round's, modelling a
+	// commit whose outcome the caller cannot know.
+	afterCommit func() error
+}
+
+var (
+	_ round.TxStore  = (*Store)(nil)
+	_ round.Notifier = (*Store)(nil)
+)
+
+// New returns a store on the pool or URL of opts. With MigrateOnStart it
+// migrates the schema first; otherwise it reads the schema version and
+// logs a warning when it is not [LatestSchemaVersion]. The error of bad
+// options wraps [ErrInvalidOptions] and names every bad field.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
+		sql:    newStatements(opts.Schema),
+		hints:  map[round.Queue]chan struct{}{},
+		locked: map[string]int{},
+		channels: map[round.Queue]string{
+			round.QueueOrchestration: channelName(opts.Schema, round.QueueOrchestration),
+			round.QueueActivity:      channelName(opts.Schema, round.QueueActivity),
+		},
+	}
+	if s.pool == nil {
+		cfg, err := pgxpool.ParseConfig(opts.URL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: URL: %w", ErrInvalidOptions, err)
+		}
+		if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("postgres: open pool: %w", err)
+		}
+		s.ownsPool = true
+	}
+	if err := s.start(ctx, opts.MigrateOnStart); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open is [New] with opts.URL set to url.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	opts.URL = url
+	return New(ctx, opts)
+}
+
+func (s *Store) start(ctx context.Context, migrate bool) error {
+	if migrate {
+		_, err := s.Migrate(ctx)
+		return err
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v != LatestSchemaVersion() {
+		s.log.WarnContext(ctx, "chronicle schema is not at the version this package expects; run Migrate",
+			slog.String("schema", s.schema), slog.Int("version", v), slog.Int("expected", LatestSchemaVersion()))
+	}
+	return nil
+}
+
+// Close stops the work-hint listener and, when the store opened the pool
+// from a URL, closes the pool. It is safe to call more than once. Rounds
+// still running fail.
+func (s *Store) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	l := s.listener
+	s.listener = nil
+	s.mu.Unlock()
+	if l != nil {
+		l.stop()
+	}
+	if s.ownsPool {
+		s.pool.Close()
+	}
+}
+
+// Schema returns the name of the schema holding the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Mode implements round.Store: rounds run in one transaction.
+func (s *Store) Mode() round.Mode { return round.ModeTransactional }
+
+// channelName derives a NOTIFY channel of a schema's queue. Channel names
+// are identifiers of at most 63 bytes; long schema names are hashed.
+func channelName(schema string, q round.Queue) string {
+	name := schema + "_" + string(q)
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return "chronicle_" + hex.EncodeToString(sum[:12]) + "_" + string(q)
+}
+
+// dbtx is what the provider's queries run on: the pool (one implicit
+// transaction per statement or batch) or a round's transaction.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// statements are the provider's SQL with the schema filled in. pgx
+// prepares and caches each distinct text per connection.
+type statements struct {
+	enqueueMessages, completeActivity                        string
+	dequeueLock, dequeueLockByID, dequeueFetch, clearHold    string
+	ackMessages, abandonMessages, holdInstance, listMessages string
+	nextOrchestration, nextActivity                          string
+	loadHistory, appendHistory, historyTail                  string
+	saveInstance, saveTask, saveTaskEvent, saveCustom        string
+	getInstance, getSnapshot, listInstances                  string
+	getTask, listTasks, listTaskEvents, getCustom            string
+	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
+	enqueueActivities, claimActivity, heartbeatActivity      string
+	taskEnvelope, retryActivity, deadLetterActivity          string
+	cancelActivities                                         string
+	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
+	insertDeadLetter, setIncident, lockDeadLetter            string
+	resolveDeadLetter, refreshIncident                       string
+	selectDeadLetter, listDeadLetters                        string
+	purgeLock, purgeProbe, purgeTail, tombstone              string
+	getTombstone                                             string
+	purge                                                    []string
+}
+
+func newStatements(schema string) *statements {
+	r := strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize())
+	q := func(sql string) string { return r.Replace(sql) }
+	st := &statements{
+		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
+		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
+			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $8 AND token = $9 RETURNING 1),",
+			"WHERE EXISTS (SELECT 1 FROM done)",
+			"(SELECT count(*) FROM done),")),
+		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
+		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
+		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),
+		holdInstance: q(holdInstanceSQL), listMessages: q(listMessagesSQL),
+		nextOrchestration: q(nextOrchestrationSQL), nextActivity: q(nextActivitySQL),
+		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL),
+		saveInstance: q(saveInstanceSQL), saveTask: q(saveTaskSQL),
+		saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
+		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL), listInstances: q(listInstancesSQL),
+		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL), getCustom: q(getCustomSQL),
+		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
+		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),
+		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
+		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
+		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
+		cancelActivities:  q(cancelActivitiesSQL),
+		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
+		redriveTaskInsert: q(redriveTaskInsertSQL),
+		insertDeadLetter:  q(insertDeadLetterSQL), setIncident: q(setIncidentSQL), lockDeadLetter: q(lockDeadLetterSQL),
+		resolveDeadLetter: q(resolveDeadLetterSQL), refreshIncident: q(refreshIncidentSQL),
+		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
+		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL),
+		tombstone: q(tombstoneSQL), getTombstone: q(getTombstoneSQL),
+	}
+	for _, sql := range purgeSQL {
+		st.purge = append(st.purge, q(sql))
+	}
+	return st
+}
+
+// inTx runs fn in a transaction of its own and commits when fn returns
+// nil; what names the operation in the commit's error.
+func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return failf(err, "%s: begin", what)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return failf(tx.Commit(ctx), "%s: commit", what)
+}

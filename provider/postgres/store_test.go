@@ -1,0 +1,452 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// base is the clock reading the tests start from.
+var base = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+const waitTimeout = 10 * time.Second
+
+// signal builds a raised-event message keyed by its id.
+func signal(t *testing.T, id, instanceID string) round.Message {
+	t.Helper()
+	m, err := round.NewMessage(id, instanceID, "", id, &history.EventRaised{Name: "poke", IdempotencyKey: id})
+	require.NoError(t, err)
+	return m
+}
+
+// start builds the start message of execution exec-1.
+func start(t *testing.T, id, instanceID string) round.Message {
+	t.Helper()
+	m, err := round.NewMessage(id, instanceID, "exec-1", "exec-1", &history.ExecutionStarted{Name: "approve", Version: "v1"})
+	require.NoError(t, err)
+	return m
+}
+
+// sealed returns n sealed marker events of instanceID from seq 1.
+func sealed(t *testing.T, instanceID string, n int) []history.Event {
+	t.Helper()
+	events := make([]history.Event, n)
+	for i := range events {
+		payload, err := history.EncodeAttributes(&history.MarkerRecorded{Marker: history.MarkerSideEffect, Name: fmt.Sprint(i)})
+		require.NoError(t, err)
+		events[i] = history.Event{
+			Seq: int64(i + 1), InstanceID: instanceID, ExecutionID: "exec-1", Kind: history.KindMarkerRecorded,
+			At: base.Add(time.Duration(i) * time.Second), Actor: history.WorkerActor("n1"), Payload: payload,
+		}
+	}
+	history.Seal(nil, events)
+	return events
+}
+
+// adminConn opens a connection of its own to the test server.
+func adminConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitTimeout):
+		require.FailNow(t, "timed out waiting for "+what)
+	}
+}
+
+// take dequeues and acks the visible messages of one instance.
+func take(t *testing.T, s *postgres.Store, now time.Time) *round.Batch {
+	t.Helper()
+	var got *round.Batch
+	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
+		b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: "n1", Limit: 100})
+		if err != nil || b == nil {
+			return err
+		}
+		got = b
+		ids := make([]string, len(b.Messages))
+		for i, m := range b.Messages {
+			ids[i] = m.ID
+		}
+		return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: ids})
+	}))
+	return got
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+
+	_, err := postgres.New(ctx, postgres.Options{Schema: "Bad-Name", Mode: round.ModePeekLock})
+	require.ErrorIs(t, err, postgres.ErrInvalidOptions)
+	// Every problem is reported at once, each naming its field.
+	require.ErrorContains(t, err, "one of Pool and URL is required")
+	require.ErrorContains(t, err, `invalid Schema "Bad-Name"`)
+	require.ErrorContains(t, err, "Mode peek-lock is not supported")
+
+	_, err = postgres.New(ctx, postgres.Options{URL: "postgres://x", Pool: &pgxpool.Pool{}})
+	require.ErrorContains(t, err, "Pool and URL are mutually exclusive")
+
+	for _, name := range []string{"", "1abc", "ABC", "a-b", "a b", `a"b`, "a;drop", "é", "a234567890123456789012345678901234567890123456789012345678901234"} {
+		if name == "" {
+			continue // empty means the default
+		}
+		require.Error(t, postgres.ValidateSchema(name), "schema %q", name)
+	}
+	for _, name := range []string{"chronicle", "_x", "a1_b2", "a23456789012345678901234567890123456789012345678901234567890123"} {
+		require.NoError(t, postgres.ValidateSchema(name), "schema %q", name)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t)
+	ctx := t.Context()
+
+	s, err := postgres.New(ctx, postgres.Options{URL: url, Schema: schema})
+	require.NoError(t, err, "New without migrating only warns")
+	defer s.Close()
+	v, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, v, "a schema that does not exist is at version 0")
+
+	// Nodes starting together migrate once.
+	var wg sync.WaitGroup
+	versions := make([]int, 4)
+	errs := make([]error, 4)
+	for i := range versions {
+		wg.Go(func() { versions[i], errs[i] = s.Migrate(ctx) })
+	}
+	wg.Wait()
+	for i := range versions {
+		require.NoError(t, errs[i])
+		require.Equal(t, postgres.LatestSchemaVersion(), versions[i])
+	}
+	v, err = s.Migrate(ctx)
+	require.NoError(t, err, "migrating an up-to-date schema")
+	require.Equal(t, postgres.LatestSchemaVersion(), v)
+	v, err = s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, postgres.LatestSchemaVersion(), v)
+
+	conn := adminConn(t)
+	var applied int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&applied))
+	require.Equal(t, postgres.LatestSchemaVersion(), applied, "each migration is recorded once")
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, schema)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"activity_task_ids", "activity_tasks", "custom_projections", "dead_letters", "history", "human_task_events",
+		"human_tasks", "instances", "messages", "schema_migrations", "tombstones",
+	}, tables)
+
+	// The migrated schema works.
+	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+	require.NotNil(t, take(t, s, base))
+}
+
+func TestRoundFailsWhenItsConnectionIsKilled(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewStore(t, postgres.Options{})
+	admin := adminConn(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{
+		Messages: []round.Message{signal(t, "m-1", "i-1"), signal(t, "m-2", "i-1")}, Now: base,
+	}))
+	kill := func(tx round.Tx) {
+		var killed bool
+		require.NoError(t, admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int64(postgres.BackendPID(tx))).Scan(&killed))
+		require.True(t, killed)
+	}
+
+	for _, c := range []struct {
+		name string
+		// after runs once the backend is gone; the round returns its result.
+		after func(ctx context.Context, tx round.Tx, b *round.Batch) error
+	}{
+		{"NextStepFails", func(ctx context.Context, tx round.Tx, b *round.Batch) error {
+			return tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: sealed(t, "i-1", 2)})
+		}},
+		{"CommitFails", func(ctx context.Context, tx round.Tx, b *round.Batch) error {
+			_ = tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1", "m-2"}})
+			return nil // ignore the failed step: the commit must fail
+		}},
+	} {
+		var dequeued []string
+		err := s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", Limit: 10})
+			if err != nil {
+				return err
+			}
+			require.NotNil(t, b, c.name)
+			for _, m := range b.Messages {
+				dequeued = append(dequeued, m.ID)
+			}
+			kill(tx)
+			return c.after(ctx, tx, b)
+		})
+		require.Error(t, err, "%s: a round whose connection was killed succeeded", c.name)
+		require.Equal(t, []string{"m-1", "m-2"}, dequeued, c.name)
+	}
+
+	// Nothing was written and the messages come back.
+	history, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+	require.NoError(t, err)
+	require.Empty(t, history)
+	b := take(t, s, base)
+	require.NotNil(t, b, "the messages of the killed round are gone")
+	require.Len(t, b.Messages, 2)
+	require.Nil(t, take(t, s, base))
+}
+
+func TestCommitWhoseOutcomeIsUnknownIsSafeToRetry(t *testing.T) {
+	t.Parallel()
+	errUnknown := errors.New("connection lost after COMMIT was sent")
+	failNext := func(s *postgres.Store) {
+		var once sync.Once
+		postgres.SetAfterCommit(s, func() error {
+			err := error(nil)
+			once.Do(func() { err = errUnknown })
+			return err
+		})
+	}
+
+	t.Run("RetriedAppendIsANoop", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		failNext(s)
+		ctx := t.Context()
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		events := sealed(t, "i-1", 3)
+		appendRound := func(ctx context.Context, tx round.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", InstanceID: "i-1"})
+			if err != nil {
+				return err
+			}
+			if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: events}); err != nil {
+				return err
+			}
+			if b == nil {
+				return nil
+			}
+			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{b.Messages[0].ID}})
+		}
+		require.ErrorIs(t, s.RunRound(ctx, appendRound), errUnknown)
+
+		stored, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Equal(t, events, stored, "the commit happened")
+		// Running the round again: the append of the same sealed events is
+		// a no-op, nothing is duplicated.
+		require.NoError(t, s.RunRound(ctx, appendRound))
+		stored, err = s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Equal(t, events, stored)
+		require.Nil(t, take(t, s, base), "the message was acked by the first commit")
+	})
+
+	t.Run("RunnerAcksTheRedeliveredMessages", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		failNext(s)
+		ctx := t.Context()
+		clock := round.NewManualClock(base)
+		runner, err := round.NewRunner(s, round.RunnerOptions{
+			Node: "n1", Clock: clock,
+			Turn: func(context.Context, *round.TurnInput) (*round.TurnOutput, error) { return &round.TurnOutput{}, nil },
+		})
+		require.NoError(t, err)
+		defer runner.Forget()
+		msgs := []round.Message{start(t, "m-start", "i-1"), signal(t, "m-sig", "i-1")}
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: base}))
+
+		rep, err := runner.RunOnce(ctx)
+		require.ErrorIs(t, err, errUnknown)
+		require.True(t, rep.Failed)
+		stored, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Len(t, stored, 2, "the commit happened")
+
+		// The messages are delivered again (as after a lost ack): the round
+		// finds their events in history and only acks them.
+		clock.Advance(time.Hour)
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: clock.Now()}))
+		rep, err = runner.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, rep.Duplicates)
+		require.Zero(t, rep.Appended)
+		again, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Equal(t, stored, again, "no duplicate events")
+		require.NoError(t, history.Verify(again))
+		rep, err = runner.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Nil(t, rep, "every message was acked")
+	})
+}
+
+func TestRounds(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EnqueueToALockedInstanceDoesNotWait", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		ctx := t.Context()
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1"})
+			require.NoError(t, err)
+			require.NotNil(t, b)
+			// A client raises an event while the round holds the instance.
+			enqCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			require.NoError(t, s.EnqueueMessages(enqCtx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-2", "i-1")}, Now: base}))
+			// Only this store's rounds hold it, so it is not counted as due.
+			_, ok, err := s.NextVisibleAt(ctx, &round.NextVisibleAtParams{Queue: round.QueueOrchestration})
+			require.NoError(t, err)
+			require.False(t, ok, "an instance locked by this store's round counts in NextVisibleAt")
+			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}})
+		}))
+		b := take(t, s, base)
+		require.NotNil(t, b)
+		require.Equal(t, "m-2", b.Messages[0].ID)
+	})
+
+	t.Run("GroupCommitDequeuesSeveralInstances", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		ctx := t.Context()
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{
+			Messages: []round.Message{signal(t, "m-a", "i-a"), signal(t, "m-b", "i-b")}, Now: base,
+		}))
+		var got []string
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			for {
+				b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1"})
+				if err != nil || b == nil {
+					return err
+				}
+				got = append(got, b.InstanceID)
+				if err := tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: []string{b.Messages[0].ID}}); err != nil {
+					return err
+				}
+			}
+		}))
+		require.Equal(t, []string{"i-a", "i-b"}, got)
+		require.Nil(t, take(t, s, base))
+	})
+
+	t.Run("ConflictLeavesTheRoundUsable", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		ctx := t.Context()
+		raised := func(seq int64, key string, prev []byte) []history.Event {
+			payload, err := history.EncodeAttributes(&history.EventRaised{Name: "approved", IdempotencyKey: key})
+			require.NoError(t, err)
+			e := []history.Event{{Seq: seq, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
+				CorrelationID: key, At: base, Actor: "system", Payload: payload}}
+			history.Seal(prev, e)
+			return e
+		}
+		first := raised(1, "k1", nil)
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			return tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: first})
+		}))
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			require.NoError(t, tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-2", Events: sealed(t, "i-2", 1)}))
+			// A used idempotency key (a unique violation) and a taken Seq.
+			err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: raised(2, "k1", first[0].Hash)})
+			require.ErrorIs(t, err, round.ErrConflict)
+			err = tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: raised(1, "k2", nil)})
+			require.ErrorIs(t, err, round.ErrConflict)
+			// The transaction goes on: a group commit retries only the
+			// failing instance.
+			return tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-2")}, Now: base})
+		}))
+		got, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-2", FromSeq: 1})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		got, err = s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Equal(t, first, got)
+		require.NotNil(t, take(t, s, base))
+	})
+}
+
+func TestWorkHints(t *testing.T) {
+	t.Parallel()
+
+	// Two stores on one schema stand for two nodes.
+	nodes := func(t *testing.T) (a, b *postgres.Store) {
+		t.Helper()
+		a = pgtest.NewStore(t, postgres.Options{})
+		b, err := postgres.New(t.Context(), postgres.Options{URL: pgtest.URL(t), Schema: a.Schema()})
+		require.NoError(t, err)
+		t.Cleanup(b.Close)
+		return a, b
+	}
+	// listening waits until a's listener is connected: the first hint is
+	// closed then (hints may have been missed before).
+	listening := func(t *testing.T, a *postgres.Store) {
+		t.Helper()
+		waitClosed(t, a.WorkHint(round.QueueOrchestration), "the listener to connect")
+	}
+
+	t.Run("NotifyFromAnotherNodeWakes", func(t *testing.T) {
+		t.Parallel()
+		a, b := nodes(t)
+		listening(t, a)
+		hint := a.WorkHint(round.QueueOrchestration)
+		tasks := a.WorkHint(round.QueueActivity)
+		require.NoError(t, b.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		waitClosed(t, hint, "a NOTIFY of another store")
+		require.NoError(t, b.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
+			return tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Now: base, Tasks: []round.ActivityTask{{
+				ID: "task-1", InstanceID: "i-1", ExecutionID: "exec-1", ScheduledSeq: 2, Name: "charge", Attempt: 1,
+			}}})
+		}))
+		waitClosed(t, tasks, "a NOTIFY sent at commit")
+	})
+
+	t.Run("ListenerReconnects", func(t *testing.T) {
+		t.Parallel()
+		a, b := nodes(t)
+		listening(t, a)
+		hint := a.WorkHint(round.QueueOrchestration)
+		admin := adminConn(t)
+		var killed int
+		require.NoError(t, admin.QueryRow(t.Context(), `
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+			postgres.ListenerApplicationName(a.Schema())).Scan(&killed))
+		require.Equal(t, 1, killed, "one listening connection per store")
+		waitClosed(t, hint, "the hint after the listener failed")
+
+		// After reconnecting, notifications arrive again.
+		listening(t, a)
+		hint = a.WorkHint(round.QueueOrchestration)
+		require.NoError(t, b.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		waitClosed(t, hint, "a NOTIFY after reconnecting")
+	})
+}

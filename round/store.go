@@ -91,6 +91,10 @@ type Store interface {
 	// is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
+	// ListActivityTasks returns the queued and claimed activity tasks of an
+	// instance in enqueue order, with their claims.
+	ListActivityTasks(ctx context.Context, p *ListActivityTasksParams) ([]QueuedActivity, error)
+
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
 	// a new token, and returns it; it returns nil, nil when there is none.
@@ -300,6 +304,19 @@ type Lease struct {
 type EnqueueMessagesParams struct {
 	Messages []Message
 	Now      time.Time
+}
+
+// ListActivityTasksParams are the params of ListActivityTasks.
+type ListActivityTasksParams struct {
+	InstanceID string
+}
+
+// QueuedActivity is an activity task as a store holds it.
+type QueuedActivity struct {
+	Task ActivityTask
+	// Owner and LockedUntil are set while the task is claimed.
+	Owner       string
+	LockedUntil time.Time
 }
 
 // ListInstancesParams filter ListInstances. Empty fields match anything.

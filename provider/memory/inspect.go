@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"sort"
 	"time"
 
@@ -25,17 +26,9 @@ func (s *Store) QueuedMessages() []round.Message {
 	return out
 }
 
-// QueuedTask is an activity task as the store holds it.
-type QueuedTask struct {
-	Task round.ActivityTask
-	// Owner and LockedUntil are set while the task is claimed.
-	Owner       string
-	LockedUntil time.Time
-}
-
 // QueuedTasks returns every queued or claimed activity task, in enqueue
 // order.
-func (s *Store) QueuedTasks() []QueuedTask {
+func (s *Store) QueuedTasks() []round.QueuedActivity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := make([]*task, 0, len(s.tasks))
@@ -43,14 +36,28 @@ func (s *Store) QueuedTasks() []QueuedTask {
 		ts = append(ts, t)
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].seq < ts[j].seq })
-	out := make([]QueuedTask, len(ts))
+	out := make([]round.QueuedActivity, len(ts))
 	for i, t := range ts {
-		out[i] = QueuedTask{Task: t.t, Owner: t.owner, LockedUntil: t.until}
+		out[i] = round.QueuedActivity{Task: t.t, Owner: t.owner, LockedUntil: t.until}
 		if t.token == "" {
 			out[i].LockedUntil = time.Time{}
 		}
 	}
 	return out
+}
+
+// ListActivityTasks implements round.Store.
+func (s *Store) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
+	var out []round.QueuedActivity
+	err := s.do(ctx, OpListActivityTasks, func() error {
+		for _, q := range s.QueuedTasks() {
+			if q.Task.InstanceID == p.InstanceID {
+				out = append(out, q)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // InstanceIDs returns the ids of every instance with history, sorted.

@@ -21,6 +21,7 @@ const (
 	OpEnqueueMessages     Op = "EnqueueMessages"
 	OpLoadHistory         Op = "LoadHistory"
 	OpListMessages        Op = "ListMessages"
+	OpListActivityTasks   Op = "ListActivityTasks"
 	OpAbandonMessages     Op = "AbandonMessages"
 	OpNextVisibleAt       Op = "NextVisibleAt"
 	OpClaimActivity       Op = "ClaimActivity"

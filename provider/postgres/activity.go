@@ -85,6 +85,42 @@ WITH done AS (
 )
 SELECT count(*) FROM done`
 
+const listActivityTasksSQL = `
+SELECT envelope, coalesce(owner, ''), locked_until
+FROM {{schema}}.activity_tasks
+WHERE instance_id = $1
+ORDER BY seq`
+
+// ListActivityTasks implements round.Store.
+func (s *Store) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listActivityTasks, p.InstanceID)
+	if err != nil {
+		return nil, failf(err, "list activity tasks of %s", p.InstanceID)
+	}
+	defer rows.Close()
+	var out []round.QueuedActivity
+	for rows.Next() {
+		var (
+			env   []byte
+			owner string
+			until *time.Time
+		)
+		if err := rows.Scan(&env, &owner, &until); err != nil {
+			return nil, failf(err, "list activity tasks of %s", p.InstanceID)
+		}
+		task, err := round.UnmarshalActivityTask(env)
+		if err != nil {
+			return nil, fmt.Errorf("list activity tasks of %s: %w", p.InstanceID, err)
+		}
+		q := round.QueuedActivity{Task: task, Owner: owner}
+		if until != nil && owner != "" {
+			q.LockedUntil = until.UTC()
+		}
+		out = append(out, q)
+	}
+	return out, failf(rows.Err(), "list activity tasks of %s", p.InstanceID)
+}
+
 const cancelActivitiesSQL = `
 DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1 AND execution_id = $2`
 

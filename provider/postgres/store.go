@@ -171,7 +171,7 @@ type statements struct {
 	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
 	enqueueActivities, claimActivity, heartbeatActivity      string
 	taskEnvelope, retryActivity, deadLetterActivity          string
-	cancelActivities                                         string
+	cancelActivities, listActivityTasks                      string
 	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
 	insertDeadLetter, setIncident, lockDeadLetter            string
 	resolveDeadLetter, refreshIncident                       string
@@ -205,7 +205,7 @@ func newStatements(schema string) *statements {
 		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
-		cancelActivities:  q(cancelActivitiesSQL),
+		cancelActivities: q(cancelActivitiesSQL), listActivityTasks: q(listActivityTasksSQL),
 		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
 		redriveTaskInsert: q(redriveTaskInsertSQL),
 		insertDeadLetter:  q(insertDeadLetterSQL), setIncident: q(setIncidentSQL), lockDeadLetter: q(lockDeadLetterSQL),

@@ -332,3 +332,32 @@ func testActivities(t *testing.T, factory Factory) {
 		}
 	})
 }
+
+// testListActivityTasks covers the operator's view of an instance's
+// activity tasks.
+func testListActivityTasks(t *testing.T, factory Factory) {
+	t.Run("QueuedAndClaimedTasksOfOneInstance", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueueTasks(t, base, activity("i-1", execID, 3, ""), activity("i-2", execID, 3, ""), activity("i-1", execID, 5, "x"))
+		l := b.claim(t, at(time.Second))
+		require.NotNil(t, l)
+		require.Equal(t, "i-1", l.Task.InstanceID)
+		got, err := b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		require.Equal(t, int64(3), got[0].Task.ScheduledSeq)
+		require.Equal(t, l.Owner, got[0].Owner)
+		require.Equal(t, l.LockedUntil, got[0].LockedUntil)
+		require.Equal(t, int64(5), got[1].Task.ScheduledSeq)
+		require.Empty(t, got[1].Owner)
+		require.True(t, got[1].LockedUntil.IsZero())
+		b.complete(t, l, at(2*time.Second))
+		got, err = b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		got, err = b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "none"})
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+}

@@ -1,0 +1,355 @@
+package providertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Fault is an injected failure of one store call.
+type Fault struct {
+	// Err is returned to the caller; nil means ErrInjected.
+	Err error
+	// AfterEffect lets the call take effect first: the caller sees an
+	// error although the call happened (for RunRound: the commit).
+	AfterEffect bool
+}
+
+// ErrInjected is the default error of an injected fault.
+var ErrInjected = errors.New("providertest: injected fault")
+
+// FaultHook decides, for each call, whether it fails. op is the method
+// name ("AppendHistory", "RunRound" for the commit of a round, ...); calls
+// inside a round are asked for too. It may be called concurrently.
+type FaultHook func(op string) *Fault
+
+// Faulty wraps a store of either mode so that hook can make any call fail,
+// before its effect (nothing happened) or after it (it happened, the
+// caller cannot tell): lost connections and commits whose outcome is
+// unknown, for any provider.
+func Faulty(store round.Store, hook FaultHook) round.Store {
+	f := &faults{hook: hook}
+	if s, ok := store.(round.TxStore); ok && store.Mode() == round.ModeTransactional {
+		return faultyTx{faultyStore{s, f}, s}
+	}
+	if s, ok := store.(round.LeaseStore); ok && store.Mode() == round.ModePeekLock {
+		return faultyLease{faultyStore{s, f}, faultySteps{s, f}, s}
+	}
+	panic(fmt.Sprintf("providertest: store of mode %s implements neither TxStore nor LeaseStore", store.Mode()))
+}
+
+type faults struct{ hook FaultHook }
+
+func (f *faults) do(ctx context.Context, op string, fn func() error) error {
+	var fault *Fault
+	if f.hook != nil {
+		fault = f.hook(op)
+	}
+	if fault == nil {
+		return fn()
+	}
+	err := fault.Err
+	if err == nil {
+		err = fmt.Errorf("%w: %s", ErrInjected, op)
+	}
+	if !fault.AfterEffect {
+		return err
+	}
+	if ferr := fn(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+type faultyStore struct {
+	s round.Store
+	f *faults
+}
+
+// Mode returns the wrapped store's mode.
+func (w faultyStore) Mode() round.Mode { return w.s.Mode() }
+
+// WorkHint passes hints of the wrapped store through, if it has them.
+func (w faultyStore) WorkHint(q round.Queue) <-chan struct{} {
+	if n, ok := w.s.(round.Notifier); ok {
+		return n.WorkHint(q)
+	}
+	return nil
+}
+
+// EnqueueMessages injects faults around the wrapped call.
+func (w faultyStore) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return w.f.do(ctx, "EnqueueMessages", func() error { return w.s.EnqueueMessages(ctx, p) })
+}
+
+// LoadHistory injects faults around the wrapped call.
+func (w faultyStore) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	var v []history.Event
+	err := w.f.do(ctx, "LoadHistory", func() (err error) { v, err = w.s.LoadHistory(ctx, p); return err })
+	return v, err
+}
+
+// ListMessages injects faults around the wrapped call.
+func (w faultyStore) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
+	var v []round.Message
+	err := w.f.do(ctx, "ListMessages", func() (err error) { v, err = w.s.ListMessages(ctx, p); return err })
+	return v, err
+}
+
+// AbandonMessages injects faults around the wrapped call.
+func (w faultyStore) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return w.f.do(ctx, "AbandonMessages", func() error { return w.s.AbandonMessages(ctx, p) })
+}
+
+// NextVisibleAt injects faults around the wrapped call.
+func (w faultyStore) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams) (at time.Time, ok bool, err error) {
+	err = w.f.do(ctx, "NextVisibleAt", func() (err error) { at, ok, err = w.s.NextVisibleAt(ctx, p); return err })
+	return at, ok, err
+}
+
+// ListActivityTasks injects faults around the wrapped call.
+func (w faultyStore) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
+	var v []round.QueuedActivity
+	err := w.f.do(ctx, "ListActivityTasks", func() (err error) { v, err = w.s.ListActivityTasks(ctx, p); return err })
+	return v, err
+}
+
+// ClaimActivity injects faults around the wrapped call.
+func (w faultyStore) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams) (*round.ActivityLease, error) {
+	var v *round.ActivityLease
+	err := w.f.do(ctx, "ClaimActivity", func() (err error) { v, err = w.s.ClaimActivity(ctx, p); return err })
+	return v, err
+}
+
+// HeartbeatActivity injects faults around the wrapped call.
+func (w faultyStore) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
+	return w.f.do(ctx, "HeartbeatActivity", func() error { return w.s.HeartbeatActivity(ctx, p) })
+}
+
+// CompleteActivity injects faults around the wrapped call.
+func (w faultyStore) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
+	return w.f.do(ctx, "CompleteActivity", func() error { return w.s.CompleteActivity(ctx, p) })
+}
+
+// RetryActivity injects faults around the wrapped call.
+func (w faultyStore) RetryActivity(ctx context.Context, p *round.RetryActivityParams) error {
+	return w.f.do(ctx, "RetryActivity", func() error { return w.s.RetryActivity(ctx, p) })
+}
+
+// DeadLetterActivity injects faults around the wrapped call.
+func (w faultyStore) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
+	return w.f.do(ctx, "DeadLetterActivity", func() error { return w.s.DeadLetterActivity(ctx, p) })
+}
+
+// ListDeadLetters injects faults around the wrapped call.
+func (w faultyStore) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
+	var v []round.DeadLetter
+	err := w.f.do(ctx, "ListDeadLetters", func() (err error) { v, err = w.s.ListDeadLetters(ctx, p); return err })
+	return v, err
+}
+
+// GetDeadLetter injects faults around the wrapped call.
+func (w faultyStore) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
+	var v *round.DeadLetter
+	err := w.f.do(ctx, "GetDeadLetter", func() (err error) { v, err = w.s.GetDeadLetter(ctx, id); return err })
+	return v, err
+}
+
+// ResolveDeadLetter injects faults around the wrapped call.
+func (w faultyStore) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+	return w.f.do(ctx, "ResolveDeadLetter", func() error { return w.s.ResolveDeadLetter(ctx, p) })
+}
+
+// GetInstance injects faults around the wrapped call.
+func (w faultyStore) GetInstance(ctx context.Context, instanceID string) (*round.InstanceRecord, error) {
+	var v *round.InstanceRecord
+	err := w.f.do(ctx, "GetInstance", func() (err error) { v, err = w.s.GetInstance(ctx, instanceID); return err })
+	return v, err
+}
+
+// GetSnapshot injects faults around the wrapped call.
+func (w faultyStore) GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error) {
+	err = w.f.do(ctx, "GetSnapshot", func() (err error) { data, seq, err = w.s.GetSnapshot(ctx, instanceID); return err })
+	return data, seq, err
+}
+
+// ListInstances injects faults around the wrapped call.
+func (w faultyStore) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+	var v []round.InstanceRecord
+	err := w.f.do(ctx, "ListInstances", func() (err error) { v, err = w.s.ListInstances(ctx, p); return err })
+	return v, err
+}
+
+// GetTask injects faults around the wrapped call.
+func (w faultyStore) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+	var v *round.TaskRecord
+	err := w.f.do(ctx, "GetTask", func() (err error) { v, err = w.s.GetTask(ctx, taskID); return err })
+	return v, err
+}
+
+// ListTasks injects faults around the wrapped call.
+func (w faultyStore) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+	var v []round.TaskRecord
+	err := w.f.do(ctx, "ListTasks", func() (err error) { v, err = w.s.ListTasks(ctx, p); return err })
+	return v, err
+}
+
+// ListTaskEvents injects faults around the wrapped call.
+func (w faultyStore) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+	var v []round.TaskEventRecord
+	err := w.f.do(ctx, "ListTaskEvents", func() (err error) { v, err = w.s.ListTaskEvents(ctx, p); return err })
+	return v, err
+}
+
+// GetCustomProjection injects faults around the wrapped call.
+func (w faultyStore) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
+	var v *round.CustomRecord
+	err := w.f.do(ctx, "GetCustomProjection", func() (err error) { v, err = w.s.GetCustomProjection(ctx, name, instanceID); return err })
+	return v, err
+}
+
+// PurgeInstance injects faults around the wrapped call.
+func (w faultyStore) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
+	var v *round.Tombstone
+	err := w.f.do(ctx, "PurgeInstance", func() (err error) { v, err = w.s.PurgeInstance(ctx, p); return err })
+	return v, err
+}
+
+// GetTombstone injects faults around the wrapped call.
+func (w faultyStore) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
+	var v *round.Tombstone
+	err := w.f.do(ctx, "GetTombstone", func() (err error) { v, err = w.s.GetTombstone(ctx, instanceID); return err })
+	return v, err
+}
+
+type faultySteps struct {
+	s round.Steps
+	f *faults
+}
+
+// LoadHistory injects faults around the wrapped call.
+func (w faultySteps) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	var v []history.Event
+	err := w.f.do(ctx, "LoadHistory", func() (err error) { v, err = w.s.LoadHistory(ctx, p); return err })
+	return v, err
+}
+
+// AppendHistory injects faults around the wrapped call.
+func (w faultySteps) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+	return w.f.do(ctx, "AppendHistory", func() error { return w.s.AppendHistory(ctx, p) })
+}
+
+// SaveProjections injects faults around the wrapped call.
+func (w faultySteps) SaveProjections(ctx context.Context, p *round.Projections) error {
+	return w.f.do(ctx, "SaveProjections", func() error { return w.s.SaveProjections(ctx, p) })
+}
+
+// EnqueueMessages injects faults around the wrapped call.
+func (w faultySteps) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return w.f.do(ctx, "EnqueueMessages", func() error { return w.s.EnqueueMessages(ctx, p) })
+}
+
+// EnqueueActivities injects faults around the wrapped call.
+func (w faultySteps) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+	return w.f.do(ctx, "EnqueueActivities", func() error { return w.s.EnqueueActivities(ctx, p) })
+}
+
+// CancelActivities injects faults around the wrapped call.
+func (w faultySteps) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+	return w.f.do(ctx, "CancelActivities", func() error { return w.s.CancelActivities(ctx, p) })
+}
+
+// ResetProjections injects faults around the wrapped call.
+func (w faultySteps) ResetProjections(ctx context.Context, instanceID string) error {
+	return w.f.do(ctx, "ResetProjections", func() error { return w.s.ResetProjections(ctx, instanceID) })
+}
+
+type faultyTx struct {
+	faultyStore
+	tx round.TxStore
+}
+
+// RunRound runs the round on a wrapped Tx whose calls may fail, and may
+// fail the commit ("RunRound") before or after it happens.
+func (w faultyTx) RunRound(ctx context.Context, fn func(ctx context.Context, tx round.Tx) error) error {
+	return w.f.do(ctx, "RunRound", func() error {
+		return w.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			return fn(ctx, faultyRoundTx{faultySteps{tx, w.f}, tx, w.f})
+		})
+	})
+}
+
+type faultyRoundTx struct {
+	faultySteps
+	tx round.Tx
+	f  *faults
+}
+
+// DequeueInstance injects faults around the wrapped call.
+func (w faultyRoundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*round.Batch, error) {
+	var v *round.Batch
+	err := w.f.do(ctx, "DequeueInstance", func() (err error) { v, err = w.tx.DequeueInstance(ctx, p); return err })
+	return v, err
+}
+
+// DeadLetterMessages injects faults around the wrapped call.
+func (w faultyRoundTx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessagesParams) error {
+	return w.f.do(ctx, "DeadLetterMessages", func() error { return w.tx.DeadLetterMessages(ctx, p) })
+}
+
+// AckMessages injects faults around the wrapped call.
+func (w faultyRoundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error {
+	return w.f.do(ctx, "AckMessages", func() error { return w.tx.AckMessages(ctx, p) })
+}
+
+type faultyLease struct {
+	faultyStore
+	faultySteps
+	ls round.LeaseStore
+}
+
+// LoadHistory resolves the ambiguity of the embedded Store and Steps.
+func (w faultyLease) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+	return w.faultyStore.LoadHistory(ctx, p)
+}
+
+// EnqueueMessages resolves the ambiguity of the embedded Store and Steps.
+func (w faultyLease) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+	return w.faultyStore.EnqueueMessages(ctx, p)
+}
+
+// LeaseInstance injects faults around the wrapped call.
+func (w faultyLease) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round.Lease, error) {
+	var v *round.Lease
+	err := w.faultyStore.f.do(ctx, "LeaseInstance", func() (err error) { v, err = w.ls.LeaseInstance(ctx, p); return err })
+	return v, err
+}
+
+// RenewLease injects faults around the wrapped call.
+func (w faultyLease) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error {
+	return w.faultyStore.f.do(ctx, "RenewLease", func() error { return w.ls.RenewLease(ctx, p) })
+}
+
+// DeadLetterLeased injects faults around the wrapped call.
+func (w faultyLease) DeadLetterLeased(ctx context.Context, p *round.DeadLetterLeasedParams) error {
+	return w.faultyStore.f.do(ctx, "DeadLetterLeased", func() error { return w.ls.DeadLetterLeased(ctx, p) })
+}
+
+// AckLease injects faults around the wrapped call.
+func (w faultyLease) AckLease(ctx context.Context, p *round.AckLeaseParams) error {
+	return w.faultyStore.f.do(ctx, "AckLease", func() error { return w.ls.AckLease(ctx, p) })
+}
+
+// AbandonLease injects faults around the wrapped call.
+func (w faultyLease) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) error {
+	return w.faultyStore.f.do(ctx, "AbandonLease", func() error { return w.ls.AbandonLease(ctx, p) })
+}
+
+var (
+	_ round.TxStore    = faultyTx{}
+	_ round.LeaseStore = faultyLease{}
+)

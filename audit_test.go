@@ -24,7 +24,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	require.NoError(t, b.engine.Verify(b.ctx, "loan-1"))
 
 	// Someone edits the amount in a stored activity result.
-	require.True(t, b.store.TamperEvent("loan-1", 4, func(e *history.Event) { e.Payload[len(e.Payload)-1] ^= 0x01 }))
+	require.True(t, b.mem.TamperEvent("loan-1", 4, func(e *history.Event) { e.Payload[len(e.Payload)-1] ^= 0x01 }))
 	var chainErr *history.ChainError
 	require.ErrorAs(t, b.engine.Verify(b.ctx, "loan-1"), &chainErr)
 	require.Equal(t, int64(4), chainErr.Seq)

@@ -294,7 +294,7 @@ func waitUntil(t *testing.T, b *bundle, cond func() bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		hint := b.store.WorkHint(round.QueueOrchestration)
+		hint := b.store.(round.Notifier).WorkHint(round.QueueOrchestration)
 		if cond() {
 			return
 		}

@@ -18,23 +18,34 @@ var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-// bundle is one test's engine on a fresh memory store, driven step by step
-// with a manual clock.
+// bundle is one test's engine on a fresh store, driven step by step with a
+// manual clock.
 type bundle struct {
-	store  *memory.Store
+	store  round.Store
+	mem    *memory.Store // the store, when it is a memory store
 	clock  *round.ManualClock
 	engine *chronicle.Engine
 	ctx    context.Context
 	opts   chronicle.Options
 }
 
+// setup returns a bundle on a fresh memory store.
 func setup(t *testing.T, opts ...chronicle.Options) *bundle {
+	t.Helper()
+	mem := memory.New(memory.Options{})
+	b := setupOn(t, mem, opts...)
+	b.mem = mem
+	return b
+}
+
+// setupOn returns a bundle on store.
+func setupOn(t *testing.T, store round.Store, opts ...chronicle.Options) *bundle {
 	t.Helper()
 	var o chronicle.Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	b := &bundle{store: memory.New(memory.Options{}), clock: round.NewManualClock(t0), ctx: context.Background()}
+	b := &bundle{store: store, clock: round.NewManualClock(t0), ctx: context.Background()}
 	if o.NodeID == "" {
 		o.NodeID = "test"
 	}

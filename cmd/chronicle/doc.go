@@ -1,0 +1,125 @@
+// Command chronicle inspects and operates a Chronicle store: it lists and
+// shows instances, prints, exports and verifies their hash-chained
+// histories, works on human tasks, resolves dead letters, rebuilds
+// projections and purges ended instances.
+//
+//	chronicle [--store URL] [--schema NAME] [--json] COMMAND [ARGS]
+//
+// # Global flags
+//
+//   - --store URL: the store. "memory" (the default) is Chronicle's embedded
+//     store; a postgres:// (or postgresql://) URL selects PostgreSQL.
+//   - --schema NAME: the PostgreSQL schema holding Chronicle's tables.
+//   - --json: print JSON for machines instead of text for people. It is
+//     also accepted after the command: chronicle instances list --json.
+//
+// Flags of a command may come before or after its arguments; "--" ends
+// them. chronicle help lists every command, chronicle help COMMAND or
+// chronicle COMMAND -h shows one command's flags.
+//
+// # The memory store and the demo data
+//
+// The memory store lives only in the process. So that every command can
+// be tried without a database, the tool seeds it before each command with
+// the demo data of internal/demodata: eight instances of four workflows
+// (claims with a human review task, loan applications with a durable
+// timer, a failed identity check and a refund with a dead letter) on a
+// manual clock at 2026-11-23 10:00 UTC. chronicle demo describes them.
+// Every run starts from the same state, and its output is the same on
+// every run, hashes included.
+//
+// Commands that change the store (the task actions, dlq redrive and
+// discard) only enqueue work for the instance; on a shared store the
+// deployment's workers apply it. On the memory store no worker runs, so
+// the tool drives the engine until no work is left and reports the
+// effect: the task's and the instance's new status. Changes to the memory
+// store are lost when the command ends.
+//
+// # Commands
+//
+//	demo
+//
+// Describes the demo data: its instances and what each shows, the open
+// tasks, the unresolved dead letters, and commands to try.
+//
+//	instances list [--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]
+//
+// Lists instances in id order with their workflow, status, business key,
+// creation and last change, and incident (the newest unresolved dead
+// letter). --from and --to bound the creation time (RFC 3339 or a date;
+// from inclusive, to exclusive); --after and --limit (default 100) page.
+//
+//	instance show ID
+//
+// Shows every field of an instance, its decoded result or failure, its
+// custom status, its open tasks and its dead letters.
+//
+//	history show ID
+//
+// Prints the history as a timeline: one row per event with its seq, time,
+// kind, actor and a short description; "→ #n" points a completion at what
+// scheduled it.
+//
+//	history export ID [--out FILE]
+//
+// Writes the history as JSON Lines (history.WriteJSONL: exact payloads
+// and hashes, plus decoded attributes) to standard output or FILE.
+//
+//	history verify ID | --all | --archive FILE
+//
+// Verifies hash chains and prints "ok: N events, last hash H" or "BROKEN
+// at seq N: reason" per history; the exit code is 1 when a chain is
+// broken. --archive verifies an exported or archived file and then checks
+// it against the store: against the tombstone of a purged instance
+// (chronicle.VerifyArchive), or against the same seq of a stored history.
+//
+//	tasks list [--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]
+//
+// Lists human tasks. --role may be repeated or take a comma list; it
+// matches tasks any of the roles may work on. An inbox of work to pick up
+// is --role R --unassigned --status open.
+//
+//	task show TASK
+//	task claim TASK --user U --roles R1,R2
+//	task assign TASK --to U2 --user U --roles R1,R2
+//	task reassign TASK --to U2 --user U [--roles R1,R2]
+//	task release TASK --user U
+//	task complete TASK --user U [--roles R1,R2] [--result JSON]
+//
+// Show a task with its audit trail, or act on it as user U holding the
+// given roles (see docs/tasks.md for who may do what). The result of
+// complete is JSON; whole numbers are passed as integers. An action that
+// is not allowed fails with "chronicle: forbidden: ...", one on a closed
+// task with "chronicle: task closed: ...", both with exit code 1.
+//
+//	dlq list [--instance ID] [--status dead|redriven|discarded] [--after ID] [--limit N]
+//	dlq show ID
+//	dlq redrive ID --by U
+//	dlq discard ID --by U
+//
+// List and show dead letters with their original work item, and redrive
+// (requeue it) or discard them, recording the operator.
+//
+//	projections rebuild ID | --all
+//	projections check ID | --all
+//
+// Rebuild an instance's projections from its history, or compare the
+// stored ones with a fresh fold of history and print the differences
+// (exit code 1 when there are some).
+//
+//	purge ID... | --older-than AGE, --by U [--archive DIR]
+//
+// Deletes ended instances — the named ones, or every one unchanged for
+// AGE (36h, 30d) — keeping a tombstone with the last seq and hash of each.
+// With --archive each history is first written to DIR/<id>.jsonl, and an
+// instance whose archive fails is kept. Running instances are skipped. It
+// prints the tombstones and the skipped instances with the reason; the
+// exit code is 1 when an instance was skipped.
+//
+// # Exit codes
+//
+// 0: success. 1: the operation failed or found a problem (an unknown
+// instance, a forbidden task action, a broken hash chain). 2: a usage
+// error (unknown command, bad flag, missing argument), with a usage line
+// on standard error.
+package main

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+func runHelp(c *cli, cmd *command, args []string) error {
+	fs := c.flags(cmd)
+	pos, err := c.parse(cmd, fs, args, 0, 2)
+	if err != nil {
+		return err
+	}
+	return c.help(pos)
+}
+
+// help prints the usage of every command, or of the commands named by
+// topic ("history", "task complete").
+func (c *cli) help(topic []string) error {
+	if len(topic) > 0 {
+		if cmd, rest := lookup(topic); cmd != nil && len(rest) == 0 {
+			// The command prints its usage and flags.
+			return cmd.run(c, cmd, []string{"-h"})
+		}
+		if subs := group(topic[0]); len(subs) > 0 && len(topic) == 1 {
+			for _, cmd := range commands() {
+				g, _, _ := strings.Cut(cmd.name, " ")
+				if g == topic[0] || g == aliases[topic[0]] {
+					c.commandLine(cmd)
+				}
+			}
+			return nil
+		}
+		return usagef(nil, "no help for %q", strings.Join(topic, " "))
+	}
+	fmt.Fprintf(c.stdout, "Chronicle inspects and operates a Chronicle store.\n\nusage: %s\n\ncommands:\n", globalUsage)
+	for _, cmd := range commands() {
+		c.commandLine(cmd)
+	}
+	fmt.Fprint(c.stdout, `
+global flags:
+  --store URL    the store: "memory" (default) or a postgres:// URL
+  --schema NAME  the PostgreSQL schema of Chronicle's tables
+  --json         print JSON for machines (also accepted after the command)
+
+The memory store lives only in this process: it is seeded with demo data
+(see 'chronicle demo') before each command, and a command that changes it
+(task, dlq redrive/discard, purge) runs the engine until its effect shows.
+
+exit codes: 0 success, 1 the operation failed or found a problem,
+2 a usage error. 'chronicle COMMAND -h' shows a command's flags.
+`)
+	return nil
+}
+
+// commandLine prints a command's usage and summary for help.
+func (c *cli) commandLine(cmd *command) {
+	fmt.Fprintf(c.stdout, "  %s\n      %s\n", strings.TrimSpace(cmd.name+" "+cmd.args), cmd.summary)
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle"
+)
+
+// instanceJSON is an instance in JSON output.
+type instanceJSON struct {
+	ID            string            `json:"id"`
+	ExecutionID   string            `json:"execution_id"`
+	Workflow      string            `json:"workflow"`
+	Version       string            `json:"version,omitempty"`
+	Status        chronicle.Status  `json:"status"`
+	BusinessKey   string            `json:"business_key,omitempty"`
+	BusinessParts map[string]string `json:"business_parts,omitempty"`
+	ParentID      string            `json:"parent_id,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	CompletedAt   time.Time         `json:"completed_at,omitzero"`
+	LastSeq       int64             `json:"last_seq"`
+	LastError     string            `json:"last_error,omitempty"`
+	Incident      string            `json:"incident,omitempty"`
+	Failure       *failureJSON      `json:"failure,omitempty"`
+}
+
+type failureJSON struct {
+	Message      string `json:"message"`
+	Type         string `json:"type,omitempty"`
+	NonRetryable bool   `json:"non_retryable,omitempty"`
+}
+
+func toInstanceJSON(i *chronicle.Instance) instanceJSON {
+	out := instanceJSON{
+		ID: i.ID, ExecutionID: i.ExecutionID, Workflow: i.Workflow, Version: i.Version, Status: i.Status,
+		BusinessKey: i.BusinessKey, BusinessParts: i.BusinessParts, ParentID: i.ParentID,
+		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), CompletedAt: i.CompletedAt.UTC(),
+		LastSeq: i.LastSeq, LastError: i.LastError, Incident: i.Incident,
+	}
+	if f := i.Failure; f != nil {
+		out.Failure = &failureJSON{Message: f.Message, Type: f.Type, NonRetryable: f.NonRetryable}
+	}
+	return out
+}
+
+var instanceStatuses = []string{
+	string(chronicle.StatusRunning), string(chronicle.StatusSuspended), string(chronicle.StatusCompleted),
+	string(chronicle.StatusFailed), string(chronicle.StatusTerminated),
+}
+
+func runInstancesList(c *cli, cmd *command, args []string) error {
+	fs := c.flags(cmd)
+	var f chronicle.InstanceFilter
+	var status string
+	var from, to timeFlag
+	fs.StringVar(&status, "status", "", "only instances in this status: "+strings.Join(instanceStatuses, ", "))
+	fs.StringVar(&f.Workflow, "workflow", "", "only instances of this workflow")
+	fs.StringVar(&f.BusinessKey, "key", "", "only instances with this business key")
+	fs.Var(&from, "from", "only instances created at or after this time (RFC 3339 or date)")
+	fs.Var(&to, "to", "only instances created before this time (RFC 3339 or date)")
+	fs.StringVar(&f.AfterID, "after", "", "page: only instances with ids after this one")
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many instances")
+	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := choice("status", status, instanceStatuses...); err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	if f.Limit < 1 {
+		return usagef(cmd, "invalid value %d for flag --limit: must be at least 1", f.Limit)
+	}
+	f.Status, f.CreatedFrom, f.CreatedTo = chronicle.Status(status), from.t, to.t
+	e, err := c.open()
+	if err != nil {
+		return err
+	}
+	list, err := e.ListInstances(c.ctx, f)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		out := make([]instanceJSON, len(list))
+		for i, in := range list {
+			out[i] = toInstanceJSON(in)
+		}
+		return c.printJSON(out)
+	}
+	if len(list) == 0 {
+		c.printf("no instances match\n")
+		return nil
+	}
+	rows := make([][]string, len(list))
+	for i, in := range list {
+		rows[i] = []string{in.ID, in.Workflow, string(in.Status), in.BusinessKey, when(in.CreatedAt), when(in.UpdatedAt), shorten(in.Incident, 60)}
+	}
+	table(c.stdout, "", []string{"ID", "WORKFLOW", "STATUS", "BUSINESS KEY", "CREATED", "UPDATED", "INCIDENT"}, rows)
+	if len(list) == f.Limit {
+		c.printf("more may follow: --after %s\n", list[len(list)-1].ID)
+	}
+	return nil
+}
+
+// instanceDetail is instance show's JSON output.
+type instanceDetail struct {
+	instanceJSON
+	Result       any              `json:"result,omitempty"`
+	CustomStatus any              `json:"custom_status,omitempty"`
+	OpenTasks    []taskJSON       `json:"open_tasks"`
+	DeadLetters  []deadLetterJSON `json:"dead_letters"`
+}
+
+func runInstanceShow(c *cli, cmd *command, args []string) error {
+	fs := c.flags(cmd)
+	pos, err := c.parse(cmd, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	e, err := c.open()
+	if err != nil {
+		return err
+	}
+	in, err := e.Describe(c.ctx, id)
+	if err != nil {
+		return c.notFound(id, err)
+	}
+	var result, custom any
+	if in.Status == chronicle.StatusCompleted {
+		if err := in.Result(&result); err != nil {
+			result = fmt.Sprintf("undecodable result: %v", err)
+		}
+	}
+	if _, err := in.CustomStatus(&custom); err != nil {
+		custom = fmt.Sprintf("undecodable custom status: %v", err)
+	}
+	tasks, err := e.ListTasks(c.ctx, chronicle.TaskFilter{InstanceID: id, Status: chronicle.TaskOpen, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	letters, err := e.ListDeadLetters(c.ctx, chronicle.DeadLetterFilter{InstanceID: id, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		out := instanceDetail{instanceJSON: toInstanceJSON(in), Result: result, CustomStatus: custom,
+			OpenTasks: []taskJSON{}, DeadLetters: []deadLetterJSON{}}
+		for _, t := range tasks {
+			out.OpenTasks = append(out.OpenTasks, c.toTaskJSON(&t))
+		}
+		for _, dl := range letters {
+			out.DeadLetters = append(out.DeadLetters, c.toDeadLetterJSON(&dl))
+		}
+		return c.printJSON(out)
+	}
+	workflow := in.Workflow
+	if in.Version != "" {
+		workflow += " v" + in.Version
+	}
+	var failure, resultText, customText string
+	if f := in.Failure; f != nil {
+		failure = f.Message
+		if f.Type != "" {
+			failure += " [" + f.Type + "]"
+		}
+	}
+	if in.Status == chronicle.StatusCompleted {
+		resultText = decodedText(result)
+	}
+	if custom != nil {
+		customText = decodedText(custom)
+	}
+	fields(c.stdout, [][2]string{
+		{"Instance", in.ID},
+		{"Workflow", workflow},
+		{"Status", string(in.Status)},
+		{"Execution", in.ExecutionID},
+		{"Business key", businessKey(in)},
+		{"Parent", in.ParentID},
+		{"Created", when(in.CreatedAt)},
+		{"Updated", when(in.UpdatedAt)},
+		{"Completed", whenSet(in.CompletedAt)},
+		{"Last seq", fmt.Sprint(in.LastSeq)},
+		{"Custom status", customText},
+		{"Result", resultText},
+		{"Failure", failure},
+		{"Last error", in.LastError},
+		{"Incident", in.Incident},
+	})
+	c.printf("\nOpen tasks\n")
+	if len(tasks) == 0 {
+		c.printf("  none\n")
+	} else {
+		c.taskTable("  ", tasks, false)
+	}
+	c.printf("\nDead letters\n")
+	if len(letters) == 0 {
+		c.printf("  none\n")
+	} else {
+		c.deadLetterTable("  ", letters, false)
+	}
+	return nil
+}
+
+// whenSet is when, but "" for an unset time so fields leaves it out.
+func whenSet(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return when(t)
+}
+
+// businessKey renders the business key and its parts: "CLM-1 (line=home,
+// policy=P-7)".
+func businessKey(in *chronicle.Instance) string {
+	if len(in.BusinessParts) == 0 {
+		return in.BusinessKey
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(in.BusinessParts)) {
+		parts = append(parts, k+"="+in.BusinessParts[k])
+	}
+	return strings.TrimSpace(in.BusinessKey + " (" + strings.Join(parts, ", ") + ")")
+}
+
+// notFound adds what the store remembers of a purged instance to an
+// ErrInstanceNotFound.
+func (c *cli) notFound(id string, err error) error {
+	if !errors.Is(err, chronicle.ErrInstanceNotFound) {
+		return err
+	}
+	ts, terr := c.engine.GetTombstone(c.ctx, id)
+	if terr != nil {
+		return err
+	}
+	return fmt.Errorf("%w (purged %s by %s at seq %d)", err, when(ts.PurgedAt), ts.PurgedBy, ts.LastSeq)
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/internal/demodata"
+	"github.com/chronicleflow/chronicle/provider/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the operation failed or found a problem
+	exitUsage   = 2 // unknown command, bad flag, missing argument
+)
+
+// run runs the command line args (without the program name), writing
+// results to stdout and errors to stderr, and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, stdout, stderr, hooks{})
+}
+
+// hooks let tests reach inside a run.
+type hooks struct {
+	// afterSeed, when set, is called with the memory store once the demo
+	// data is in it and before the command runs (to tamper with history,
+	// say).
+	afterSeed func(*memory.Store)
+}
+
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, hooks: h}
+	defer c.close()
+	return c.exit(c.main(args))
+}
+
+// cli is one run of the tool.
+type cli struct {
+	ctx    context.Context
+	stdout io.Writer
+	stderr io.Writer
+	hooks  hooks
+
+	// Global flags.
+	storeURL string
+	schema   string
+	json     bool
+
+	// Opened on first use by open.
+	engine     *chronicle.Engine
+	demo       *demodata.Demo
+	closeStore func()
+}
+
+// usageError is a mistake in the command line: exit code 2 with a usage
+// line.
+type usageError struct {
+	cmd *command // nil for the global usage
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(cmd *command, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// errReported means the command has already said what is wrong on stdout
+// (a broken chain, projections that differ): exit code 1 and nothing more.
+var errReported = errors.New("problem reported")
+
+// globalUsage is the usage line of the tool.
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--json] COMMAND [ARGS]"
+
+func (c *cli) exit(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(c.stderr, "chronicle: %s\n", ue.msg)
+		if ue.cmd != nil {
+			fmt.Fprintf(c.stderr, "usage: chronicle %s\n", strings.TrimSpace(ue.cmd.name+" "+ue.cmd.args))
+		} else {
+			fmt.Fprintf(c.stderr, "usage: %s (run 'chronicle help' for the commands)\n", globalUsage)
+		}
+		return exitUsage
+	case errors.Is(err, errReported):
+		return exitFailure
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "chronicle: ") {
+		msg = "chronicle: " + msg
+	}
+	fmt.Fprintln(c.stderr, msg)
+	return exitFailure
+}
+
+func (c *cli) main(args []string) error {
+	fs := flag.NewFlagSet("chronicle", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.storeURL, "store", "memory", "")
+	fs.StringVar(&c.schema, "schema", "", "")
+	fs.BoolVar(&c.json, "json", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c.help(nil)
+		}
+		return usagef(nil, "%s", flagError(err))
+	}
+	if err := checkStoreURL(c.storeURL); err != nil {
+		return usagef(nil, "%v", err)
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return usagef(nil, "no command given")
+	}
+	cmd, rest := lookup(args)
+	if cmd == nil {
+		if sub := group(args[0]); len(sub) > 0 {
+			if len(args) == 1 {
+				return usagef(nil, "%s needs a subcommand: %s", args[0], strings.Join(sub, ", "))
+			}
+			return usagef(nil, "unknown command %q; %s has: %s", args[0]+" "+args[1], args[0], strings.Join(sub, ", "))
+		}
+		return usagef(nil, "unknown command %q", args[0])
+	}
+	return cmd.run(c, cmd, rest)
+}
+
+// command is one command of the tool.
+type command struct {
+	name    string // "instances list"
+	args    string // its arguments, for usage lines
+	summary string
+	run     func(c *cli, cmd *command, args []string) error
+}
+
+// commands lists every command in the order help shows them.
+func commands() []*command {
+	return []*command{
+		{"demo", "", "describe the demo data of the memory store", runDemo},
+		{"migrate", "", "create or upgrade the PostgreSQL schema", runMigrate},
+		{"instances list", "[--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]", "list instances", runInstancesList},
+		{"instance show", "ID", "show an instance: fields, result, open tasks, dead letters", runInstanceShow},
+		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
+		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
+		{"history verify", "ID | --all | --archive FILE", "verify hash chains of stored or exported histories", runHistoryVerify},
+		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
+		{"task show", "TASK", "show a task and its audit trail", runTaskShow},
+		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned task", runTaskClaim},
+		{"task assign", "TASK --to U2 --user U --roles R1,R2", "give an unassigned task to a user", runTaskAssign},
+		{"task reassign", "TASK --to U2 --user U [--roles R1,R2]", "move an assigned task to another user", runTaskReassign},
+		{"task release", "TASK --user U", "give a task back to its roles", runTaskRelease},
+		{"task complete", "TASK --user U [--roles R1,R2] [--result JSON]", "complete a task with a result", runTaskComplete},
+		{"dlq list", "[--instance ID] [--status S] [--after ID] [--limit N]", "list dead letters", runDLQList},
+		{"dlq show", "ID", "show a dead letter and its original work item", runDLQShow},
+		{"dlq redrive", "ID --by U", "requeue a dead letter's work item", runDLQRedrive},
+		{"dlq discard", "ID --by U", "close a dead letter without processing it", runDLQDiscard},
+		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
+		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
+		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
+		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
+	}
+}
+
+// aliases map the other number of a group name to the one commands use,
+// so that "instance list" and "tasks show" work too.
+var aliases = map[string]string{"instance": "instances", "instances": "instance", "task": "tasks", "tasks": "task"}
+
+// lookup finds the command args start with and returns it with the rest
+// of args.
+func lookup(args []string) (*command, []string) {
+	cmds := commands()
+	find := func(name string) *command {
+		for _, cmd := range cmds {
+			if cmd.name == name {
+				return cmd
+			}
+		}
+		return nil
+	}
+	if len(args) >= 2 {
+		if cmd := find(args[0] + " " + args[1]); cmd != nil {
+			return cmd, args[2:]
+		}
+		if alt, ok := aliases[args[0]]; ok {
+			if cmd := find(alt + " " + args[1]); cmd != nil {
+				return cmd, args[2:]
+			}
+		}
+	}
+	if cmd := find(args[0]); cmd != nil {
+		return cmd, args[1:]
+	}
+	return nil, nil
+}
+
+// group returns the subcommands of a command group ("history" → show,
+// export, verify), none when name is not a group.
+func group(name string) []string {
+	var subs []string
+	for _, cmd := range commands() {
+		g, sub, ok := strings.Cut(cmd.name, " ")
+		if ok && (g == name || g == aliases[name]) && !slices.Contains(subs, sub) {
+			subs = append(subs, sub)
+		}
+	}
+	return subs
+}
+
+// flags returns the flag set of a command; every command accepts --json.
+func (c *cli) flags(cmd *command) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&c.json, "json", c.json, "print JSON for machines")
+	return fs
+}
+
+// parse parses a command's flags, which may come before, between or after
+// its positional arguments, and returns the positional arguments; "--"
+// ends the flags. There must be at least minArgs of them and at most
+// maxArgs (any number when maxArgs < 0).
+func (c *cli) parse(cmd *command, fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, c.commandHelp(cmd, fs)
+			}
+			return nil, usagef(cmd, "%s", flagError(err))
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	switch {
+	case len(pos) < minArgs && minArgs == 1:
+		return nil, usagef(cmd, "missing %s", argName(cmd))
+	case len(pos) < minArgs:
+		return nil, usagef(cmd, "missing arguments")
+	case maxArgs >= 0 && len(pos) > maxArgs:
+		return nil, usagef(cmd, "unexpected argument %q", pos[maxArgs])
+	}
+	return pos, nil
+}
+
+// flagError rewrites an error of the flag package to name flags the way
+// the usage lines do: "--limit", not "-limit".
+func flagError(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"for flag -", "not defined: -", "needs an argument: -"} {
+		msg = strings.Replace(msg, prefix, prefix+"-", 1)
+	}
+	return msg
+}
+
+// argName is what a command's first positional argument is called in its
+// usage: "ID", "TASK".
+func argName(cmd *command) string {
+	name, _, _ := strings.Cut(cmd.args, " ")
+	return strings.Trim(name, ".[]")
+}
+
+// errHelpShown ends a run that printed help: exit code 0.
+var errHelpShown = errors.New("help shown")
+
+func (c *cli) commandHelp(cmd *command, fs *flag.FlagSet) error {
+	fmt.Fprintf(c.stdout, "usage: chronicle %s\n\n%s.\n\nflags:\n", strings.TrimSpace(cmd.name+" "+cmd.args), upperFirst(cmd.summary))
+	fs.SetOutput(c.stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return errHelpShown
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// open opens the store on first use. The memory store is seeded with the
+// demo data first.
+func (c *cli) open() (*chronicle.Engine, error) {
+	if c.engine != nil {
+		return c.engine, nil
+	}
+	store, closeStore, err := openStore(c.ctx, c.storeURL, c.schema)
+	if err != nil {
+		return nil, err
+	}
+	c.closeStore = closeStore
+	if mem, ok := store.(*memory.Store); ok {
+		d, err := demodata.Seed(c.ctx, mem)
+		if err != nil {
+			return nil, err
+		}
+		c.demo, c.engine = d, d.Engine
+		if c.hooks.afterSeed != nil {
+			c.hooks.afterSeed(mem)
+		}
+		return c.engine, nil
+	}
+	c.engine, err = chronicle.New(store, chronicle.Options{NodeID: "chronicle-cli"})
+	return c.engine, err
+}
+
+func (c *cli) close() {
+	if c.engine != nil {
+		c.engine.Close()
+	}
+	if c.closeStore != nil {
+		c.closeStore()
+	}
+}
+
+// now is the engine's time: the demo clock on the memory store.
+func (c *cli) now() time.Time {
+	if c.demo != nil {
+		return c.demo.Clock.Now()
+	}
+	return time.Now()
+}
+
+// settle lets a mutation take effect before the command reports it: on the
+// memory store it drives the engine until no work is left (no worker runs
+// there otherwise); on a shared store the deployment's workers apply it,
+// and settle reports false.
+func (c *cli) settle() (bool, error) {
+	if c.demo == nil {
+		return false, nil
+	}
+	return true, c.demo.Drain(c.ctx)
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// checkStoreURL rejects a --store value no build could open, before any
+// work is done: "memory" or a postgres:// (postgresql://) URL.
+func checkStoreURL(url string) error {
+	switch {
+	case url == "memory", isPostgres(url):
+		return nil
+	}
+	return fmt.Errorf("unsupported --store %q: use \"memory\" or a postgres:// URL", url)
+}
+
+func isPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// openStore opens the store named by url and returns it with the function
+// that closes it. "memory" is a new, empty memory store (the caller seeds
+// it with the demo data); a postgres:// URL selects PostgreSQL, with its
+// tables under schema ("" for the provider's default).
+func openStore(ctx context.Context, url, schema string) (round.Store, func(), error) {
+	switch {
+	case url == "memory":
+		return memory.New(memory.Options{}), func() {}, nil
+	case isPostgres(url):
+		store, err := postgres.Open(ctx, url, postgres.Options{Schema: schema})
+		if err != nil {
+			return nil, nil, err
+		}
+		version, err := store.SchemaVersion(ctx)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		if version != postgres.LatestSchemaVersion() {
+			store.Close()
+			return nil, nil, fmt.Errorf("schema %s is at version %d, this chronicle needs %d: run chronicle migrate", store.Schema(), version, postgres.LatestSchemaVersion())
+		}
+		return store, store.Close, nil
+	}
+	return nil, nil, checkStoreURL(url)
+}

@@ -1,0 +1,154 @@
+package chronicle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// The end-to-end tests on PostgreSQL: the same workflows as on the memory
+// store, on the real server, each test in a schema of its own.
+
+func setupPostgres(t *testing.T, opts ...chronicle.Options) *bundle {
+	t.Helper()
+	return setupOn(t, pgtest.NewStore(t, postgres.Options{}), opts...)
+}
+
+func TestPostgresEndToEnd(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LoanWithRestartsMatchesMemory", func(t *testing.T) {
+		t.Parallel()
+		ref := setup(t)
+		registerLoan(t, ref.engine)
+		want := runLoan(t, ref, nil)
+
+		b := setupPostgres(t)
+		registerLoan(t, b.engine)
+		got := runLoan(t, b, func(int) {
+			b.engine = b.newEngine(t)
+			registerLoan(t, b.engine)
+		})
+		require.Equal(t, comparable(want), comparable(got))
+		require.Equal(t, result[string](t, ref, "loan-1"), result[string](t, b, "loan-1"))
+		require.NoError(t, b.engine.Verify(b.ctx, "loan-1"))
+		diffs, err := b.engine.CheckProjections(b.ctx, "loan-1")
+		require.NoError(t, err)
+		require.Empty(t, diffs, "stored projections equal the fold of history")
+	})
+
+	t.Run("HumanTasksAndQueries", func(t *testing.T) {
+		t.Parallel()
+		b := setupPostgres(t)
+		register(t, b.engine, "review", reviewWorkflow)
+		b.start(t, "review", "claim-1", claimReview{Claim: "C-1", Amount: 1200})
+		b.drain(t)
+		ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
+		inbox, err := b.engine.ListTasks(b.ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true})
+		require.NoError(t, err)
+		require.Len(t, inbox, 1)
+		require.ErrorIs(t, b.engine.Claim(b.ctx, "review-C-1", chronicle.User{ID: "eve"}), chronicle.ErrForbidden)
+		require.NoError(t, b.engine.Claim(b.ctx, "review-C-1", ana))
+		b.drain(t)
+		require.NoError(t, b.engine.Complete(b.ctx, "review-C-1", "approve", ana))
+		b.drain(t)
+		require.Equal(t, "approve", result[string](t, b, "claim-1"))
+		trail, err := b.engine.TaskEvents(b.ctx, "review-C-1")
+		require.NoError(t, err)
+		require.Len(t, trail, 3)
+		list, err := b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{Status: chronicle.StatusCompleted, Workflow: "review"})
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+	})
+
+	t.Run("DeadLettersRedriveAndPurge", func(t *testing.T) {
+		t.Parallel()
+		b := setupPostgres(t)
+		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
+			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf")
+		})
+		b.start(t, "wf", "i", "")
+		b.drain(t)
+		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
+		require.NoError(t, err)
+		require.Len(t, letters, 1)
+		require.Equal(t, round.ReasonUnknownActivity, letters[0].Reason)
+		activity(t, b.engine, "ocr", func(_ context.Context, f string) (string, error) { return "text of " + f, nil })
+		require.NoError(t, b.engine.RedriveDeadLetter(b.ctx, letters[0].ID, "ops"))
+		b.drain(t)
+		require.Equal(t, "text of scan.pdf", result[string](t, b, "i"))
+
+		dir := t.TempDir()
+		rep, err := b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"i"}, By: "ops", Archive: chronicle.ArchiveJSONL(dir)})
+		require.NoError(t, err)
+		require.Len(t, rep.Purged, 1)
+		ts, err := b.engine.GetTombstone(b.ctx, "i")
+		require.NoError(t, err)
+		require.Equal(t, rep.Purged[0].LastHash, ts.LastHash)
+		_, err = b.engine.History(b.ctx, "i")
+		require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
+	})
+
+	t.Run("NondeterminismIsDeadLettered", func(t *testing.T) {
+		t.Parallel()
+		b := setupPostgres(t)
+		activity(t, b.engine, "a", func(context.Context, int) (int, error) { return 1, nil })
+		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
+			if _, err := chronicle.CallActivity[int](ctx, "a", n); err != nil {
+				return 0, err
+			}
+			return chronicle.WaitEvent[int](ctx, "go")
+		})
+		b.start(t, "wf", "i", 1)
+		b.drain(t)
+		b.engine = b.newEngine(t)
+		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
+			return chronicle.WaitEvent[int](ctx, "go")
+		})
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", 1))
+		for i := 0; i < 5; i++ {
+			b.advance(t, time.Minute)
+		}
+		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
+		require.NoError(t, err)
+		require.Len(t, letters, 1)
+		require.Equal(t, round.ReasonNondeterminism, letters[0].Reason)
+		require.Contains(t, b.describe(t, "i").Incident, "nondeterminism")
+	})
+
+	t.Run("RunWakesByNotify", func(t *testing.T) {
+		t.Parallel()
+		// The safety poll never passes on the manual clock: only NOTIFY and
+		// timers wake the workers.
+		b := setupPostgres(t, chronicle.Options{SafetyPoll: time.Hour})
+		activity(t, b.engine, "a", func(context.Context, string) (string, error) { return "a", nil })
+		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
+			if _, err := chronicle.CallActivity[string](ctx, "a", ""); err != nil {
+				return "", err
+			}
+			return chronicle.WaitEvent[string](ctx, "go")
+		})
+		ctx, cancel := context.WithCancel(b.ctx)
+		done := make(chan error, 1)
+		go func() { done <- b.engine.Run(ctx) }()
+		b.start(t, "wf", "i", "")
+		waitUntil(t, b, func() bool {
+			events, err := b.engine.History(b.ctx, "i")
+			return err == nil && count(events, history.KindActivityCompleted) == 1
+		})
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "done"))
+		inst, err := b.engine.Wait(b.ctx, "i")
+		require.NoError(t, err)
+		require.Equal(t, chronicle.StatusCompleted, inst.Status)
+		cancel()
+		require.NoError(t, receive(t, done))
+	})
+}

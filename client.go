@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -277,8 +278,14 @@ func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
 func (e *Engine) now() time.Time { return e.opts.Clock.Now().UTC().Truncate(time.Microsecond) }
 
 func (e *Engine) validateID(what, id string) error {
+	return validateID(what, id)
+}
+
+// validateID checks an id, wrapping the reason in ErrInvalidArgument
+// without repeating the history package's prefix.
+func validateID(what, id string) error {
 	if err := history.ValidateID(what, id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), history.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

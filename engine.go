@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
@@ -64,7 +63,7 @@ func New(store round.Store, opts Options) (*Engine, error) {
 	}
 	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
-		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
+		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -95,8 +94,8 @@ func (e *Engine) activity(name string) (round.ActivityFunc, bool) {
 // RegisterWorkflow registers a workflow function under name. Its input and
 // result are encoded with the engine's codec.
 func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context, in In) (Out, error)) error {
-	if err := history.ValidateID("workflow name", name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	if err := validateID("workflow name", name); err != nil {
+		return err
 	}
 	if fn == nil {
 		return invalid("workflow %s has a nil function", name)
@@ -126,8 +125,8 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 // a context.Context that is cancelled when its lease is lost, its instance
 // ends or the engine stops; [Heartbeat] keeps the lease of long activities.
 func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.Context, in In) (Out, error)) error {
-	if err := history.ValidateID("activity name", name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	if err := validateID("activity name", name); err != nil {
+		return err
 	}
 	if fn == nil {
 		return invalid("activity %s has a nil function", name)

@@ -63,6 +63,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Observer receives metrics of rounds and activities. Default: none.
 	Observer Observer
+	// RetryJitter returns numbers in [0,1) that spread activity retry
+	// delays (half of each delay is random). Default: math/rand. Tests pass
+	// a constant.
+	RetryJitter func() float64
 	// NewID makes the ids the client API draws: instance ids left empty,
 	// execution ids, message ids and default idempotency keys. Default:
 	// UUIDv7. Tests and demos pass a deterministic generator.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -204,7 +205,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	case err != nil:
 		return nil, err
 	case !want.Instance.Equal(rec):
-		add("instance: stored %s at seq %d, fold gives %s at seq %d", rec.Status, rec.LastSeq, want.Instance.Status, want.Instance.LastSeq)
+		add("instance: fields differ from the fold at seq %d: %s", want.Instance.LastSeq, strings.Join(want.Instance.Diff(rec), ", "))
 	}
 	stored, err := e.store.ListTasks(ctx, &round.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
 	if err != nil {

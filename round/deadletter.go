@@ -101,3 +101,18 @@ type DeadLetter struct {
 func DeadLetterID(itemID string, enqueuedAt time.Time) string {
 	return history.DeterministicID(itemID, nanos(enqueuedAt), "dead-letter")
 }
+
+// DiscardedActivityResult is the result message a store enqueues when an
+// operator discards the dead letter of an activity task: the activity
+// fails for good, so its workflow goes on (and may compensate) instead of
+// waiting forever.
+func DiscardedActivityResult(l *DeadLetter, by string) (Message, error) {
+	if l.Activity == nil {
+		return Message{}, fmt.Errorf("%w: dead letter %s holds no activity task", ErrInvalidState, l.ID)
+	}
+	return ActivityOutcome(l.Activity, nil, &history.Failure{
+		Message:      fmt.Sprintf("dead letter discarded by %s (%s: %s)", by, l.Reason, l.Error),
+		Type:         "DeadLetterDiscarded",
+		NonRetryable: true,
+	})
+}

@@ -133,12 +133,35 @@ func (r *InstanceRecord) Equal(o *InstanceRecord) bool {
 	if r == nil || o == nil {
 		return r == o
 	}
-	return r.InstanceID == o.InstanceID && r.ExecutionID == o.ExecutionID && r.Name == o.Name &&
-		r.Version == o.Version && r.Status == o.Status && r.BusinessKey == o.BusinessKey &&
-		maps.Equal(r.BusinessParts, o.BusinessParts) && bytes.Equal(r.CustomStatus, o.CustomStatus) &&
-		r.ParentID == o.ParentID && r.CreatedAt.Equal(o.CreatedAt) && r.UpdatedAt.Equal(o.UpdatedAt) &&
-		r.CompletedAt.Equal(o.CompletedAt) && bytes.Equal(r.Output, o.Output) &&
-		failureEqual(r.Failure, o.Failure) && r.LastError == o.LastError && r.LastSeq == o.LastSeq
+	return len(r.Diff(o)) == 0
+}
+
+// Diff names the fields in which two records' folded state differs (see
+// Equal).
+func (r *InstanceRecord) Diff(o *InstanceRecord) []string {
+	var d []string
+	check := func(field string, same bool) {
+		if !same {
+			d = append(d, field)
+		}
+	}
+	check("InstanceID", r.InstanceID == o.InstanceID)
+	check("ExecutionID", r.ExecutionID == o.ExecutionID)
+	check("Name", r.Name == o.Name)
+	check("Version", r.Version == o.Version)
+	check("Status", r.Status == o.Status)
+	check("BusinessKey", r.BusinessKey == o.BusinessKey)
+	check("BusinessParts", maps.Equal(r.BusinessParts, o.BusinessParts))
+	check("CustomStatus", bytes.Equal(r.CustomStatus, o.CustomStatus))
+	check("ParentID", r.ParentID == o.ParentID)
+	check("CreatedAt", r.CreatedAt.Equal(o.CreatedAt))
+	check("UpdatedAt", r.UpdatedAt.Equal(o.UpdatedAt))
+	check("CompletedAt", r.CompletedAt.Equal(o.CompletedAt))
+	check("Output", bytes.Equal(r.Output, o.Output))
+	check("Failure", failureEqual(r.Failure, o.Failure))
+	check("LastError", r.LastError == o.LastError)
+	check("LastSeq", r.LastSeq == o.LastSeq)
+	return d
 }
 
 func failureEqual(a, b *history.Failure) bool {

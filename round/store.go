@@ -129,7 +129,8 @@ type Store interface {
 	// when. Redrive requeues the item as new: a message with Attempts 0 and
 	// VisibleAt and EnqueuedAt Now (so a second death gets a new
 	// [DeadLetterID]), an activity task claimable at Now with its Attempt
-	// kept. It returns ErrNotFound for an unknown id and ErrInvalidState,
+	// kept. Discarding an activity task enqueues, in the same step, its
+	// failed result ([DiscardedActivityResult]) so its workflow goes on. It returns ErrNotFound for an unknown id and ErrInvalidState,
 	// changing nothing, when the dead letter was already resolved or Status
 	// is neither redriven nor discarded.
 	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error

@@ -98,6 +98,13 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				s.notify(round.QueueActivity)
 			}
 		case round.DeadLetterDiscarded:
+			if l.Activity != nil {
+				m, err := round.DiscardedActivityResult(l, p.By)
+				if err != nil {
+					return err
+				}
+				s.enqueueMessages([]round.Message{m}, p.Now)
+			}
 		default:
 			return fmt.Errorf("dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
 		}

@@ -24,7 +24,7 @@ INSERT INTO {{schema}}.instances (instance_id, incident) VALUES ($1, $2)
 ON CONFLICT (instance_id) DO UPDATE SET incident = EXCLUDED.incident`
 
 const lockDeadLetterSQL = `
-SELECT instance_id, message, activity, status FROM {{schema}}.dead_letters WHERE id = $1 FOR UPDATE`
+SELECT instance_id, message, activity, status, reason, error FROM {{schema}}.dead_letters WHERE id = $1 FOR UPDATE`
 
 const resolveDeadLetterSQL = `
 UPDATE {{schema}}.dead_letters SET status = $2, resolved_by = $3, resolved_at = $4 WHERE id = $1`
@@ -181,11 +181,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 	var wakeOrchestration, wakeActivity bool
 	err := s.inTx(ctx, "resolve dead letter "+p.ID, func(tx pgx.Tx) error {
 		var (
-			instanceID string
-			msg, task  []byte
-			status     string
+			instanceID           string
+			msg, task            []byte
+			status, reason, text string
 		)
-		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, p.ID).Scan(&instanceID, &msg, &task, &status); err != nil {
+		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, p.ID).Scan(&instanceID, &msg, &task, &status, &reason, &text); err != nil {
 			return failf(err, "dead letter %s", p.ID)
 		}
 		if round.DeadLetterStatus(status) != round.DeadLetterDead {
@@ -226,6 +226,21 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				wakeActivity = true
 			}
 		case round.DeadLetterDiscarded:
+			if task != nil {
+				t, err := round.UnmarshalActivityTask(task)
+				if err != nil {
+					return fmt.Errorf("postgres: discard dead letter %s: %w", p.ID, err)
+				}
+				m, err := round.DiscardedActivityResult(&round.DeadLetter{ID: p.ID, Activity: &t, Reason: round.Reason(reason), Error: text}, p.By)
+				if err != nil {
+					return err
+				}
+				added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: p.Now})
+				if err != nil {
+					return err
+				}
+				wakeOrchestration = added
+			}
 		default:
 			return fmt.Errorf("postgres: dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -214,5 +215,33 @@ func testDeadLetters(t *testing.T, factory Factory) {
 		require.Equal(t, at(time.Minute), l2.Task.VisibleAt)
 		b.complete(t, l2, at(time.Minute))
 		require.Equal(t, []string{round.ActivityResultID(task.ID)}, messageIDs(b.drain(t, at(time.Hour))))
+	})
+}
+
+// testDiscardActivity: discarding an activity task's dead letter fails the
+// activity, so its workflow does not wait forever.
+func testDiscardActivity(t *testing.T, factory Factory) {
+	t.Run("DiscardedActivityFailsForGood", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		task := activity("i-1", execID, 3, "")
+		b.enqueueTasks(t, base, task)
+		l := b.claim(t, base)
+		require.NotNil(t, l)
+		letter := round.DeadLetter{ID: round.DeadLetterID(task.ID, l.Task.EnqueuedAt), InstanceID: "i-1", Activity: &l.Task,
+			Reason: round.ReasonUnknownActivity, Error: "no activity named x", Node: "n1", At: base, Attempts: 1, Status: round.DeadLetterDead}
+		require.NoError(t, b.store.DeadLetterActivity(t.Context(), &round.DeadLetterActivityParams{TaskID: task.ID, Token: l.Token, Letter: letter}))
+		require.NoError(t, b.resolve(t, letter.ID, round.DeadLetterDiscarded, "user:ops", at(time.Minute)))
+		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1)
+		require.Equal(t, history.KindActivityFailed, msgs[0].Kind)
+		require.Equal(t, round.ActivityResultID(task.ID), msgs[0].ID)
+		a, err := history.DecodeAttributes(msgs[0].Kind, msgs[0].Payload)
+		require.NoError(t, err)
+		f := a.(*history.ActivityFailed).Failure
+		require.True(t, f.NonRetryable)
+		require.Contains(t, f.Message, "discarded by user:ops")
+		require.Nil(t, b.claim(t, at(time.Hour)), "the task is not requeued")
 	})
 }

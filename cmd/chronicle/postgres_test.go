@@ -66,3 +66,21 @@ func TestPostgresCommands(t *testing.T) {
 	code, _, _ = cli("history", "verify", "--all")
 	require.Equal(t, 1, code)
 }
+
+// TestBench runs the benchmark command on a small workload: the numbers
+// vary, the shape of the output does not.
+func TestBench(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--json", "bench", "--instances", "10", "--workload", "W1,W3"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	var rows []benchJSON
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rows))
+	require.Len(t, rows, 2)
+	require.Equal(t, "W1", rows[0].Workload)
+	require.Equal(t, 10, rows[0].Instances)
+	require.Positive(t, rows[0].RoundsPerSecond)
+	require.Positive(t, rows[1].P50Millis)
+	code = run(context.Background(), []string{"bench", "--instances", "0"}, &stdout, &stderr)
+	require.Equal(t, 2, code)
+}

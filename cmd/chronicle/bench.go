@@ -1,0 +1,132 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/internal/bench"
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// benchJSON is one line of bench's JSON output.
+type benchJSON struct {
+	Store              string  `json:"store"`
+	Workload           string  `json:"workload"`
+	Instances          int     `json:"instances"`
+	Seconds            float64 `json:"seconds"`
+	WorkflowsPerSecond float64 `json:"workflows_per_second"`
+	Rounds             int64   `json:"rounds"`
+	RoundsPerSecond    float64 `json:"rounds_per_second"`
+	AllocsPerRound     float64 `json:"allocs_per_round"`
+	PeakHeapMiB        float64 `json:"peak_heap_mib"`
+	P50Millis          float64 `json:"p50_ms,omitempty"`
+	P99Millis          float64 `json:"p99_ms,omitempty"`
+	KiBPerIdle         float64 `json:"kib_per_idle_instance,omitempty"`
+}
+
+func runBench(c *cli, cmd *command, args []string) error {
+	fs := c.flags(cmd)
+	var workloads listFlag
+	fs.Var(&workloads, "workload", "workloads to run: W1 (sequence), W2 (fan-out), W3 (signal latency), IDLE (memory per parked instance); default W1,W2,W3")
+	instances := fs.Int("instances", 200, "workflows per workload (W3: signals)")
+	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
+	act := fs.Int("activity-workers", 8, "activities run at once")
+	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
+	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
+		return err
+	}
+	if len(workloads) == 0 {
+		workloads = listFlag{bench.W1, bench.W2, bench.W3}
+	}
+	if *instances <= 0 {
+		return usagef(cmd, "--instances must be positive")
+	}
+	var rows []benchJSON
+	if !c.json {
+		fmt.Fprintf(c.stdout, "%-8s %-4s %9s %8s %12s %8s %10s %12s %10s %8s %8s\n",
+			"STORE", "W", "INSTANCES", "SECONDS", "WORKFLOWS/S", "ROUNDS", "ROUNDS/S", "ALLOCS/ROUND", "PEAK HEAP", "P50", "P99")
+	}
+	for _, w := range workloads {
+		store, done, err := c.benchStore(*keep)
+		if err != nil {
+			return err
+		}
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: strings.ToUpper(w), Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act})
+		done()
+		if err != nil {
+			return err
+		}
+		row := benchJSON{
+			Store: c.benchStoreName(), Workload: res.Workload, Instances: res.Instances, Seconds: res.Duration.Seconds(),
+			WorkflowsPerSecond: res.WorkflowsPerSecond(), Rounds: res.Rounds, RoundsPerSecond: res.RoundsPerSecond(),
+			AllocsPerRound: res.AllocsPerRound, PeakHeapMiB: float64(res.PeakHeap) / (1 << 20),
+			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
+		}
+		rows = append(rows, row)
+		if !c.json {
+			lat := func(v float64) string {
+				if v == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.2fms", v)
+			}
+			fmt.Fprintf(c.stdout, "%-8s %-4s %9d %8.2f %12.1f %8d %10.1f %12.0f %8.1fMiB %8s %8s\n",
+				row.Store, row.Workload, row.Instances, row.Seconds, row.WorkflowsPerSecond, row.Rounds, row.RoundsPerSecond,
+				row.AllocsPerRound, row.PeakHeapMiB, lat(row.P50Millis), lat(row.P99Millis))
+			if row.KiBPerIdle > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-4s %.1f KiB of heap and stack per parked instance (store, snapshot and cached executor)\n", "", "", row.KiBPerIdle)
+			}
+		}
+	}
+	if c.json {
+		return c.printJSON(rows)
+	}
+	return nil
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func (c *cli) benchStoreName() string {
+	if isPostgres(c.storeURL) {
+		return "postgres"
+	}
+	return "memory"
+}
+
+// benchStore returns a fresh store for one workload: a new memory store,
+// or a new, migrated PostgreSQL schema that is dropped afterwards.
+func (c *cli) benchStore(keep bool) (round.Store, func(), error) {
+	if c.storeURL == "memory" {
+		return memory.New(memory.Options{}), func() {}, nil
+	}
+	if !isPostgres(c.storeURL) {
+		return nil, nil, checkStoreURL(c.storeURL)
+	}
+	schema := c.schema
+	drop := false
+	if schema == "" {
+		suffix := make([]byte, 4)
+		_, _ = rand.Read(suffix)
+		schema, drop = "chronicle_bench_"+hex.EncodeToString(suffix), !keep
+	}
+	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: schema, MigrateOnStart: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, func() {
+		store.Close()
+		if drop {
+			if conn, err := pgx.Connect(c.ctx, c.storeURL); err == nil {
+				_, _ = conn.Exec(c.ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+				_ = conn.Close(c.ctx)
+			}
+		}
+	}, nil
+}

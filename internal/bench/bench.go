@@ -1,0 +1,309 @@
+// Package bench runs Chronicle's benchmark workloads on any store: W1, a
+// workflow calling three activities in turn; W2, a workflow fanning out to
+// twenty activities in parallel; W3, the latency from raising a signal to
+// the round that resumes its workflow. `chronicle bench` and the Go
+// benchmarks both run them; docs/benchmarks.md records the numbers.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Workloads.
+const (
+	W1 = "W1" // sequence: three activities in turn
+	W2 = "W2" // fan-out: twenty activities in parallel
+	W3 = "W3" // signal latency: raise → resumed
+	// Idle measures the memory an instance parked on a signal costs the
+	// process (its cached executor included).
+	Idle = "IDLE"
+)
+
+// Config configures one run.
+type Config struct {
+	Workload string
+	// Instances is how many workflows W1 and W2 run, and how many signals
+	// W3 raises.
+	Instances int
+	// OrchestrationWorkers and ActivityWorkers size the engine.
+	OrchestrationWorkers int
+	ActivityWorkers      int
+	// Timeout bounds the run.
+	Timeout time.Duration
+}
+
+// Result is what a run measured.
+type Result struct {
+	Workload  string
+	Instances int
+	Duration  time.Duration
+	// Workflows counts completed workflows (W1, W2) or resumed signals (W3).
+	Workflows int
+	Rounds    int64
+	// Activities counts activity attempts.
+	Activities int64
+	// AllocsPerRound is the whole process's allocations divided by rounds.
+	AllocsPerRound float64
+	// PeakHeap is the largest heap in use seen during the run, in bytes.
+	PeakHeap uint64
+	// P50 and P99 are W3's signal-to-resume latencies.
+	P50, P99 time.Duration
+	// BytesPerIdle is Idle's heap and goroutine stack per parked instance,
+	// after collection.
+	BytesPerIdle float64
+}
+
+// WorkflowsPerSecond is Workflows over Duration.
+func (r *Result) WorkflowsPerSecond() float64 { return float64(r.Workflows) / r.Duration.Seconds() }
+
+// RoundsPerSecond is Rounds over Duration.
+func (r *Result) RoundsPerSecond() float64 { return float64(r.Rounds) / r.Duration.Seconds() }
+
+// observer counts rounds and activities and times W3's resumes.
+type observer struct {
+	rounds, activities atomic.Int64
+	mu                 sync.Mutex
+	raised             map[string]time.Time
+	latencies          []time.Duration
+	resumed            chan struct{}
+}
+
+func (o *observer) Round(s chronicle.RoundStats) {
+	o.rounds.Add(1)
+	if s.Err != nil || s.Processed == 0 {
+		return
+	}
+	o.mu.Lock()
+	at, ok := o.raised[s.InstanceID]
+	if ok {
+		delete(o.raised, s.InstanceID)
+		o.latencies = append(o.latencies, time.Since(at))
+	}
+	o.mu.Unlock()
+	if ok {
+		o.resumed <- struct{}{}
+	}
+}
+
+func (o *observer) Activity(chronicle.ActivityStats) { o.activities.Add(1) }
+
+// Run runs one workload on store, which must be empty of instances with the
+// ids it uses ("bench-…").
+func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
+	if c.Instances <= 0 {
+		c.Instances = 100
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1)}
+	e, err := chronicle.New(store, chronicle.Options{
+		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
+		Observer: obs, SafetyPoll: time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := register(e); err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(runCtx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+
+	peak := watchHeap(runCtx)
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	res := &Result{Workload: c.Workload, Instances: c.Instances}
+	switch c.Workload {
+	case W1, W2:
+		name := map[string]string{W1: "sequence", W2: "fanout"}[c.Workload]
+		ids := make([]string, c.Instances)
+		for i := range ids {
+			if ids[i], err = e.Start(ctx, name, i, chronicle.StartOptions{InstanceID: fmt.Sprintf("bench-%s-%d", c.Workload, i)}); err != nil {
+				return nil, err
+			}
+		}
+		for _, id := range ids {
+			inst, err := e.Wait(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if inst.Status != chronicle.StatusCompleted {
+				return nil, fmt.Errorf("bench: %s ended %s: %v", id, inst.Status, inst.Failure)
+			}
+			res.Workflows++
+		}
+	case W3:
+		if err := signals(ctx, e, obs, c.Instances); err != nil {
+			return nil, err
+		}
+		res.Workflows = c.Instances
+	case Idle:
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		for i := 0; i < c.Instances; i++ {
+			id := fmt.Sprintf("bench-idle-%d", i)
+			if _, err := e.Start(ctx, "listener", 1, chronicle.StartOptions{InstanceID: id}); err != nil {
+				return nil, err
+			}
+		}
+		for i := 0; i < c.Instances; i++ {
+			if err := settle(ctx, e, fmt.Sprintf("bench-idle-%d", i), 2); err != nil {
+				return nil, err
+			}
+		}
+		runtime.GC()
+		var parked runtime.MemStats
+		runtime.ReadMemStats(&parked)
+		res.Workflows = c.Instances
+		// Goroutine stacks of cached executors count too.
+		used := func(m *runtime.MemStats) float64 { return float64(m.HeapAlloc + m.StackInuse) }
+		res.BytesPerIdle = (used(&parked) - used(&base)) / float64(c.Instances)
+	default:
+		return nil, fmt.Errorf("bench: unknown workload %q (W1, W2, W3 or IDLE)", c.Workload)
+	}
+	res.Duration = time.Since(start)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	res.Rounds, res.Activities = obs.rounds.Load(), obs.activities.Load()
+	if res.Rounds > 0 {
+		res.AllocsPerRound = float64(after.Mallocs-before.Mallocs) / float64(res.Rounds)
+	}
+	stop()
+	res.PeakHeap = <-peak
+	if c.Workload == W3 {
+		slices.Sort(obs.latencies)
+		res.P50 = obs.latencies[len(obs.latencies)/2]
+		res.P99 = obs.latencies[min(len(obs.latencies)-1, len(obs.latencies)*99/100)]
+	}
+	return res, nil
+}
+
+// signals raises n signals, one at a time, on a workflow that waits for
+// them in a loop, and records for each how long until its round ran.
+func signals(ctx context.Context, e *chronicle.Engine, obs *observer, n int) error {
+	id, err := e.Start(ctx, "listener", n, chronicle.StartOptions{InstanceID: "bench-W3"})
+	if err != nil {
+		return err
+	}
+	// Wait until the workflow waits, so the first latency is a resume.
+	if err := settle(ctx, e, id, 2); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		obs.mu.Lock()
+		obs.raised[id] = time.Now()
+		obs.mu.Unlock()
+		if err := e.RaiseEvent(ctx, id, "ping", i); err != nil {
+			return err
+		}
+		select {
+		case <-obs.resumed:
+		case <-ctx.Done():
+			return fmt.Errorf("bench: signal %d not processed: %w", i, ctx.Err())
+		}
+	}
+	inst, err := e.Wait(ctx, id)
+	if err != nil {
+		return err
+	}
+	if inst.Status != chronicle.StatusCompleted {
+		return fmt.Errorf("bench: listener ended %s", inst.Status)
+	}
+	return nil
+}
+
+// settle waits until an instance's history holds at least n events.
+func settle(ctx context.Context, e *chronicle.Engine, id string, n int) error {
+	for {
+		events, err := e.History(ctx, id)
+		if err == nil && len(events) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// watchHeap samples the heap in use until ctx ends and sends the peak.
+func watchHeap(ctx context.Context) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		var ms runtime.MemStats
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-ctx.Done():
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+func register(e *chronicle.Engine) error {
+	noop := func(_ context.Context, n int) (int, error) { return n + 1, nil }
+	return firstErr(
+		chronicle.RegisterActivity(e, "step", noop),
+		chronicle.RegisterWorkflow(e, "sequence", func(ctx *chronicle.Context, n int) (int, error) {
+			for i := 0; i < 3; i++ {
+				var err error
+				if n, err = chronicle.CallActivity[int](ctx, "step", n); err != nil {
+					return 0, err
+				}
+			}
+			return n, nil
+		}),
+		chronicle.RegisterWorkflow(e, "fanout", func(ctx *chronicle.Context, n int) (int, error) {
+			fs := make([]chronicle.Future, 20)
+			for i := range fs {
+				fs[i] = ctx.CallActivity("step", n+i)
+			}
+			return n, ctx.WhenAll(fs...)
+		}),
+		chronicle.RegisterWorkflow(e, "listener", func(ctx *chronicle.Context, n int) (int, error) {
+			for i := 0; i < n; i++ {
+				if _, err := chronicle.WaitEvent[int](ctx, "ping"); err != nil {
+					return 0, err
+				}
+			}
+			return n, nil
+		}),
+	)
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/internal/bench"
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+func TestWorkloadsRun(t *testing.T) {
+	t.Parallel()
+	for _, w := range []string{bench.W1, bench.W2, bench.W3} {
+		t.Run(w, func(t *testing.T) {
+			t.Parallel()
+			res, err := bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: w, Instances: 20})
+			require.NoError(t, err)
+			require.Equal(t, 20, res.Workflows)
+			require.Positive(t, res.Rounds)
+			require.Positive(t, res.AllocsPerRound)
+			if w == bench.W3 {
+				require.Positive(t, res.P50)
+				require.GreaterOrEqual(t, res.P99, res.P50)
+			} else {
+				require.Equal(t, int64(map[string]int{bench.W1: 3, bench.W2: 20}[w]*20), res.Activities)
+			}
+		})
+	}
+	_, err := bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: "W9", Instances: 1})
+	require.Error(t, err)
+}
+
+func benchmark(b *testing.B, store func(b *testing.B) round.Store, w string) {
+	b.ReportAllocs()
+	res, err := bench.Run(b.Context(), store(b), bench.Config{Workload: w, Instances: max(b.N, 1), OrchestrationWorkers: 4, ActivityWorkers: 8})
+	require.NoError(b, err)
+	b.ReportMetric(res.WorkflowsPerSecond(), "workflows/s")
+	b.ReportMetric(res.RoundsPerSecond(), "rounds/s")
+	b.ReportMetric(res.AllocsPerRound, "allocs/round")
+	if w == bench.W3 {
+		b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
+		b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
+	}
+}
+
+func memoryStore(*testing.B) round.Store { return memory.New(memory.Options{}) }
+
+func postgresStore(b *testing.B) round.Store { return pgtest.NewStore(b, postgres.Options{}) }
+
+func BenchmarkMemoryW1Sequence(b *testing.B)   { benchmark(b, memoryStore, bench.W1) }
+func BenchmarkMemoryW2FanOut(b *testing.B)     { benchmark(b, memoryStore, bench.W2) }
+func BenchmarkMemoryW3Signal(b *testing.B)     { benchmark(b, memoryStore, bench.W3) }
+func BenchmarkPostgresW1Sequence(b *testing.B) { benchmark(b, postgresStore, bench.W1) }
+func BenchmarkPostgresW2FanOut(b *testing.B)   { benchmark(b, postgresStore, bench.W2) }
+func BenchmarkPostgresW3Signal(b *testing.B)   { benchmark(b, postgresStore, bench.W3) }

@@ -375,15 +375,21 @@ func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) D
 	}
 }
 
-// roundOps are the steps of a round plus its mode's way to dead-letter and
-// ack.
+// roundOps are the steps of a round plus its mode's way to dead-letter,
+// pin and ack.
 type roundOps interface {
 	Steps
 	deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error
+	// pin records the execution a message without one was judged against,
+	// before the round appends: only peek-lock rounds need it, since their
+	// ack does not commit with their append.
+	pin(ctx context.Context, pins map[string]string) error
 	ack(ctx context.Context, instanceID string, ids []string) error
 }
 
 type txOps struct{ Tx }
+
+func (txOps) pin(context.Context, map[string]string) error { return nil }
 
 func (o txOps) deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error {
 	return o.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: letters})
@@ -407,6 +413,27 @@ func (o leaseOps) deadLetter(ctx context.Context, _ string, letters []DeadLetter
 
 func (o leaseOps) ack(ctx context.Context, _ string, ids []string) error {
 	return o.AckLease(ctx, &AckLeaseParams{Lease: o.lease, MessageIDs: ids})
+}
+
+func (o leaseOps) pin(ctx context.Context, pins map[string]string) error {
+	if len(pins) == 0 {
+		return nil
+	}
+	return o.PinMessages(ctx, &PinMessagesParams{Lease: o.lease, Pins: pins})
+}
+
+// EnqueueMessages fences the enqueue with the round's lease.
+func (o leaseOps) EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.EnqueueMessages(ctx, &q)
+}
+
+// EnqueueActivities fences the enqueue with the round's lease.
+func (o leaseOps) EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.EnqueueActivities(ctx, &q)
 }
 
 // process runs steps 2–8 of a round on one instance. The instance's cache
@@ -466,6 +493,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 	snap, work := entry.snap, &Work{}
 	var letters []DeadLetter
 	var acks []string
+	pins := map[string]string{}
 	for i := range msgs {
 		m := msgs[i]
 		if err := m.Validate(); err != nil {
@@ -477,6 +505,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 			l.Attempts = m.Attempts // this delivery did not try again
 			letters = append(letters, l)
 			continue
+		}
+		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
+			pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
 		verdict, reason, why := snap.Classify(&m)
@@ -551,6 +582,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 		work.merge(open)
 	}
 
+	if err := ops.pin(ctx, pins); err != nil {
+		return nil, nil, fmt.Errorf("pin messages of %s: %w", id, err)
+	}
 	if len(appended) > 0 {
 		if err := ops.AppendHistory(ctx, &AppendHistoryParams{InstanceID: id, Events: appended}); err != nil {
 			return nil, nil, fmt.Errorf("append history of %s: %w", id, err)

@@ -258,6 +258,11 @@ type LeaseStore interface {
 	// DeadLetterLeased moves leased messages to the dead-letter store and
 	// sets the instance's incident; ErrLeaseLost unless the token matches.
 	DeadLetterLeased(ctx context.Context, p *DeadLetterLeasedParams) error
+	// PinMessages sets the ExecutionID of leased messages that have none,
+	// so that a redelivery judges them against the execution their first
+	// delivery targeted (a round may start a new execution before its ack).
+	// ErrLeaseLost unless the token matches.
+	PinMessages(ctx context.Context, p *PinMessagesParams) error
 	// AckLease removes the acked messages and releases the lease, only while
 	// the token still matches (ErrLeaseLost otherwise, removing nothing).
 	AckLease(ctx context.Context, p *AckLeaseParams) error
@@ -305,6 +310,10 @@ type Lease struct {
 type EnqueueMessagesParams struct {
 	Messages []Message
 	Now      time.Time
+	// Lease, in peek-lock rounds, fences the enqueue: it happens only while
+	// the lease's token is current (ErrLeaseLost otherwise), so a zombie
+	// round cannot queue work for an execution its successor has ended.
+	Lease *Lease
 }
 
 // ListActivityTasksParams are the params of ListActivityTasks.
@@ -395,6 +404,8 @@ type AppendHistoryParams struct {
 type EnqueueActivitiesParams struct {
 	Tasks []ActivityTask
 	Now   time.Time
+	// Lease fences the enqueue as in EnqueueMessagesParams.
+	Lease *Lease
 }
 
 // CancelActivitiesParams are the params of CancelActivities.
@@ -460,6 +471,13 @@ type RenewLeaseParams struct {
 type DeadLetterLeasedParams struct {
 	Lease   *Lease
 	Letters []DeadLetter
+}
+
+// PinMessagesParams are the params of PinMessages.
+type PinMessagesParams struct {
+	Lease *Lease
+	// Pins maps message ids to the execution id to record.
+	Pins map[string]string
 }
 
 // AckLeaseParams are the params of AckLease.

@@ -37,7 +37,30 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitie
 	return s.do(ctx, OpEnqueueActivities, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if p.Lease != nil {
+			if _, err := s.leased(p.Lease); err != nil {
+				return err
+			}
+		}
 		s.enqueueActivities(p.Tasks, p.Now)
+		return nil
+	})
+}
+
+// PinMessages implements round.LeaseStore.
+func (s *Store) PinMessages(ctx context.Context, p *round.PinMessagesParams) error {
+	return s.do(ctx, OpPinMessages, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in, err := s.leased(p.Lease)
+		if err != nil {
+			return err
+		}
+		for id, exec := range p.Pins {
+			if m, ok := s.messages[id]; ok && m.inst == in && m.m.ExecutionID == "" {
+				m.m.ExecutionID = exec
+			}
+		}
 		return nil
 	})
 }

@@ -47,6 +47,7 @@ const (
 	OpDeadLetterLeased    Op = "DeadLetterLeased"
 	OpAckLease            Op = "AckLease"
 	OpAbandonLease        Op = "AbandonLease"
+	OpPinMessages         Op = "PinMessages"
 	OpListInstances       Op = "ListInstances"
 	OpGetTask             Op = "GetTask"
 	OpListTasks           Op = "ListTasks"
@@ -319,6 +320,11 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesPar
 	return s.do(ctx, OpEnqueueMessages, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if p.Lease != nil {
+			if _, err := s.leased(p.Lease); err != nil {
+				return err
+			}
+		}
 		s.enqueueMessages(p.Messages, p.Now)
 		return nil
 	})

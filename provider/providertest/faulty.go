@@ -349,6 +349,11 @@ func (w faultyLease) AbandonLease(ctx context.Context, p *round.AbandonLeasePara
 	return w.faultyStore.f.do(ctx, "AbandonLease", func() error { return w.ls.AbandonLease(ctx, p) })
 }
 
+// PinMessages injects faults around the wrapped call.
+func (w faultyLease) PinMessages(ctx context.Context, p *round.PinMessagesParams) error {
+	return w.faultyStore.f.do(ctx, "PinMessages", func() error { return w.ls.PinMessages(ctx, p) })
+}
+
 var (
 	_ round.TxStore    = faultyTx{}
 	_ round.LeaseStore = faultyLease{}

@@ -203,4 +203,47 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.Empty(t, l.Messages[0].LastError, "the zombie's abandon changed the message")
 		require.Equal(t, 0, l.Messages[0].Attempts, "the zombie's abandon counted a failed delivery")
 	})
+
+	t.Run("PinMessagesRecordsTheTargetExecution", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		pinned := signal(t, "m-1", "inst-a")
+		own := signal(t, "m-2", "inst-a")
+		own.ExecutionID = "exec-own"
+		b.enqueue(t, base, pinned, own)
+		l := lease(t, b, base, "")
+		require.NotNil(t, l)
+		require.NoError(t, b.lease.PinMessages(t.Context(), &round.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-1", "m-2": "exec-1", "m-gone": "exec-1"}}))
+		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Equal(t, "exec-1", msgs[0].ExecutionID)
+		require.Equal(t, "exec-own", msgs[1].ExecutionID, "a message's own execution is kept")
+		// A lost lease pins nothing.
+		l2 := lease(t, b, at(leaseFor+time.Second), "")
+		require.NotNil(t, l2)
+		require.ErrorIs(t, b.lease.PinMessages(t.Context(), &round.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-2"}}), round.ErrLeaseLost)
+		require.NoError(t, ack(t, b, l2, "m-1", "m-2"))
+	})
+
+	t.Run("EnqueueFencedByALostLeaseWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
+		zombie := lease(t, b, base, "")
+		require.NotNil(t, zombie)
+		successor := lease(t, b, at(leaseFor+time.Second), "")
+		require.NotNil(t, successor)
+		task := activity("inst-a", execID, 3, "")
+		err := b.lease.EnqueueActivities(t.Context(), &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base, Lease: zombie})
+		require.ErrorIs(t, err, round.ErrLeaseLost)
+		err = b.lease.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-z", "inst-b")}, Now: base, Lease: zombie})
+		require.ErrorIs(t, err, round.ErrLeaseLost)
+		require.Nil(t, b.claim(t, at(time.Hour)), "the zombie's task was not queued")
+		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "inst-b"})
+		require.NoError(t, err)
+		require.Empty(t, msgs)
+		// The current lease enqueues.
+		require.NoError(t, b.lease.EnqueueActivities(t.Context(), &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base, Lease: successor}))
+		require.NotNil(t, b.claim(t, at(time.Hour)))
+	})
 }

@@ -1,0 +1,314 @@
+package fuzz_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/replay"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// Reproductions of bugs that TestRapidWorkflowsPeekLock found, as plain
+// tests on the memory provider in peek-lock mode with real workflow code.
+
+// regWorkflows are the workflows of the reproductions.
+var regWorkflows = map[string]replay.WorkflowFunc{
+	// waiter waits for the signal "go" and returns its payload.
+	"waiter": func(ctx *replay.Context, _ []byte) ([]byte, error) {
+		var got string
+		if err := ctx.WaitEvent("go").Get(&got); err != nil {
+			return nil, err
+		}
+		return history.Encode(got)
+	},
+	// relay waits for "go" and continues as new; the next execution waits
+	// for "go" again.
+	"relay": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var n int
+		if err := history.Decode(input, &n); err != nil {
+			return nil, &replay.InputError{Workflow: "relay", Err: err}
+		}
+		var got string
+		if err := ctx.WaitEvent("go").Get(&got); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, ctx.ContinueAsNew(1)
+		}
+		return history.Encode(got)
+	},
+	// sleeper sleeps a second and continues as new; the next execution
+	// waits for "go".
+	"sleeper": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var n int
+		if err := history.Decode(input, &n); err != nil {
+			return nil, &replay.InputError{Workflow: "sleeper", Err: err}
+		}
+		if n == 0 {
+			if err := ctx.Sleep(time.Second); err != nil {
+				return nil, err
+			}
+			return nil, ctx.ContinueAsNew(1)
+		}
+		return nil, ctx.WaitEvent("go").Get(nil)
+	},
+	// worker calls the activity "ok" and then waits for "go".
+	"worker": func(ctx *replay.Context, _ []byte) ([]byte, error) {
+		if err := ctx.CallActivity("ok", "x").Get(nil); err != nil {
+			return nil, err
+		}
+		return nil, ctx.WaitEvent("go").Get(nil)
+	},
+}
+
+// regNode is a process with its own executor cache; its rounds can crash
+// or pause at a crash point.
+type regNode struct {
+	runner *round.Runner
+
+	mu      sync.Mutex
+	crashAt round.CrashPoint
+	pause   *pause
+}
+
+func (n *regNode) hook(_ context.Context, p round.CrashPoint, _ string) error {
+	n.mu.Lock()
+	crash := n.crashAt == p
+	if crash {
+		n.crashAt = ""
+	}
+	pz := n.pause
+	if pz != nil && pz.at == p {
+		n.pause = nil
+	} else {
+		pz = nil
+	}
+	n.mu.Unlock()
+	if pz != nil {
+		close(pz.paused)
+		<-pz.resumed
+	}
+	if crash {
+		return errKill
+	}
+	return nil
+}
+
+type regBundle struct {
+	store  *memory.Store
+	clock  *round.ManualClock
+	n1, n2 *regNode
+}
+
+func regSetup(t *testing.T) *regBundle {
+	t.Helper()
+	b := &regBundle{store: memory.New(memory.Options{Mode: round.ModePeekLock}), clock: round.NewManualClock(t0)}
+	lookup := func(name string) (replay.WorkflowFunc, bool) { fn, ok := regWorkflows[name]; return fn, ok }
+	for _, n := range []**regNode{&b.n1, &b.n2} {
+		node := &regNode{}
+		r, err := round.NewRunner(b.store, round.RunnerOptions{
+			Node: "node", Turn: replay.New(replay.Options{Lookup: lookup}).Turn, Clock: b.clock,
+			LeaseDuration: leaseDuration, Hooks: round.Hooks{Crash: node.hook},
+		})
+		require.NoError(t, err)
+		node.runner = r
+		*n = node
+		t.Cleanup(r.Forget)
+	}
+	return b
+}
+
+func (b *regBundle) enqueue(t *testing.T, msgs ...round.Message) {
+	t.Helper()
+	require.NoError(t, b.store.EnqueueMessages(context.Background(), &round.EnqueueMessagesParams{Messages: msgs, Now: b.clock.Now()}))
+}
+
+// start enqueues the start of a new execution of workflow with input.
+func (b *regBundle) start(t *testing.T, id, exec, workflow string, input any) round.Message {
+	t.Helper()
+	data, err := history.Encode(input)
+	require.NoError(t, err)
+	m, err := round.NewMessage(history.DeterministicID(id, 0, "start:"+exec), id, exec, exec, &history.ExecutionStarted{Name: workflow, Input: data})
+	require.NoError(t, err)
+	return m
+}
+
+// request builds a client request addressed to the instance's current
+// execution, as Engine.RaiseEvent, Terminate, Suspend and Resume do.
+func (b *regBundle) request(t *testing.T, msgID, id, correlation string, attrs history.Attributes) round.Message {
+	t.Helper()
+	m, err := round.NewMessage(msgID, id, "", correlation, attrs)
+	require.NoError(t, err)
+	return m
+}
+
+// round runs one round on n that must do something.
+func (b *regBundle) round(t *testing.T, n *regNode) {
+	t.Helper()
+	rep, err := n.runner.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, rep)
+}
+
+// crashAfterAppend runs a round on n that dies right after its append, and
+// lets its lease run out, so the messages are delivered again.
+func (b *regBundle) crashAfterAppend(t *testing.T, n *regNode) {
+	t.Helper()
+	n.mu.Lock()
+	n.crashAt = round.AfterAppend
+	n.mu.Unlock()
+	_, err := n.runner.RunOnce(context.Background())
+	require.True(t, round.IsCrash(err), "round did not crash: %v", err)
+	b.clock.Advance(leaseDuration + time.Second)
+}
+
+func (b *regBundle) history(t *testing.T, id string) []history.Event {
+	t.Helper()
+	events, err := b.store.LoadHistory(context.Background(), &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+	require.NoError(t, err)
+	return events
+}
+
+func (b *regBundle) snapshot(t *testing.T, id string) *round.Snapshot {
+	t.Helper()
+	snap, err := round.Fold(id, b.history(t, id))
+	require.NoError(t, err)
+	return snap
+}
+
+// TestRegressionRedeliveryAcrossExecutions: in peek-lock mode, a client
+// request addressed to the current execution (empty ExecutionID: signals,
+// terminate, suspend, resume) whose round appended its event and, in the
+// same round, ended the execution — a terminate-and-restart batch, or a
+// turn that continued as new — is applied a second time, to the new
+// execution, when the round crashes before its ack and the batch is
+// delivered again. Deduplication of such messages is per execution
+// (Snapshot.Seen is reset by ExecutionStarted; an end request is
+// correlated with whatever execution is current), so the redelivered
+// message is not recognised. Transactional mode is not affected: its ack
+// commits with the append.
+func TestRegressionRedeliveryAcrossExecutions(t *testing.T) {
+
+	t.Run("RestartTerminatesTheNewExecution", func(t *testing.T) {
+		// Engine.Start with ReuseTerminateAndRestart enqueues exactly this:
+		// a terminate of the current execution and the new start.
+		b := regSetup(t)
+		b.enqueue(t, b.start(t, "claim", "exec-a", "waiter", 0))
+		b.round(t, b.n1)
+		b.enqueue(t,
+			b.request(t, "terminate-1", "claim", "", &history.ExecutionTerminated{Reason: "restarted by ops"}),
+			b.start(t, "claim", "exec-b", "waiter", 0))
+		b.crashAfterAppend(t, b.n1)
+		b.round(t, b.n2)
+
+		snap := b.snapshot(t, "claim")
+		terminations := 0
+		for _, e := range b.history(t, "claim") {
+			if e.Kind == history.KindExecutionTerminated {
+				terminations++
+			}
+		}
+		require.Equal(t, 1, terminations, "one terminate request, one termination")
+		require.Equal(t, "exec-b", snap.ExecutionID)
+		require.Equal(t, round.StatusRunning, snap.Status, "the restarted execution must keep running")
+	})
+
+	t.Run("SignalDeliveredAgainAfterContinueAsNew", func(t *testing.T) {
+		b := regSetup(t)
+		b.enqueue(t, b.start(t, "relay", "exec-a", "relay", 0))
+		b.round(t, b.n1)
+		payload, err := history.Encode("first")
+		require.NoError(t, err)
+		// The first execution consumes the signal and continues as new in
+		// the same round; the round dies before its ack.
+		b.enqueue(t, b.request(t, "signal-1", "relay", "key-1", &history.EventRaised{Name: "go", Payload: payload, IdempotencyKey: "key-1"}))
+		b.crashAfterAppend(t, b.n1)
+		b.round(t, b.n2)
+
+		raised := 0
+		for _, e := range b.history(t, "relay") {
+			if e.Kind == history.KindEventRaised {
+				raised++
+			}
+		}
+		require.Equal(t, 1, raised, "one signal sent, one signal recorded")
+		require.Equal(t, round.StatusRunning, b.snapshot(t, "relay").Status, "the second execution must still wait for its own signal")
+	})
+
+	t.Run("SuspendAndResumeAppliedAgainAfterContinueAsNew", func(t *testing.T) {
+		b := regSetup(t)
+		b.enqueue(t, b.start(t, "sleeper", "exec-a", "sleeper", 0))
+		b.round(t, b.n1)
+		// The timer fires with a suspend and a resume in one batch; the
+		// turn after them continues as new; the round dies before its ack.
+		b.clock.Advance(2 * time.Second)
+		b.enqueue(t,
+			b.request(t, "suspend-1", "sleeper", "", &history.ExecutionSuspended{Reason: "review"}),
+			b.request(t, "resume-1", "sleeper", "", &history.ExecutionResumed{}))
+		b.crashAfterAppend(t, b.n1)
+		b.round(t, b.n2)
+
+		var controls []history.Kind
+		for _, e := range b.history(t, "sleeper") {
+			if e.Kind == history.KindExecutionSuspended || e.Kind == history.KindExecutionResumed {
+				controls = append(controls, e.Kind)
+			}
+		}
+		require.Equal(t, []history.Kind{history.KindExecutionSuspended, history.KindExecutionResumed}, controls,
+			"each request is recorded once")
+	})
+}
+
+// TestRegressionZombieEnqueuesAfterEnd: in peek-lock mode, a round that
+// stalls after its append (a zombie) enqueues its work items when it goes
+// on, even if meanwhile another node ended the execution and cancelled
+// its activities: the activity task of a terminated execution is queued
+// again and runs after the termination. The takeover round derives no
+// work for the ended execution (Snapshot.OpenWork), so without the zombie
+// the task would never exist; enqueue is not fenced by the lease.
+func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
+
+	b := regSetup(t)
+	b.enqueue(t, b.start(t, "claim", "exec-a", "worker", 0))
+	// n1's round appends the start and the turn that schedules the
+	// activity, and stalls before it enqueues the task.
+	pz := &pause{at: round.AfterAppend, paused: make(chan struct{}), resumed: make(chan struct{})}
+	b.n1.mu.Lock()
+	b.n1.pause = pz
+	b.n1.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.n1.runner.RunOnce(context.Background())
+		done <- err
+	}()
+	select {
+	case <-pz.paused:
+	case err := <-done:
+		t.Fatalf("round did not stall: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("round did not stall")
+	}
+	// Meanwhile an operator terminates the instance, and n2 takes it over
+	// once n1's lease has run out.
+	b.enqueue(t, b.request(t, "terminate-1", "claim", "", &history.ExecutionTerminated{Reason: "ops"}))
+	b.clock.Advance(leaseDuration + time.Second)
+	b.round(t, b.n2)
+	require.Equal(t, round.StatusTerminated, b.snapshot(t, "claim").Status)
+	require.Empty(t, b.store.QueuedTasks(), "the terminated execution has no activity task")
+
+	close(pz.resumed)
+	select {
+	case err := <-done:
+		require.True(t, errors.Is(err, round.ErrLeaseLost), "the zombie cannot ack: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("zombie round did not end")
+	}
+	require.Empty(t, b.store.QueuedTasks(), "the zombie must not queue a task of the terminated execution")
+}

@@ -94,7 +94,7 @@ func (c *cli) deadLetterTable(prefix string, letters []chronicle.DeadLetter, wit
 	rows := make([][]string, len(letters))
 	for i := range letters {
 		dl := &letters[i]
-		row := []string{dl.ID, string(dl.Status), string(dl.Reason), item(dl), fmt.Sprint(dl.Attempts), when(dl.At), shorten(dl.Error, 60)}
+		row := []string{dl.ID, string(dl.Status), string(dl.Reason), item(dl), fmt.Sprint(dl.Attempts), when(dl.At), timeline.Shorten(dl.Error, 60)}
 		if withInstance {
 			row = append(row[:1:1], append([]string{dl.InstanceID}, row[1:]...)...)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/chronicleflow/chronicle/internal/timeline"
 	"maps"
 	"slices"
 	"strings"
@@ -97,7 +98,7 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 	}
 	rows := make([][]string, len(list))
 	for i, in := range list {
-		rows[i] = []string{in.ID, in.Workflow, string(in.Status), in.BusinessKey, when(in.CreatedAt), when(in.UpdatedAt), shorten(in.Incident, 60)}
+		rows[i] = []string{in.ID, in.Workflow, string(in.Status), in.BusinessKey, when(in.CreatedAt), when(in.UpdatedAt), timeline.Shorten(in.Incident, 60)}
 	}
 	table(c.stdout, "", []string{"ID", "WORKFLOW", "STATUS", "BUSINESS KEY", "CREATED", "UPDATED", "INCIDENT"}, rows)
 	if len(list) == f.Limit {

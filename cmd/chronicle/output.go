@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/internal/timeline"
@@ -33,7 +32,7 @@ func table(w io.Writer, prefix string, header []string, rows [][]string) {
 	widths := make([]int, len(header))
 	for _, row := range all {
 		for i := range row {
-			row[i] = cell(row[i])
+			row[i] = timeline.Clean(row[i])
 			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]))
 		}
 	}
@@ -66,29 +65,9 @@ func fields(w io.Writer, pairs [][2]string) {
 	}
 	for _, p := range pairs {
 		if p[1] != "" {
-			fmt.Fprintf(w, "%-*s  %s\n", width, p[0], cell(p[1]))
+			fmt.Fprintf(w, "%-*s  %s\n", width, p[0], timeline.Clean(p[1]))
 		}
 	}
-}
-
-// cell makes s safe for one line of a table: invalid UTF-8 replaced,
-// control characters as spaces.
-func cell(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-}
-
-// shorten cuts s to at most n runes, ending with "…" when it cut.
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 // when formats a time for people: UTC, to the second, "-" when unset.

@@ -34,7 +34,7 @@ func Detail(e *history.Event, decode func([]byte) string) string {
 		decode = DecodeMsgpack
 	}
 	d := describer{decode: decode}
-	return shorten(clean(d.detail(e)), detailWidth)
+	return Shorten(Clean(d.detail(e)), detailWidth)
 }
 
 type describer struct {
@@ -51,7 +51,7 @@ func (d describer) payload(b []byte) (s string) {
 			s = Undecodable(b)
 		}
 	}()
-	return shorten(clean(d.decode(b)), PayloadWidth)
+	return Shorten(Clean(d.decode(b)), PayloadWidth)
 }
 
 // parts joins the non-empty parts with ", ".
@@ -73,7 +73,7 @@ func labelled(label, value string) string {
 	return label + " " + value
 }
 
-func message(s string) string { return shorten(clean(s), messageWidth) }
+func message(s string) string { return Shorten(Clean(s), messageWidth) }
 
 func failure(f *history.Failure) string {
 	m := message(f.Message)
@@ -81,7 +81,7 @@ func failure(f *history.Failure) string {
 		m = "no message"
 	}
 	if f.Type != "" {
-		m += " [" + shorten(clean(f.Type), 40) + "]"
+		m += " [" + Shorten(Clean(f.Type), 40) + "]"
 	}
 	if f.NonRetryable {
 		m += " (not retryable)"
@@ -104,7 +104,7 @@ func ref(e *history.Event) string {
 	if e.CorrelationID == "" {
 		return "→ ?"
 	}
-	return "→ " + shorten(clean(e.CorrelationID), 40)
+	return "→ " + Shorten(Clean(e.CorrelationID), 40)
 }
 
 // then appends text to a completion's reference: "→ #5" + ": 742".
@@ -125,7 +125,7 @@ func (d describer) detail(e *history.Event) string {
 		// enough; the kind is in its own column.
 		msg := err.Error()
 		msg = msg[strings.LastIndex(msg, ": ")+1:]
-		return fmt.Sprintf("undecodable attributes %s:%s", Undecodable(e.Payload), shorten(msg, PayloadWidth))
+		return fmt.Sprintf("undecodable attributes %s:%s", Undecodable(e.Payload), Shorten(msg, PayloadWidth))
 	}
 	switch a := a.(type) {
 	case *history.ExecutionStarted:

@@ -94,7 +94,7 @@ func (r *renderer) value(v any, depth int) {
 	case nil:
 		r.b.WriteString("nil")
 	case string:
-		r.b.WriteString(strconv.Quote(shorten(v, renderBudget)))
+		r.b.WriteString(strconv.Quote(Shorten(v, renderBudget)))
 	case []byte:
 		fmt.Fprintf(&r.b, "<%d bytes>", len(v))
 	case bool:
@@ -133,12 +133,12 @@ func (r *renderer) value(v any, depth int) {
 			if i > 0 {
 				r.b.WriteString(", ")
 			}
-			r.b.WriteString(shorten(k, PayloadWidth))
+			r.b.WriteString(Shorten(k, PayloadWidth))
 			r.b.WriteString(": ")
 			r.value(v[k], depth+1)
 		}
 		r.b.WriteByte('}')
 	default:
-		r.b.WriteString(shorten(fmt.Sprint(v), PayloadWidth))
+		r.b.WriteString(Shorten(fmt.Sprint(v), PayloadWidth))
 	}
 }

@@ -39,8 +39,8 @@ func Write(w io.Writer, events []history.Event, opts Options) error {
 		rows = append(rows, []string{
 			strconv.FormatInt(e.Seq, 10),
 			formatTime(e),
-			shorten(clean(string(e.Kind)), 40),
-			shorten(clean(e.Actor), 60),
+			Shorten(Clean(string(e.Kind)), 40),
+			Shorten(Clean(e.Actor), 60),
 			Detail(e, opts.Decode),
 		})
 	}
@@ -76,10 +76,10 @@ func formatTime(e *history.Event) string {
 	return e.At.UTC().Format(TimeFormat)
 }
 
-// clean makes s safe for one table cell: invalid UTF-8 is replaced and
+// Clean makes s safe for one table cell: invalid UTF-8 is replaced and
 // control characters (newlines, tabs) become spaces, so a stored string
 // cannot break the layout.
-func clean(s string) string {
+func Clean(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -89,8 +89,8 @@ func clean(s string) string {
 	}, s)
 }
 
-// shorten cuts s to at most n runes, ending with "…" when it cut.
-func shorten(s string, n int) string {
+// Shorten cuts s to at most n runes, ending with "…" when it cut.
+func Shorten(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

@@ -104,7 +104,8 @@ func (e *Engine) ProjectionsAt(ctx context.Context, instanceID string, seq int64
 }
 
 // RebuildProjections folds an instance's whole history afresh and replaces
-// every stored projection of it. Use it after a projection's version
+// its stored projections: the built-in ones and the custom projections
+// registered on this engine (others are left as they are). Use it after a projection's version
 // changed or to repair projections. It may run while the instance runs: it
 // folds again when a round commits during the rebuild.
 func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) error {
@@ -125,6 +126,11 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 			InstanceID: instanceID, Seq: v.Snapshot.LastSeq, Snapshot: snap, Instance: v.Instance,
 			Tasks: v.Tasks, TaskEvents: v.TaskEvents, Custom: v.CustomRecords,
 		}
+		// Only the custom projections this engine folds are replaced.
+		var custom []string
+		for _, c := range v.CustomRecords {
+			custom = append(custom, c.Name)
+		}
 		write := func(ctx context.Context, s round.Steps) error {
 			// Check inside the write that no round appended meanwhile.
 			tail, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
@@ -134,7 +140,7 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 			if len(tail) > 0 {
 				return errRebuildRace
 			}
-			if err := s.ResetProjections(ctx, instanceID); err != nil {
+			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: instanceID, Custom: custom}); err != nil {
 				return err
 			}
 			return s.SaveProjections(ctx, p)

@@ -204,11 +204,12 @@ type Steps interface {
 	// queued or claimed; their leases are lost.
 	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
 
-	// ResetProjections deletes every projection of an instance (snapshot,
-	// instance record but its incident, task records and events, custom
-	// records) so that a rebuild can write them afresh: reset, then save,
-	// in that order.
-	ResetProjections(ctx context.Context, instanceID string) error
+	// ResetProjections deletes the built-in projections of an instance
+	// (snapshot, instance record but its incident, task records and
+	// events) and the custom records p.Custom names, so that a rebuild can
+	// write them afresh: reset, then save, in that order. Custom records
+	// of other names are kept: a process rebuilds only what it can fold.
+	ResetProjections(ctx context.Context, p *ResetProjectionsParams) error
 }
 
 // TxStore is a Store whose rounds run in one transaction.
@@ -362,6 +363,13 @@ type ListTasksParams struct {
 type ListTaskEventsParams struct {
 	InstanceID string
 	TaskID     string
+}
+
+// ResetProjectionsParams are the params of ResetProjections.
+type ResetProjectionsParams struct {
+	InstanceID string
+	// Custom names the custom projections to delete.
+	Custom []string
 }
 
 // PurgeInstanceParams are the params of PurgeInstance.

@@ -161,8 +161,9 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 	return out, err
 }
 
-// resetProjections drops an instance's projections; callers hold s.mu.
-func (s *Store) resetProjections(id string) {
+// resetProjections drops an instance's built-in projections and the
+// custom ones named (all of them when all is set); callers hold s.mu.
+func (s *Store) resetProjections(id string, custom []string, all bool) {
 	in := s.instances[id]
 	if in == nil {
 		return
@@ -171,15 +172,21 @@ func (s *Store) resetProjections(id string) {
 		delete(s.taskOwner, taskID)
 	}
 	in.snapshot, in.snapshotSeq, in.record = nil, 0, nil
-	in.taskRecs, in.taskEvents, in.custom = nil, nil, nil
+	in.taskRecs, in.taskEvents = nil, nil
+	if all {
+		in.custom = nil
+	}
+	for _, name := range custom {
+		delete(in.custom, name)
+	}
 }
 
 // ResetProjections implements round.Steps in peek-lock mode.
-func (s *Store) ResetProjections(ctx context.Context, instanceID string) error {
+func (s *Store) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
 	return s.do(ctx, OpResetProjections, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.resetProjections(instanceID)
+		s.resetProjections(p.InstanceID, p.Custom, false)
 		return nil
 	})
 }
@@ -201,7 +208,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 		if n := len(in.events); n > 0 {
 			t.LastSeq, t.LastHash = in.events[n-1].Seq, append([]byte(nil), in.events[n-1].Hash...)
 		}
-		s.resetProjections(in.id)
+		s.resetProjections(in.id, nil, true)
 		ids := make([]string, len(in.msgs))
 		for i, m := range in.msgs {
 			ids[i] = m.m.ID

@@ -19,7 +19,7 @@ type tx struct {
 	msgs    []round.EnqueueMessagesParams
 	tasks   []round.EnqueueActivitiesParams
 	cancels []round.CancelActivitiesParams
-	resets  []string
+	resets  []round.ResetProjectionsParams
 	letters map[*instance][]round.DeadLetter
 	acks    map[*instance][]string
 	closed  bool
@@ -104,8 +104,8 @@ func (t *tx) commit() error {
 	for in, events := range t.appends {
 		in.append(events)
 	}
-	for _, id := range t.resets {
-		s.resetProjections(id)
+	for _, r := range t.resets {
+		s.resetProjections(r.InstanceID, r.Custom, false)
 	}
 	for _, p := range t.projs {
 		s.saveProjections(p)
@@ -239,9 +239,9 @@ func (t *tx) CancelActivities(ctx context.Context, p *round.CancelActivitiesPara
 
 // ResetProjections implements round.Steps; the reset applies before the
 // round's own projection writes.
-func (t *tx) ResetProjections(ctx context.Context, instanceID string) error {
+func (t *tx) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
 	return t.step(ctx, OpResetProjections, func() error {
-		t.resets = append(t.resets, instanceID)
+		t.resets = append(t.resets, *p)
 		return nil
 	})
 }

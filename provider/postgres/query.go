@@ -68,7 +68,7 @@ WHERE instance_id = $1`
 const (
 	resetTasksSQL      = `DELETE FROM {{schema}}.human_tasks WHERE instance_id = $1`
 	resetTaskEventsSQL = `DELETE FROM {{schema}}.human_task_events WHERE instance_id = $1`
-	resetCustomSQL     = `DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1`
+	resetCustomSQL     = `DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1 AND name = ANY($2)`
 )
 
 // purgeLockSQL locks the row of an instance to purge, unless a round
@@ -91,7 +91,8 @@ var purgeSQL = []string{
 	`DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1`,
 	`DELETE FROM {{schema}}.activity_task_ids WHERE instance_id = $1`,
 	`DELETE FROM {{schema}}.dead_letters WHERE instance_id = $1`,
-	resetTasksSQL, resetTaskEventsSQL, resetCustomSQL,
+	resetTasksSQL, resetTaskEventsSQL,
+	`DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1`,
 	`DELETE FROM {{schema}}.instances WHERE instance_id = $1`,
 }
 
@@ -225,13 +226,15 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 }
 
 // resetProjections deletes an instance's projections in one round trip.
-func (s *Store) resetProjections(ctx context.Context, db dbtx, instanceID string) error {
+func (s *Store) resetProjections(ctx context.Context, db dbtx, p *round.ResetProjectionsParams) error {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.resetInstance, instanceID)
-	b.Queue(s.sql.resetTasks, instanceID)
-	b.Queue(s.sql.resetTaskEvents, instanceID)
-	b.Queue(s.sql.resetCustom, instanceID)
-	return failf(db.SendBatch(ctx, b).Close(), "reset projections of %s", instanceID)
+	b.Queue(s.sql.resetInstance, p.InstanceID)
+	b.Queue(s.sql.resetTasks, p.InstanceID)
+	b.Queue(s.sql.resetTaskEvents, p.InstanceID)
+	if len(p.Custom) > 0 {
+		b.Queue(s.sql.resetCustom, p.InstanceID, p.Custom)
+	}
+	return failf(db.SendBatch(ctx, b).Close(), "reset projections of %s", p.InstanceID)
 }
 
 // PurgeInstance implements round.Store in one transaction. The instance
@@ -302,6 +305,6 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 }
 
 // ResetProjections implements round.Steps.
-func (t *roundTx) ResetProjections(ctx context.Context, instanceID string) error {
-	return t.step(func() error { return t.s.resetProjections(ctx, t.tx, instanceID) })
+func (t *roundTx) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
+	return t.step(func() error { return t.s.resetProjections(ctx, t.tx, p) })
 }

@@ -264,8 +264,8 @@ func (w faultySteps) CancelActivities(ctx context.Context, p *round.CancelActivi
 }
 
 // ResetProjections injects faults around the wrapped call.
-func (w faultySteps) ResetProjections(ctx context.Context, instanceID string) error {
-	return w.f.do(ctx, "ResetProjections", func() error { return w.s.ResetProjections(ctx, instanceID) })
+func (w faultySteps) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
+	return w.f.do(ctx, "ResetProjections", func() error { return w.s.ResetProjections(ctx, p) })
 }
 
 type faultyTx struct {

@@ -131,15 +131,20 @@ func testQueries(t *testing.T, factory Factory) {
 	t.Run("ResetProjectionsClearsForRebuild", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		b.save(t, projections(t, "i-1", 9, "stale", true))
+		stale := projections(t, "i-1", 9, "stale", true)
+		stale.Custom = append(stale.Custom, round.CustomRecord{Name: "kept", Version: 1, InstanceID: "i-1", Seq: 9, Data: []byte("kept")})
+		b.save(t, stale)
 		b.save(t, projections(t, "i-2", 9, "other", true))
 		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			if err := s.ResetProjections(ctx, "i-1"); err != nil {
+			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "i-1", Custom: []string{"totals"}}); err != nil {
 				return err
 			}
 			// A rebuild writes an older fold than the one it replaces.
 			return s.SaveProjections(ctx, projections(t, "i-1", 3, "fresh", true))
 		}))
+		kept, err := b.store.GetCustomProjection(t.Context(), "kept", "i-1")
+		require.NoError(t, err, "custom projections the rebuild does not name are kept")
+		require.Equal(t, []byte("kept"), kept.Data)
 		_, seq := b.snapshotOf(t, "i-1")
 		require.Equal(t, int64(3), seq)
 		require.Equal(t, "claim-fresh", b.instanceOf(t, "i-1").BusinessKey)

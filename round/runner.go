@@ -763,13 +763,13 @@ func (w *Work) merge(o *Work) {
 			w.Activities, seenTask[t.ID] = append(w.Activities, t), true
 		}
 	}
-	seenCancel := map[string]bool{}
+	seenCancel := map[CancelActivitiesParams]bool{}
 	for _, c := range w.Cancels {
-		seenCancel[c.ExecutionID] = true
+		seenCancel[c] = true
 	}
 	for _, c := range o.Cancels {
-		if !seenCancel[c.ExecutionID] {
-			w.Cancels, seenCancel[c.ExecutionID] = append(w.Cancels, c), true
+		if !seenCancel[c] {
+			w.Cancels, seenCancel[c] = append(w.Cancels, c), true
 		}
 	}
 }

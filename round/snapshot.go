@@ -510,13 +510,19 @@ func (w *Work) finish(s *Snapshot) error {
 // OpenWork derives the work items the current execution should have queued:
 // a task per pending activity, a fire message per pending timer, a start
 // message per pending child, and the parent's notice and activity
-// cancellation of an ended execution. Enqueueing them is idempotent, which
+// cancellation of an ended execution, plus the cancellation of every
+// earlier execution's activities. Enqueueing them is idempotent, which
 // is how peek-lock rounds repair a crash between append and enqueue.
 // events must hold the current execution (from ExecutionStartSeq).
 func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
 	w := &Work{}
 	if !s.Started() {
 		return w, nil
+	}
+	if len(s.Executions) > 1 {
+		// A round that ended an execution and started the next may have
+		// died before it cancelled the ended one's activities.
+		w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, OtherThan: s.ExecutionID})
 	}
 	if s.Ended {
 		w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})

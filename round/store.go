@@ -420,6 +420,9 @@ type EnqueueActivitiesParams struct {
 type CancelActivitiesParams struct {
 	InstanceID  string
 	ExecutionID string
+	// OtherThan, when set, cancels the tasks of every execution of the
+	// instance but this one instead (ExecutionID is then ignored).
+	OtherThan string
 }
 
 // DequeueParams are the params of DequeueInstance.

@@ -622,7 +622,10 @@ func (s *Store) removeTask(t *task) {
 func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
 	var ids []string
 	for id, t := range s.tasks {
-		if t.t.InstanceID == p.InstanceID && t.t.ExecutionID == p.ExecutionID {
+		if t.t.InstanceID != p.InstanceID {
+			continue
+		}
+		if (p.OtherThan != "" && t.t.ExecutionID != p.OtherThan) || (p.OtherThan == "" && t.t.ExecutionID == p.ExecutionID) {
 			ids = append(ids, id)
 		}
 	}

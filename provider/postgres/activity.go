@@ -122,7 +122,8 @@ func (s *Store) ListActivityTasks(ctx context.Context, p *round.ListActivityTask
 }
 
 const cancelActivitiesSQL = `
-DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1 AND execution_id = $2`
+DELETE FROM {{schema}}.activity_tasks
+WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
 
 // enqueueActivities runs the enqueue statement on db and reports whether it
 // queued any task.
@@ -285,6 +286,6 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActiv
 // cancelActivities deletes an execution's queued and claimed tasks; their
 // ids stay in activity_task_ids.
 func (s *Store) cancelActivities(ctx context.Context, db dbtx, p *round.CancelActivitiesParams) error {
-	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID)
+	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID, p.OtherThan)
 	return failf(err, "cancel activities of %s/%s", p.InstanceID, p.ExecutionID)
 }

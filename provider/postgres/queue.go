@@ -24,8 +24,12 @@ WITH %s input AS (
         WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, ord)
     %s
 ), new_instances AS (
+    -- Only ids without a row are inserted: ON CONFLICT alone would meet the
+    -- row version a running round wrote and wait for that round to end.
     INSERT INTO {{schema}}.instances (instance_id)
-    SELECT DISTINCT instance_id FROM input ORDER BY instance_id
+    SELECT DISTINCT instance_id FROM input
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = input.instance_id)
+    ORDER BY instance_id
     ON CONFLICT DO NOTHING
 ), inserted AS (
     INSERT INTO {{schema}}.messages (id, instance_id, visible_at, attempts, last_error, envelope)

@@ -241,6 +241,26 @@ func testActivities(t *testing.T, factory Factory) {
 		require.Nil(t, b.claim(t, at(2*time.Hour), "", "x"), "a cancelled task came back when enqueued again")
 	})
 
+	t.Run("CancelOtherThanRemovesEveryOtherExecutionsTasks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		old1 := activity("inst-a", "exec-1", 2, "")
+		old2 := activity("inst-a", "exec-2", 2, "")
+		current := activity("inst-a", "exec-3", 2, "")
+		otherInstance := activity("inst-b", "exec-1", 2, "")
+		b.enqueueTasks(t, base, old1, old2, current, otherInstance)
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
+			return s.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-3"})
+		}))
+		var left []string
+		for l := b.claim(t, at(time.Hour)); l != nil; l = b.claim(t, at(time.Hour)) {
+			left = append(left, l.Task.ID)
+			b.complete(t, l, at(time.Hour))
+			require.Less(t, len(left), 10)
+		}
+		require.ElementsMatch(t, []string{current.ID, otherInstance.ID}, left)
+	})
+
 	t.Run("UnknownTaskOrTokenIsLeaseLost", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

@@ -1,6 +1,7 @@
 package chronicle_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -76,4 +77,74 @@ func Example() {
 	// Output:
 	// application-42 completed true score 703, payslips
 	// first event: ExecutionStarted last event: ExecutionCompleted
+}
+
+// A human task: the workflow opens it and waits; a user holding one of its
+// roles claims and completes it through the client API. RunOnce drives the
+// engine step by step, as tests do.
+func ExampleEngine_Complete() {
+	ctx := context.Background()
+	engine, _ := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
+	defer engine.Close()
+	_ = chronicle.RegisterWorkflow(engine, "review", func(ctx *chronicle.Context, claim string) (string, error) {
+		task := ctx.CreateTask("review-claim", claim, chronicle.TaskOptions{TaskID: "review-" + claim, Roles: []string{"adjuster"}})
+		return chronicle.WaitTask[string](ctx, task)
+	})
+	drain := func() {
+		for worked, _ := engine.RunOnce(ctx); worked; worked, _ = engine.RunOnce(ctx) {
+		}
+	}
+	_, _ = engine.Start(ctx, "review", "C-17", chronicle.StartOptions{InstanceID: "claim-17"})
+	drain()
+
+	ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
+	inbox, _ := engine.ListTasks(ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true})
+	fmt.Println("inbox:", inbox[0].TaskID)
+	fmt.Println("eve may not:", engine.Claim(ctx, "review-C-17", chronicle.User{ID: "eve"}))
+	_ = engine.Claim(ctx, "review-C-17", ana)
+	drain()
+	_ = engine.Complete(ctx, "review-C-17", "approved", ana)
+	drain()
+
+	inst, _ := engine.Describe(ctx, "claim-17")
+	var decision string
+	_ = inst.Result(&decision)
+	fmt.Println(inst.Status, decision)
+	trail, _ := engine.TaskEvents(ctx, "review-C-17")
+	for _, e := range trail {
+		fmt.Println(e.Kind, e.Actor)
+	}
+	// Output:
+	// inbox: review-C-17
+	// eve may not: chronicle: forbidden: eve holds none of the roles [adjuster] of task review-C-17
+	// completed approved
+	// TaskCreated worker:example
+	// TaskAssigned user:ana
+	// TaskCompleted user:ana
+}
+
+// Every history is hash-chained: Verify names the first event whose chain
+// does not hold.
+func ExampleEngine_Verify() {
+	ctx := context.Background()
+	engine, _ := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
+	defer engine.Close()
+	_ = chronicle.RegisterWorkflow(engine, "hello", func(ctx *chronicle.Context, name string) (string, error) {
+		return "hello " + name, nil
+	})
+	_, _ = engine.Start(ctx, "hello", "auditor", chronicle.StartOptions{InstanceID: "greeting-1"})
+	for worked, _ := engine.RunOnce(ctx); worked; worked, _ = engine.RunOnce(ctx) {
+	}
+	events, _ := engine.History(ctx, "greeting-1")
+	var prev []byte
+	for _, e := range events {
+		fmt.Printf("%d %s, chained to the previous event: %v\n", e.Seq, e.Kind, bytes.Equal(e.PrevHash, prev))
+		prev = e.Hash
+	}
+	fmt.Println("verify:", engine.Verify(ctx, "greeting-1"))
+	// Output:
+	// 1 ExecutionStarted, chained to the previous event: true
+	// 2 TurnStarted, chained to the previous event: true
+	// 3 ExecutionCompleted, chained to the previous event: true
+	// verify: <nil>
 }

@@ -53,7 +53,13 @@ fuzz: ## run every fuzz target for FUZZTIME each
 		$(GO) test ./fuzz/ -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
+# The PostgreSQL tests outside the fuzz package; CI runs them verbosely so
+# its output shows that they ran against the server.
+PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd)$$
+PG_PACKAGES := ./provider/postgres/ ./cmd/chronicle/ .
+
 .PHONY: ci
-ci: lint services ## what CI runs: lint, then every test with -race and the full rapid runs
-	$(GO) test -race -count=1 ./...
+ci: lint services ## what CI runs: lint, every test with -race (PostgreSQL ones listed), the full rapid runs
+	$(GO) test -race -count=1 -skip '$(PG_TESTS)' ./...
+	$(GO) test -race -count=1 -v -run '$(PG_TESTS)' $(PG_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)'
 	$(GO) test -count=1 -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v

@@ -1,8 +1,15 @@
 // Package fuzz holds Chronicle's randomized tests: native Go fuzz targets
 // for every decoder of stored bytes (run them with `make fuzz`), and the
-// pgregory.net/rapid state-machine tests that drive random workflows
-// through the round runner on the memory provider, in both modes, while
-// injecting crashes at every crash point, duplicate and delayed deliveries,
-// lease expiry with zombie workers and commit-then-report-failure faults,
-// and check the invariants of DESIGN.md §9 after every step.
+// pgregory.net/rapid state-machine tests that drive random workflows —
+// with activities, timers, signals, sub-workflows and human tasks that
+// users claim, assign, release, reassign and complete, racing each
+// other — through the round runner and the projector on the memory
+// provider, in both modes, and on PostgreSQL, while injecting crashes at
+// every crash point, duplicate and delayed deliveries, lease expiry with
+// zombie workers and commit-then-report-failure faults, and check the
+// invariants of DESIGN.md §9 after every step, every projection equal to
+// the fold of history included.
+//
+// regression_test.go and workflows_regression_test.go hold plain
+// reproductions of the bugs the rapid tests found, so they stay fixed.
 package fuzz

@@ -41,6 +41,7 @@ const (
 	wfNewID      = "newid"      // NewID
 	wfVersion    = "version"    // Version
 	wfContinue   = "continue"   // ContinueAsNew with the rest of the program
+	wfTask       = "task"       // CreateTask(Name) for Roles or Assignee, due in Count minutes, then WaitTask; raced with a timer of Seconds when > 0, and cancelled when the timer wins
 )
 
 // wfStep is one step of a program.
@@ -52,6 +53,9 @@ type wfStep struct {
 	// Attempts bounds the attempts of activities; 0 keeps the default.
 	Attempts int      `msgpack:"a,omitempty"`
 	Child    []wfStep `msgpack:"ch,omitempty"`
+	// Roles and Assignee are those of a task.
+	Roles    []string `msgpack:"r,omitempty"`
+	Assignee string   `msgpack:"u,omitempty"`
 }
 
 // wfProgram is the input of the program workflow. Done holds the outcomes
@@ -72,6 +76,8 @@ func (s wfStep) String() string {
 		return fmt.Sprintf("%s(%s %ds)", s.Kind, s.Name, s.Seconds)
 	case wfChild, wfWaits:
 		return fmt.Sprintf("%s%v", s.Kind, s.Child)
+	case wfTask:
+		return fmt.Sprintf("%s(%s %v@%s %ds)", s.Kind, s.Name, s.Roles, s.Assignee, s.Seconds)
 	}
 	return s.Kind
 }
@@ -83,7 +89,7 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 	if child {
 		n = rapid.IntRange(1, 3).Draw(t, label+" steps")
 	}
-	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue}
+	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue, wfTask, wfTask}
 	if child {
 		kinds = []string{wfActivity, wfFanOut, wfTimer}
 	}
@@ -115,6 +121,16 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 			s.Count = rapid.IntRange(0, 1).Draw(t, label+" select")
 		case wfChild:
 			s.Child = drawWfSteps(t, label+" child", true)
+		case wfTask:
+			s.Name = rapid.SampledFrom([]string{"review", "approve"}).Draw(t, label+" task")
+			s.Roles = rapid.SampledFrom([][]string{{wfRoleClerk}, {wfRoleManager}, {wfRoleClerk, wfRoleManager}}).Draw(t, label+" roles")
+			if rapid.IntRange(0, 3).Draw(t, label+" assigned") == 0 {
+				s.Assignee = rapid.SampledFrom(wfUsers).Draw(t, label+" assignee").ID
+			}
+			if rapid.Bool().Draw(t, label+" task timeout") {
+				s.Seconds = rapid.IntRange(1, 120).Draw(t, label+" task timeout seconds")
+			}
+			s.Count = rapid.SampledFrom([]int{0, 0, 30, 1440}).Draw(t, label+" due minutes")
 		case wfContinue:
 			if continued {
 				continue
@@ -286,6 +302,12 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 			out = "id=" + ctx.NewID()
 		case wfVersion:
 			out = "v=" + strconv.Itoa(ctx.Version("program-change", replay.DefaultVersion, 1))
+		case wfTask:
+			res, err := wfTaskStep(ctx, s, gi)
+			if err != nil {
+				return nil, err
+			}
+			out = "k:" + s.Name + "=" + res
 		case wfContinue:
 			return nil, ctx.ContinueAsNew(wfProgram{Steps: p.Steps[i+1:], Done: append(outs, "can")})
 		default:
@@ -294,6 +316,31 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 		outs = append(outs, out)
 	}
 	return history.Encode(outs)
+}
+
+// wfTaskStep opens the human task of a step and waits for it: it returns
+// the result the completing user gave, or "timeout" when the step's timer
+// fired first (the task is then cancelled).
+func wfTaskStep(ctx *replay.Context, s wfStep, gi int) (string, error) {
+	opts := replay.TaskOptions{Roles: s.Roles, Assignee: s.Assignee}
+	if s.Count > 0 {
+		opts.Due = ctx.Now().Add(time.Duration(s.Count) * time.Minute)
+	}
+	task := ctx.CreateTask(s.Name, fmt.Sprintf("%s.%d", s.Name, gi), opts)
+	done := ctx.WaitTask(task)
+	if s.Seconds > 0 {
+		timer := ctx.Timer(time.Duration(s.Seconds)*time.Second, wfTaskTimerPrefix+task.ID)
+		if ctx.WhenAny(timer, done) == 0 {
+			ctx.CancelTask(task, wfTaskTimeout)
+			return wfTaskTimeout, nil
+		}
+		ctx.CancelTimer(timer)
+	}
+	var result string
+	if err := done.Get(&result); err != nil {
+		return "", err
+	}
+	return result, nil
 }
 
 // wfWait waits for the signal of a step: it returns the signal's key, or
@@ -366,6 +413,26 @@ type wfFacts struct {
 	raised      map[string]map[string]bool // signal name → payloads raised ("key#message")
 	sideEffects []int64                    // side-effect values recorded, in order
 	continued   int                        // ContinuedAsNew events
+	tasks       []*wfTaskFact              // human tasks created, in order
+}
+
+// wfTaskFact is what history says about one human task and the timer of
+// its step.
+type wfTaskFact struct {
+	name, assignee string
+	roles          []string
+	// completed is the Seq of TaskCompleted, with its result, actor and
+	// correlation (the action's message id); 0 while not completed.
+	completed          int64
+	result             []byte
+	actor, correlation string
+	// cancelled is the Seq of TaskCancelled, with its reason.
+	cancelled int64
+	reason    string
+	// fired is the Seq of the TimerFired of the step's timer;
+	// timerCancelled tells that the workflow cancelled that timer.
+	fired          int64
+	timerCancelled bool
 }
 
 // wfChain returns the executions of the instance's current run: the last
@@ -393,6 +460,8 @@ func wfChain(events []history.Event) ([]history.Event, error) {
 
 func wfFactsOf(chain []history.Event) (*wfFacts, error) {
 	f := &wfFacts{raised: map[string]map[string]bool{}}
+	tasks := map[string]*wfTaskFact{}
+	timers := map[int64]*wfTaskFact{} // by the Seq of the task timer's TimerCreated
 	for i := range chain {
 		e := &chain[i]
 		a, err := e.Attributes()
@@ -400,6 +469,30 @@ func wfFactsOf(chain []history.Event) (*wfFacts, error) {
 			return nil, err
 		}
 		switch a := a.(type) {
+		case *history.TaskCreated:
+			t := &wfTaskFact{name: a.Name, assignee: a.Assignee, roles: a.Roles}
+			tasks[a.TaskID] = t
+			f.tasks = append(f.tasks, t)
+		case *history.TaskCompleted:
+			if t := tasks[a.TaskID]; t != nil {
+				t.completed, t.result, t.actor, t.correlation = e.Seq, a.Result, e.Actor, e.CorrelationID
+			}
+		case *history.TaskCancelled:
+			if t := tasks[a.TaskID]; t != nil {
+				t.cancelled, t.reason = e.Seq, a.Reason
+			}
+		case *history.TimerCreated:
+			if id, ok := strings.CutPrefix(a.Name, wfTaskTimerPrefix); ok && tasks[id] != nil {
+				timers[e.Seq] = tasks[id]
+			}
+		case *history.TimerFired:
+			if t := timers[mustSeqOf(e)]; t != nil {
+				t.fired = e.Seq
+			}
+		case *history.TimerCancelled:
+			if t := timers[mustSeqOf(e)]; t != nil {
+				t.timerCancelled = true
+			}
 		case *history.EventRaised:
 			if f.raised[a.Name] == nil {
 				f.raised[a.Name] = map[string]bool{}
@@ -510,7 +603,7 @@ func wfCheckOutput(events []history.Event, output []byte) error {
 	if len(outs) != len(p.Steps) {
 		return fmt.Errorf("%d outcomes for %d steps: %q", len(outs), len(p.Steps), outs)
 	}
-	sideEffects, continued := 0, 0
+	sideEffects, continued, tasks := 0, 0, 0
 	ids := map[string]bool{}
 	// One signal wakes one waiter: a signal message is consumed at most
 	// once, also across continue-as-new.
@@ -599,7 +692,22 @@ func wfCheckOutput(events []history.Event, output []byte) error {
 				return bad(`"can"`)
 			}
 			continued++
+		case wfTask:
+			if tasks >= len(facts.tasks) {
+				return bad("the outcome of a task created (history has " + strconv.Itoa(len(facts.tasks)) + ")")
+			}
+			res, ok := strings.CutPrefix(got, "k:"+s.Name+"=")
+			if !ok {
+				return bad("k:" + s.Name + "=…")
+			}
+			if want := wfCheckTask(s, facts.tasks[tasks], res); want != "" {
+				return bad(want)
+			}
+			tasks++
 		}
+	}
+	if tasks != len(facts.tasks) {
+		return fmt.Errorf("%d task steps in the program, %d tasks created", tasks, len(facts.tasks))
 	}
 	if sideEffects != len(facts.sideEffects) {
 		return fmt.Errorf("%d side effects in the program, %d recorded", sideEffects, len(facts.sideEffects))
@@ -608,6 +716,61 @@ func wfCheckOutput(events []history.Event, output []byte) error {
 		return fmt.Errorf("%d continue-as-new steps, %d ContinuedAsNew events", continued, facts.continued)
 	}
 	return nil
+}
+
+// wfCheckTask checks the outcome res of a task step against what history
+// says of its task; it returns what the outcome should have been, or "".
+func wfCheckTask(s wfStep, f *wfTaskFact, res string) string {
+	switch {
+	case f.name != s.Name || f.assignee != s.Assignee || !slices.Equal(f.roles, s.Roles):
+		return fmt.Sprintf("the outcome of a task %s %v@%s (history has %s %v@%s)", s.Name, s.Roles, s.Assignee, f.name, f.roles, f.assignee)
+	case res == wfTaskTimeout:
+		switch {
+		case s.Seconds == 0:
+			return "no timeout: the step has no timer"
+		case f.fired == 0:
+			return "no timeout: the task's timer has not fired"
+		case f.completed != 0 && f.completed < f.fired:
+			return "the result: the task was completed before its timer fired"
+		case f.completed == 0 && (f.cancelled == 0 || f.reason != wfTaskTimeout):
+			return "a task cancelled on timeout"
+		}
+		return ""
+	case f.completed == 0:
+		return "a completed task"
+	case s.Seconds > 0 && f.fired != 0 && f.fired < f.completed:
+		return "timeout: the timer fired before the completion"
+	case s.Seconds > 0 && f.fired == 0 && !f.timerCancelled:
+		return "the timer of a task completed in time cancelled"
+	}
+	var carried string
+	if err := history.Decode(f.result, &carried); err != nil || carried != res {
+		return fmt.Sprintf("the result the completion carried (%q)", carried)
+	}
+	// The machine's results name who completed the task with which
+	// message: history must say the same.
+	user, msgID, ok := wfParseTaskResult(res)
+	if !ok || f.actor != history.UserActor(user) || f.correlation != msgID {
+		return fmt.Sprintf("a result of the completion by %s with correlation %s", f.actor, f.correlation)
+	}
+	return ""
+}
+
+// wfTaskResult is the result a user completes a task with: it names the
+// user and the action's message id.
+func wfTaskResult(user, msgID string) string { return "done:" + user + "#" + msgID }
+
+func wfParseTaskResult(res string) (user, msgID string, ok bool) {
+	rest, ok := strings.CutPrefix(res, "done:")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "#")
+}
+
+func mustSeqOf(e *history.Event) int64 {
+	seq, _ := history.ParseSeqCorrelation(e.CorrelationID)
+	return seq
 }
 
 // wfIsCommand reports whether workflow code writes events of kind k in a

@@ -66,6 +66,24 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 		}
 		return nil, ctx.WaitEvent("go").Get(nil)
 	},
+	// abandoner calls the activity "ok" without waiting for it, waits for
+	// "go" and continues as new; the next execution waits for "go".
+	"abandoner": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var n int
+		if err := history.Decode(input, &n); err != nil {
+			return nil, &replay.InputError{Workflow: "abandoner", Err: err}
+		}
+		if n == 0 {
+			ctx.CallActivity("ok", "x")
+		}
+		if err := ctx.WaitEvent("go").Get(nil); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, ctx.ContinueAsNew(1)
+		}
+		return nil, nil
+	},
 }
 
 // regNode is a process with its own executor cache; its rounds can crash

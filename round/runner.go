@@ -429,6 +429,13 @@ func (o leaseOps) EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams)
 	return o.LeaseStore.EnqueueMessages(ctx, &q)
 }
 
+// CancelActivities fences the cancel with the round's lease.
+func (o leaseOps) CancelActivities(ctx context.Context, p *CancelActivitiesParams) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.CancelActivities(ctx, &q)
+}
+
 // EnqueueActivities fences the enqueue with the round's lease.
 func (o leaseOps) EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error {
 	q := *p

@@ -423,6 +423,9 @@ type CancelActivitiesParams struct {
 	// OtherThan, when set, cancels the tasks of every execution of the
 	// instance but this one instead (ExecutionID is then ignored).
 	OtherThan string
+	// Lease fences the cancel as in EnqueueMessagesParams: a zombie round
+	// must not cancel the work of an execution its successor started.
+	Lease *Lease
 }
 
 // DequeueParams are the params of DequeueInstance.

@@ -70,6 +70,11 @@ func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesP
 	return s.do(ctx, OpCancelActivities, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if p.Lease != nil {
+			if _, err := s.leased(p.Lease); err != nil {
+				return err
+			}
+		}
 		s.cancelActivities(p)
 		return nil
 	})

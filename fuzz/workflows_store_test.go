@@ -1,0 +1,195 @@
+package fuzz_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// The workflows machine runs on any provider through round.Store alone:
+// it knows the instances it started and the children their histories
+// schedule, reads their queues with ListMessages and ListActivityTasks,
+// and injects faults with providertest.Faulty. A backend adds what the
+// contract has no method for: an empty store per check, and a census of
+// the whole store, which proves that the machine's view misses nothing.
+
+// wfBackend is a store the workflows machine runs on.
+type wfBackend struct {
+	name string
+	mode round.Mode
+	// open returns an empty store for one check.
+	open func(t *rapid.T) round.Store
+	// census tells what the whole store holds.
+	census func(t *rapid.T, s round.Store) wfCensus
+	// waiting, when set, tells whether a call of the test waits for a
+	// lock that another transaction holds (only a paused round can hold
+	// one), so that such a wait fails the check instead of hanging it.
+	waiting func(ctx context.Context) bool
+}
+
+// wfCensus is what a whole store holds: the instances with history, sorted,
+// and how many messages and activity tasks are queued.
+type wfCensus struct {
+	instances       []string
+	messages, tasks int
+}
+
+// wfMemory runs the machine on a new memory store per check.
+func wfMemory(mode round.Mode) *wfBackend {
+	return &wfBackend{
+		name: "memory " + mode.String(),
+		mode: mode,
+		open: func(*rapid.T) round.Store { return memory.New(memory.Options{Mode: mode}) },
+		census: func(_ *rapid.T, s round.Store) wfCensus {
+			ms := s.(*memory.Store)
+			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedTasks())}
+		},
+	}
+}
+
+// wfPostgresTables are the tables of the postgres provider's schema
+// (migrations/0001_init.sql) but schema_migrations.
+var wfPostgresTables = []string{
+	"instances", "history", "messages", "activity_task_ids", "activity_tasks", "dead_letters",
+	"human_tasks", "human_task_events", "custom_projections", "tombstones",
+}
+
+// wfPostgres runs the machine on one postgres store for the whole test,
+// on a schema of its own (created and dropped by pgtest), emptied before
+// every check. It skips the test loudly without a server, and fails it
+// under CI=true.
+func wfPostgres(t *testing.T) *wfBackend {
+	url := pgtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	// A paused round holds a connection while another node's round, its
+	// activity worker and clients go on.
+	cfg.MaxConns = 8
+	// The name tells the test's sessions from those of tests running
+	// alongside; see waiting.
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	appName := "chronicle-rapid-" + hex.EncodeToString(b[:])
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	// A call cancelled while it waits for a lock (see wfMachine.meanwhile)
+	// must end its statement on the server too, at once: by default the
+	// client only drops the connection, and the server would go on
+	// waiting, holding the locks of the call's transaction.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 10 * time.Second}
+	}
+	// Commits need not wait for the disk: durability across a crash of
+	// the server is not under test, and fsync would set the pace.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store := pgtest.NewStore(t, postgres.Options{Pool: pool})
+	schema := pgx.Identifier{store.Schema()}.Sanitize()
+	tables := make([]string, len(wfPostgresTables))
+	for i, name := range wfPostgresTables {
+		tables[i] = schema + "." + name
+	}
+	return &wfBackend{
+		name: "postgres",
+		mode: round.ModeTransactional,
+		open: func(t *rapid.T) round.Store {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// Without arguments Exec uses the simple protocol, which runs
+			// both statements.
+			_, err := pool.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY; ALTER SEQUENCE "+schema+".lease_tokens RESTART")
+			if err != nil {
+				t.Fatalf("empty the store: %v", err)
+			}
+			return store
+		},
+		census: func(t *rapid.T, _ round.Store) wfCensus {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var c wfCensus
+			rows, err := pool.Query(ctx, "SELECT DISTINCT instance_id FROM "+schema+".history ORDER BY instance_id")
+			if err == nil {
+				c.instances, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			if err == nil {
+				err = pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+schema+".messages), (SELECT count(*) FROM "+schema+".activity_tasks)").Scan(&c.messages, &c.tasks)
+			}
+			if err != nil {
+				t.Fatalf("census: %v", err)
+			}
+			return c
+		},
+		waiting: func(ctx context.Context) bool {
+			var n int
+			err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", appName).Scan(&n)
+			return err == nil && n > 0
+		},
+	}
+}
+
+// wfPostgresChecks caps the checks of TestRapidWorkflowsPostgres: a check
+// costs thousands of round trips and hundreds of commits (0.4 s on a
+// 2-core machine, over 1 s with -race), so the postgres run does far fewer
+// checks than the memory runs. The CI run of the rapid tests
+// (-rapid.checks=1000) gets wfPostgresChecks, about a minute; the race
+// detector's run gets wfPostgresRaceChecks: it is there to find data
+// races, and the concurrency of this test is that of the memory runs.
+const (
+	wfPostgresChecks     = 150
+	wfPostgresRaceChecks = 40
+)
+
+// TestRapidWorkflowsPostgres runs the workflows machine of
+// TestRapidWorkflowsTransactional against a PostgreSQL store: the same
+// actions, faults (providertest.Faulty) and invariants, fewer checks.
+func TestRapidWorkflowsPostgres(t *testing.T) {
+	backend := wfPostgres(t)
+	limit := wfPostgresChecks
+	if raceEnabled {
+		limit = wfPostgresRaceChecks
+	}
+	capRapidChecks(t, limit)
+	testRapidWorkflows(t, backend)
+}
+
+// capRapidChecks lowers -rapid.checks to at most n until the test ends.
+// rapid.Check has no per-call setting: it reads its flag, a package
+// variable of rapid, when it starts, so the flag is set through the flag
+// package and restored by a cleanup. The tests of this package do not run
+// in parallel, so no other rapid.Check sees the lowered value.
+func capRapidChecks(t *testing.T, n int) {
+	t.Helper()
+	f := flag.Lookup("rapid.checks")
+	if f == nil {
+		t.Fatal("rapid registers no -rapid.checks flag")
+	}
+	old := f.Value.String()
+	checks, err := strconv.Atoi(old)
+	require.NoError(t, err)
+	if checks <= n {
+		return
+	}
+	require.NoError(t, f.Value.Set(strconv.Itoa(n)))
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+	t.Logf("running %d checks instead of -rapid.checks=%d", n, checks)
+}

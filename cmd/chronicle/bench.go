@@ -48,6 +48,14 @@ func runBench(c *cli, cmd *command, args []string) error {
 	if *instances <= 0 {
 		return usagef(cmd, "--instances must be positive")
 	}
+	for i, w := range workloads {
+		workloads[i] = strings.ToUpper(w)
+		switch workloads[i] {
+		case bench.W1, bench.W2, bench.W3, bench.Idle:
+		default:
+			return usagef(cmd, "unknown workload %q: use W1, W2, W3 or IDLE", w)
+		}
+	}
 	var rows []benchJSON
 	if !c.json {
 		fmt.Fprintf(c.stdout, "%-8s %-4s %9s %8s %12s %8s %10s %12s %10s %8s %8s\n",
@@ -58,7 +66,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: strings.ToUpper(w), Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act})
 		done()
 		if err != nil {
 			return err

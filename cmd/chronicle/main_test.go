@@ -244,6 +244,14 @@ func TestCommands(t *testing.T) {
 		{"purge_nothing", usage, []string{"purge", "--by", "ops"}},
 		{"purge_bad_age", usage, []string{"purge", "--older-than", "soon", "--by", "ops"}},
 
+		// Commands whose success needs PostgreSQL or varies (see
+		// postgres_test.go): their mistakes.
+		{"migrate_memory", failed, []string{"migrate"}},
+		{"migrate_extra_argument", usage, []string{"migrate", "now"}},
+		{"bench_help", ok, []string{"bench", "-h"}},
+		{"bench_zero_instances", usage, []string{"bench", "--instances", "0"}},
+		{"bench_unknown_workload", usage, []string{"bench", "--workload", "W9", "--instances", "1"}},
+
 		// Mistakes.
 		{"no_command", usage, []string{}},
 		{"unknown_command", usage, []string{"frobnicate"}},

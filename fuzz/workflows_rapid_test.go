@@ -136,34 +136,7 @@ type wfNode struct {
 	runner *round.Runner
 	worker *round.ActivityWorker
 
-	mu      sync.Mutex
-	crashAt round.CrashPoint
-	pause   *pause
-	// paused is the instance of the round that pause stalled.
-	paused string
-}
-
-func (n *wfNode) hook(_ context.Context, p round.CrashPoint, id string) error {
-	n.mu.Lock()
-	crash := n.crashAt == p
-	if crash {
-		n.crashAt = ""
-	}
-	pz := n.pause
-	if pz != nil && pz.at == p {
-		n.pause, n.paused = nil, id
-	} else {
-		pz = nil
-	}
-	n.mu.Unlock()
-	if pz != nil {
-		close(pz.paused)
-		<-pz.resumed
-	}
-	if crash {
-		return errKill
-	}
-	return nil
+	points
 }
 
 type wfMachine struct {

@@ -3,7 +3,6 @@ package fuzz_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,32 +90,7 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 type regNode struct {
 	runner *round.Runner
 
-	mu      sync.Mutex
-	crashAt round.CrashPoint
-	pause   *pause
-}
-
-func (n *regNode) hook(_ context.Context, p round.CrashPoint, _ string) error {
-	n.mu.Lock()
-	crash := n.crashAt == p
-	if crash {
-		n.crashAt = ""
-	}
-	pz := n.pause
-	if pz != nil && pz.at == p {
-		n.pause = nil
-	} else {
-		pz = nil
-	}
-	n.mu.Unlock()
-	if pz != nil {
-		close(pz.paused)
-		<-pz.resumed
-	}
-	if crash {
-		return errKill
-	}
-	return nil
+	points
 }
 
 type regBundle struct {

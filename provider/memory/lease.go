@@ -37,10 +37,8 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitie
 	return s.do(ctx, OpEnqueueActivities, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if p.Lease != nil {
-			if _, err := s.leased(p.Lease); err != nil {
-				return err
-			}
+		if err := s.fence(p.Lease); err != nil {
+			return err
 		}
 		s.enqueueActivities(p.Tasks, p.Now)
 		return nil
@@ -70,10 +68,8 @@ func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesP
 	return s.do(ctx, OpCancelActivities, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if p.Lease != nil {
-			if _, err := s.leased(p.Lease); err != nil {
-				return err
-			}
+		if err := s.fence(p.Lease); err != nil {
+			return err
 		}
 		s.cancelActivities(p)
 		return nil
@@ -119,6 +115,16 @@ func (s *Store) leased(l *round.Lease) (*instance, error) {
 		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, round.ErrLeaseLost)
 	}
 	return in, nil
+}
+
+// fence checks the lease a peek-lock step is fenced with, if any; callers
+// hold s.mu.
+func (s *Store) fence(l *round.Lease) error {
+	if l == nil {
+		return nil
+	}
+	_, err := s.leased(l)
+	return err
 }
 
 // RenewLease implements round.LeaseStore.

@@ -320,10 +320,8 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesPar
 	return s.do(ctx, OpEnqueueMessages, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if p.Lease != nil {
-			if _, err := s.leased(p.Lease); err != nil {
-				return err
-			}
+		if err := s.fence(p.Lease); err != nil {
+			return err
 		}
 		s.enqueueMessages(p.Messages, p.Now)
 		return nil

@@ -188,6 +188,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		case err != nil:
 			return rep, err
 		}
+		e.runner.ForgetInstance(id)
 		rep.Purged = append(rep.Purged, *ts)
 	}
 	return rep, nil

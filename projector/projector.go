@@ -247,7 +247,19 @@ func (p *Projector) Project(_ context.Context, in *round.ProjectInput) (*round.P
 	s, _ := in.Cached.(*State)
 	events := in.NewEvents
 	if s == nil || len(s.defs) != len(p.Definitions()) {
-		s, events = p.NewState(in.InstanceID), in.History
+		// Tasks of ended executions never change again, so without custom
+		// projections (which fold every execution) the current execution's
+		// events are enough.
+		s = p.NewState(in.InstanceID)
+		from := int64(1)
+		if len(s.defs) == 0 && in.Snapshot != nil {
+			from = max(in.Snapshot.ExecutionStartSeq, 1)
+		}
+		var err error
+		if events, err = in.History(from); err != nil {
+			return nil, err
+		}
+		s.Seq = from - 1
 	}
 	for i := range events {
 		if err := s.Apply(&events[i]); err != nil {

@@ -35,6 +35,10 @@ const (
 	// ReasonRejected: the round rejected the message for another reason
 	// given in the error text.
 	ReasonRejected Reason = "rejected"
+	// ReasonCorruptHistory: the instance's stored history does not decode,
+	// its hash chain is broken, or it does not end where its stored
+	// snapshot says; the instance does not run until an operator repairs it.
+	ReasonCorruptHistory Reason = "corrupt-history"
 )
 
 // DeadLetterError is returned by a turn function to dead-letter the round's

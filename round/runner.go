@@ -54,9 +54,11 @@ type ProjectFunc func(ctx context.Context, in *ProjectInput) (*ProjectOutput, er
 type ProjectInput struct {
 	InstanceID string
 	Snapshot   *Snapshot
-	// History holds the instance's whole history, NewEvents included, when
-	// Cached is nil; it is nil otherwise.
-	History   []history.Event
+	// History returns the stored history from seq from on, followed by
+	// NewEvents: a projection without Cached state folds from the start of
+	// the current execution (Snapshot.ExecutionStartSeq) when it can, and
+	// from seq 1 when it folds every execution.
+	History   func(from int64) ([]history.Event, error)
 	NewEvents []history.Event
 	Cached    any
 }
@@ -182,6 +184,11 @@ func DefaultRetryDelay(attempts int) time.Duration {
 // Forget drops the cached state of every instance, as a restart would, and
 // releases what it held (executors' goroutines).
 func (r *Runner) Forget() { r.cache.clear() }
+
+// ForgetInstance drops the cached state of one instance (purged, say).
+// Rounds never trust a cached state whose seq and hash the store no longer
+// holds, so forgetting is an economy, not a safeguard.
+func (r *Runner) ForgetInstance(instanceID string) { r.cache.take(instanceID).close() }
 
 // Cached returns how many instances' state the runner holds.
 func (r *Runner) Cached() int { return r.cache.len() }
@@ -447,54 +454,44 @@ func (o leaseOps) EnqueueActivities(ctx context.Context, p *EnqueueActivitiesPar
 // entry is the caller's when process succeeds, and closed when it fails.
 func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
 	rep := &Report{InstanceID: id}
-	entry := r.cache.take(id)
+	l, err := r.load(ctx, ops, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	entry := l.entry
 	defer func() {
 		if err != nil {
 			entry.close()
 		}
 	}()
-	if entry != nil {
-		tail, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: entry.snap.LastSeq + 1})
-		if err != nil {
-			return nil, nil, fmt.Errorf("load history of %s: %w", id, err)
-		}
-		if len(tail) > 0 {
-			entry.close() // another node wrote the instance
-			entry = nil
-		}
-	}
-	var stored []history.Event // the whole stored history, when loaded
-	if entry == nil {
-		var err error
-		if stored, err = ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: 1}); err != nil {
-			return nil, nil, fmt.Errorf("load history of %s: %w", id, err)
-		}
-		snap, err := Fold(id, stored)
-		if err != nil {
-			return nil, nil, fmt.Errorf("fold history of %s: %w", id, err)
-		}
-		entry, rep.Cold = &cacheEntry{instanceID: id, snap: snap}, true
-	}
+	rep.Cold = l.cold
 	if err := r.opts.Hooks.crash(ctx, AfterLoad, id); err != nil {
 		return nil, nil, err
 	}
-	// full returns the whole history through the round's events so far,
-	// loading the stored part if the round has not yet.
-	baseSeq := entry.snap.LastSeq
+	// since returns the history from seq from through the round's events
+	// so far, loading the stored part the round has not read yet.
+	stored, storedFrom, baseSeq := l.events, l.from, entry.snap.LastSeq
 	var appended []history.Event
-	full := func() ([]history.Event, error) {
-		if stored == nil && baseSeq > 0 {
-			loaded, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: 1})
+	since := func(from int64) ([]history.Event, error) {
+		from = max(from, 1)
+		if from > baseSeq {
+			return appended[from-baseSeq-1:], nil
+		}
+		if stored == nil || storedFrom > from {
+			loaded, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: from})
 			if err != nil {
-				return nil, fmt.Errorf("load history of %s: %w", id, err)
-			}
-			if int64(len(loaded)) < baseSeq {
-				return nil, fmt.Errorf("load history of %s: %w: %d events, snapshot at seq %d", id, ErrConflict, len(loaded), baseSeq)
+				return nil, loadErr(id, err)
 			}
 			// In a transaction the load may see the round's own append.
-			stored = loaded[:baseSeq]
+			if n := baseSeq - from + 1; int64(len(loaded)) < n || loaded[0].Seq != from {
+				return nil, fmt.Errorf("load history of %s: %w: %d events from seq %d, snapshot at seq %d", id, ErrConflict, len(loaded), from, baseSeq)
+			} else {
+				loaded = loaded[:n]
+			}
+			stored, storedFrom = loaded, from
 		}
-		return append(stored[:len(stored):len(stored)], appended...), nil
+		old := stored[from-storedFrom : baseSeq-storedFrom+1]
+		return append(old[:len(old):len(old)], appended...), nil
 	}
 
 	snap, work := entry.snap, &Work{}
@@ -542,11 +539,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 	if len(appended) > 0 {
 		in := &TurnInput{InstanceID: id, Snapshot: snap, NewEvents: appended, Now: now, Node: r.opts.Node, Cached: entry.turnState}
 		if in.Cached == nil {
-			all, err := full()
-			if err != nil {
+			if in.History, err = since(snap.ExecutionStartSeq); err != nil {
 				return nil, nil, err
 			}
-			in.History = all[snap.ExecutionStartSeq-1:]
 		}
 		out, err := r.turn(ctx, in)
 		if err != nil {
@@ -578,11 +573,11 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 	if rep.Cold && r.lease != nil {
 		// A peek-lock round may have crashed between append and enqueue:
 		// derive what every open schedule needs and enqueue it again.
-		all, err := full()
+		current, err := since(snap.ExecutionStartSeq)
 		if err != nil {
 			return nil, nil, err
 		}
-		open, err := snap.OpenWork(all[max(snap.ExecutionStartSeq-1, 0):])
+		open, err := snap.OpenWork(current)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -602,8 +597,8 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 		return nil, nil, err
 	}
 
-	if len(appended) > 0 || rep.Cold {
-		p, err := r.projections(ctx, entry, appended, full)
+	if len(appended) > 0 || rep.Cold && l.projectedSeq < snap.LastSeq {
+		p, err := r.projections(ctx, entry, appended, since)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -673,7 +668,7 @@ type panicError struct{ value any }
 func (e *panicError) Error() string            { return fmt.Sprintf("turn panicked: %v", e.value) }
 func (e *panicError) DeadLetterReason() Reason { return ReasonPanic }
 
-func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, full func() ([]history.Event, error)) (*Projections, error) {
+func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, since func(from int64) ([]history.Event, error)) (*Projections, error) {
 	snap := entry.snap
 	if !snap.Started() {
 		return nil, nil
@@ -686,12 +681,7 @@ func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []
 	if r.opts.Project == nil {
 		return p, nil
 	}
-	in := &ProjectInput{InstanceID: snap.InstanceID, Snapshot: snap, NewEvents: appended, Cached: entry.projState}
-	if in.Cached == nil {
-		if in.History, err = full(); err != nil {
-			return nil, err
-		}
-	}
+	in := &ProjectInput{InstanceID: snap.InstanceID, Snapshot: snap, NewEvents: appended, Cached: entry.projState, History: since}
 	out, err := r.opts.Project(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("project %s: %w", snap.InstanceID, err)

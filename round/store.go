@@ -182,6 +182,10 @@ type Steps interface {
 	// LoadHistory is [Store.LoadHistory], seeing the round's own writes.
 	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
 
+	// GetSnapshot is [Store.GetSnapshot] seen from the round: a cold round
+	// starts from the stored snapshot instead of folding every event.
+	GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error)
+
 	// AppendHistory appends sealed events whose first Seq is the stored last
 	// Seq + 1. If events with those Seqs are already stored with the same
 	// hashes it returns nil and writes nothing (a retried append). Any other

@@ -165,6 +165,16 @@ func (t *tx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*roun
 	return b, err
 }
 
+// GetSnapshot implements round.Steps inside a transaction. Rounds read the
+// snapshot before they stage one, so the committed snapshot is the one
+// they see.
+func (t *tx) GetSnapshot(ctx context.Context, id string) ([]byte, int64, error) {
+	if t.closed {
+		return nil, 0, errTxClosed
+	}
+	return t.s.GetSnapshot(ctx, id)
+}
+
 // LoadHistory implements round.Steps inside a transaction: committed events
 // followed by the round's staged ones.
 func (t *tx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {

@@ -228,6 +228,17 @@ func (t *roundTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) (
 	return events, err
 }
 
+// GetSnapshot implements round.Steps.
+func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error) {
+	err = t.step(func() error {
+		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
+			return failf(err, "snapshot of %s", instanceID)
+		}
+		return nil
+	})
+	return data, seq, err
+}
+
 // AppendHistory implements round.Steps.
 func (t *roundTx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
 	return t.step(func() error { return t.s.appendHistory(ctx, t.tx, p) })

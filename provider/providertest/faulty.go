@@ -238,6 +238,12 @@ func (w faultySteps) LoadHistory(ctx context.Context, p *round.LoadHistoryParams
 	return v, err
 }
 
+// GetSnapshot injects faults around the wrapped call.
+func (w faultySteps) GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error) {
+	err = w.f.do(ctx, "GetSnapshot", func() (err error) { data, seq, err = w.s.GetSnapshot(ctx, instanceID); return err })
+	return data, seq, err
+}
+
 // AppendHistory injects faults around the wrapped call.
 func (w faultySteps) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
 	return w.f.do(ctx, "AppendHistory", func() error { return w.s.AppendHistory(ctx, p) })
@@ -315,6 +321,11 @@ type faultyLease struct {
 // LoadHistory resolves the ambiguity of the embedded Store and Steps.
 func (w faultyLease) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
 	return w.faultyStore.LoadHistory(ctx, p)
+}
+
+// GetSnapshot resolves the ambiguity of the embedded Store and Steps.
+func (w faultyLease) GetSnapshot(ctx context.Context, instanceID string) ([]byte, int64, error) {
+	return w.faultyStore.GetSnapshot(ctx, instanceID)
 }
 
 // EnqueueMessages resolves the ambiguity of the embedded Store and Steps.

@@ -26,9 +26,14 @@ type ReplayReport = replay.Report
 var ErrTombstoneMismatch = errors.New("chronicle: archive does not match its tombstone")
 
 // Verify checks the hash chain of an instance's whole history and returns
-// nil or a *history.ChainError naming the first broken seq.
+// nil or a *history.ChainError naming the first broken seq (also when a
+// stored event does not decode).
 func (e *Engine) Verify(ctx context.Context, instanceID string) error {
 	events, err := e.History(ctx, instanceID)
+	var broken *history.ChainError
+	if errors.As(err, &broken) {
+		return broken
+	}
 	if err != nil {
 		return err
 	}
@@ -55,7 +60,14 @@ func (e *Engine) VerifyAll(ctx context.Context) ([]VerifyResult, error) {
 		}
 		for _, r := range recs {
 			events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: r.InstanceID, FromSeq: 1})
-			if err != nil {
+			var broken *history.ChainError
+			switch {
+			case errors.As(err, &broken):
+				// A stored event that does not decode is a broken link of
+				// this instance's chain; the others are still checked.
+				out = append(out, VerifyResult{InstanceID: r.InstanceID, Events: int(r.LastSeq), Err: broken})
+				continue
+			case err != nil:
 				return nil, err
 			}
 			out = append(out, VerifyResult{InstanceID: r.InstanceID, Events: len(events), Err: history.Verify(events)})

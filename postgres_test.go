@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
@@ -151,4 +152,48 @@ func TestPostgresEndToEnd(t *testing.T) {
 		cancel()
 		require.NoError(t, receive(t, done))
 	})
+}
+
+// TestPostgresUndecodableHistoryRow checks what a history row that does not
+// decode does: verification names its seq and goes on to the other
+// instances, and the instance's next round is dead-lettered as
+// corrupt-history instead of failing until max deliveries.
+func TestPostgresUndecodableHistoryRow(t *testing.T) {
+	t.Parallel()
+	store := pgtest.NewStore(t, postgres.Options{})
+	b := setupOn(t, store)
+	waiter := func(ctx *chronicle.Context, in string) (string, error) {
+		s, err := chronicle.WaitEvent[string](ctx, "go")
+		return in + s, err
+	}
+	register(t, b.engine, "waiter", waiter)
+	b.start(t, "waiter", "bad", "a")
+	b.start(t, "waiter", "good", "a")
+	b.drain(t)
+	tag, err := store.Pool().Exec(b.ctx, `UPDATE `+pgx.Identifier{store.Schema(), "history"}.Sanitize()+`
+		SET event = '\xc1c1c1'::bytea WHERE instance_id = 'bad' AND seq = 2`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+
+	var broken *history.ChainError
+	require.ErrorAs(t, b.engine.Verify(b.ctx, "bad"), &broken)
+	require.Equal(t, int64(2), broken.Seq)
+	all, err := b.engine.VerifyAll(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.ErrorAs(t, all[0].Err, &broken)
+	require.Equal(t, "bad", all[0].InstanceID)
+	require.NoError(t, all[1].Err)
+
+	restarted := b.newEngine(t) // a cold node loads the broken row
+	register(t, restarted, "waiter", waiter)
+	require.NoError(t, restarted.RaiseEvent(b.ctx, "bad", "go", "b"))
+	require.NoError(t, restarted.RaiseEvent(b.ctx, "good", "go", "b"))
+	drain(t, restarted)
+	letters, err := restarted.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "bad"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	require.Equal(t, round.ReasonCorruptHistory, letters[0].Reason)
+	require.Contains(t, letters[0].Error, "seq 2")
+	require.Equal(t, "ab", result[string](t, b, "good"))
 }

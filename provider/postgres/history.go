@@ -13,7 +13,7 @@ import (
 )
 
 const loadHistorySQL = `
-SELECT event FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq`
+SELECT seq, event FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq`
 
 // appendHistorySQL inserts the events only when the first one ($10)
 // continues the stored log: nothing at or after it, and its predecessor
@@ -31,7 +31,8 @@ const historyTailSQL = `
 SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`
 
 // loadHistory reads the events of an instance from fromSeq, decoding the
-// stored canonical bytes.
+// stored canonical bytes; a row that does not decode is reported as a
+// *history.ChainError naming its seq.
 func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq int64) ([]history.Event, error) {
 	rows, err := db.Query(ctx, sql, instanceID, max(fromSeq, 1))
 	if err != nil {
@@ -40,13 +41,19 @@ func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq i
 	defer rows.Close()
 	var out []history.Event
 	for rows.Next() {
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
+		var (
+			seq  int64
+			data []byte
+		)
+		if err := rows.Scan(&seq, &data); err != nil {
 			return nil, failf(err, "load history of %s", instanceID)
 		}
 		e, err := history.UnmarshalEvent(data)
 		if err != nil {
-			return nil, fmt.Errorf("postgres: load history of %s: %w", instanceID, err)
+			// Name the row, so that verification and the round's dead
+			// letter say which event is broken.
+			return nil, fmt.Errorf("postgres: load history of %s: %w", instanceID,
+				&history.ChainError{Seq: seq, InstanceID: instanceID, Reason: "stored event does not decode: " + err.Error()})
 		}
 		out = append(out, e)
 	}

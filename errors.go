@@ -34,6 +34,10 @@ var (
 	ErrTimerCancelled = replay.ErrTimerCancelled
 	// ErrTaskCancelled: the workflow cancelled the task waited for.
 	ErrTaskCancelled = replay.ErrTaskCancelled
+	// ErrSubWorkflowAlreadyStarted: a child's start was refused because
+	// its instance id is taken by a running instance; the child's
+	// *SubWorkflowError matches it.
+	ErrSubWorkflowAlreadyStarted = replay.ErrSubWorkflowAlreadyStarted
 	// ErrDeadLetterNotFound: no dead letter has this id.
 	ErrDeadLetterNotFound = errors.New("chronicle: dead letter not found")
 	// ErrDeadLetterResolved: the dead letter was already redriven or

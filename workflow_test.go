@@ -254,11 +254,14 @@ func TestSubWorkflows(t *testing.T) {
 	b.drain(t)
 	events := b.history(t, "c")
 	require.Equal(t, 2, count(events, history.KindSubWorkflowScheduled))
-	require.Equal(t, "1200, c/6: chronicle: activity inspect failed after 1 attempt(s): total loss", result[string](t, b, "c"))
-	child := b.describe(t, "c/3")
+	exec := b.describe(t, "c").ExecutionID
+	children := childIDs(t, b, "c")
+	require.Equal(t, []string{"c/" + exec + "/3", "c/" + exec + "/6"}, children, "default child ids: parent id, execution id, seq")
+	require.Equal(t, "1200, "+children[1]+": chronicle: activity inspect failed after 1 attempt(s): total loss", result[string](t, b, "c"))
+	child := b.describe(t, children[0])
 	require.Equal(t, chronicle.StatusCompleted, child.Status)
 	require.Equal(t, "c", child.ParentID)
-	require.Equal(t, chronicle.StatusFailed, b.describe(t, "c/6").Status)
+	require.Equal(t, chronicle.StatusFailed, b.describe(t, children[1]).Status)
 }
 
 func TestContinueAsNewCarriesSignals(t *testing.T) {

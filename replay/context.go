@@ -36,8 +36,12 @@ type ActivityOptions struct {
 
 // SubWorkflowOptions configure one sub-workflow call.
 type SubWorkflowOptions struct {
-	// InstanceID names the child; default: the parent's id followed by
-	// "/" and the scheduling Seq.
+	// InstanceID names the child; default: the parent's instance id, its
+	// execution id and the scheduling Seq joined by "/" (see
+	// [round.DefaultChildID]), unique even when a purged parent id is
+	// reused. An explicit id taken by a running instance fails the call
+	// with a *SubWorkflowError that matches [ErrSubWorkflowAlreadyStarted];
+	// the id of an ended instance is reused (a new execution starts).
 	InstanceID string
 	// Version is recorded with the child's start.
 	Version string
@@ -125,7 +129,9 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOptions) 
 
 // CallSubWorkflow starts a child workflow and returns the future of its
 // result. The child is an instance of its own; its failure or termination
-// is a *SubWorkflowError.
+// is a *SubWorkflowError, and so is the refusal of its start when its
+// instance id is taken by a running instance (it matches
+// [ErrSubWorkflowAlreadyStarted]).
 func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOptions) Future {
 	var o SubWorkflowOptions
 	if len(opts) > 0 {
@@ -136,19 +142,23 @@ func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOpt
 		return c.x.failedFuture(fmt.Errorf("chronicle: sub-workflow %s input: %w", name, err))
 	}
 	seq := c.x.nextSeq
-	child := o.InstanceID
-	if child == "" {
-		child = c.x.instanceID + "/" + strconv.FormatInt(seq, 10)
-		if len(child) > history.MaxIDLength {
-			child = history.DeterministicID(c.x.instanceID, seq, "child")
+	child, exec := o.InstanceID, round.ChildExecutionID(c.x.instanceID, c.x.executionID, seq)
+	if rec := c.x.recordedChild(name); rec != nil {
+		// Replay keeps the ids history recorded: earlier versions derived
+		// them differently, and a default id is not part of the call.
+		exec = rec.ExecutionID
+		if child == "" {
+			child = rec.InstanceID
 		}
+	}
+	if child == "" {
+		child = round.DefaultChildID(c.x.instanceID, c.x.executionID, seq)
 	}
 	if err := history.ValidateID("sub-workflow instance id", child); err != nil {
 		return c.x.failedFuture(err)
 	}
 	e := c.x.command(&history.SubWorkflowScheduled{
-		Name: name, Version: o.Version, InstanceID: child,
-		ExecutionID: history.DeterministicID(child, seq, "execution"), Input: payload,
+		Name: name, Version: o.Version, InstanceID: child, ExecutionID: exec, Input: payload,
 	}, "")
 	f := c.x.newFuture(e.Seq, name)
 	f.child = child

@@ -22,6 +22,10 @@ var (
 	// ErrTaskCancelled is returned by the future of a task the workflow
 	// cancelled.
 	ErrTaskCancelled = errors.New("chronicle: task cancelled")
+	// ErrSubWorkflowAlreadyStarted is matched by the *SubWorkflowError of a
+	// child whose start was refused because its instance id is taken by a
+	// running instance (Temporal's ChildWorkflowExecutionAlreadyStarted).
+	ErrSubWorkflowAlreadyStarted = errors.New("chronicle: sub-workflow instance already started")
 )
 
 // NondeterminismError reports that workflow code no longer matches its
@@ -78,7 +82,11 @@ func (e *ActivityError) Error() string {
 func (e *ActivityError) ErrorType() string { return e.Failure.Type }
 
 // SubWorkflowError is returned by a sub-workflow's future when the child
-// failed or was terminated.
+// failed or was terminated, or never ran: its start was refused because
+// its instance id is taken by a running instance (Failure.Type
+// round.FailureSubWorkflowAlreadyStarted; the error matches
+// [ErrSubWorkflowAlreadyStarted]) or an operator discarded the dead letter
+// of its start (round.FailureDeadLetterDiscarded).
 type SubWorkflowError struct {
 	Name       string
 	InstanceID string
@@ -88,6 +96,15 @@ type SubWorkflowError struct {
 // Error implements error.
 func (e *SubWorkflowError) Error() string {
 	return fmt.Sprintf("chronicle: sub-workflow %s (%s) failed: %s", e.Name, e.InstanceID, e.Failure.Message)
+}
+
+// ErrorType returns the failure's type.
+func (e *SubWorkflowError) ErrorType() string { return e.Failure.Type }
+
+// Is reports whether target is [ErrSubWorkflowAlreadyStarted] and the
+// child's start was refused for that reason.
+func (e *SubWorkflowError) Is(target error) bool {
+	return target == ErrSubWorkflowAlreadyStarted && e.Failure.Type == round.FailureSubWorkflowAlreadyStarted
 }
 
 // ContinueAsNewError is returned by [Context.ContinueAsNew]; a workflow

@@ -450,6 +450,23 @@ func (x *executor) peekRecorded() *history.Event {
 	return &x.recorded[len(x.produced)]
 }
 
+// recordedChild returns the recorded SubWorkflowScheduled at the current
+// position when replaying and it starts a child named name, or nil.
+func (x *executor) recordedChild(name string) *history.SubWorkflowScheduled {
+	rec := x.peekRecorded()
+	if rec == nil || rec.Kind != history.KindSubWorkflowScheduled {
+		return nil
+	}
+	a, err := rec.Attributes()
+	if err != nil {
+		return nil
+	}
+	if g := a.(*history.SubWorkflowScheduled); g.Name == name {
+		return g
+	}
+	return nil
+}
+
 // matches reports whether a recorded command is what the code asks for
 // now: same kind and same identity (activity, child or task name, marker).
 func matches(rec *history.Event, attrs history.Attributes) bool {

@@ -202,6 +202,10 @@ type Report struct {
 	// those acked without an event; DeadLettered those moved to the
 	// dead-letter store.
 	Processed, Duplicates, Stale, DeadLettered int
+	// Refused counts child starts acked without an event because the
+	// child's id is taken by a running instance; each parent was sent a
+	// SubWorkflowFailed instead.
+	Refused int
 	// Cold is true when the instance's history was loaded whole.
 	Cold bool
 	// Failed is true when the round did not commit; RunOnce then also
@@ -524,6 +528,20 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 			acks = append(acks, m.ID)
 			r.log.DebugContext(ctx, "stale message acked", slog.String("instance", id), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
 		case Reject:
+			if reason == ReasonAlreadyRunning {
+				// A child's start whose id is taken: tell its parent.
+				n, ok, err := snap.RefusedChildStart(&m)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
+					work.Messages = append(work.Messages, n)
+					acks = append(acks, m.ID)
+					rep.Refused++
+					r.log.InfoContext(ctx, "child start refused", slog.String("instance", id), slog.String("message", m.ID), slog.String("why", why))
+					continue
+				}
+			}
 			letters = append(letters, r.letter(&m, reason, why, now))
 		case Accept:
 			e := r.messageEvent(snap, &m, now)

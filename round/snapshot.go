@@ -447,7 +447,9 @@ func TimerMessageID(instanceID, executionID string, timerSeq int64) string {
 }
 
 func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (Message, error) {
-	m, err := NewMessage(history.DeterministicID(a.InstanceID, 0, "start:"+a.ExecutionID), a.InstanceID, a.ExecutionID, a.ExecutionID,
+	// The id depends on the parent's identity, so starts of one child id by
+	// two parents (or by a purged and reused parent id) never collide.
+	m, err := NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
 		&history.ExecutionStarted{
 			Name: a.Name, Version: a.Version, Input: a.Input,
 			Parent: &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
@@ -461,7 +463,7 @@ func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (Messa
 // parentNotice builds the message that tells a parent its child ended.
 func (s *Snapshot) parentNotice() (Message, error) {
 	p := s.Parent
-	id := history.DeterministicID(p.InstanceID+"\x00"+p.ExecutionID, p.ScheduledSeq, "subworkflow-result")
+	id := SubWorkflowResultID(p.InstanceID, p.ExecutionID, p.ScheduledSeq)
 	corr := history.SeqCorrelation(p.ScheduledSeq)
 	var attrs history.Attributes = &history.SubWorkflowCompleted{Output: s.Output}
 	if s.Status != StatusCompleted {

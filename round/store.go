@@ -130,9 +130,12 @@ type Store interface {
 	// VisibleAt and EnqueuedAt Now (so a second death gets a new
 	// [DeadLetterID]), an activity task claimable at Now with its Attempt
 	// kept. Discarding an activity task enqueues, in the same step, its
-	// failed result ([DiscardedActivityResult]) so its workflow goes on. It returns ErrNotFound for an unknown id and ErrInvalidState,
-	// changing nothing, when the dead letter was already resolved or Status
-	// is neither redriven nor discarded.
+	// failed result ([DiscardedActivityResult]) so its workflow goes on;
+	// discarding a child's start message enqueues, in the same step, the
+	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
+	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
+	// nothing, when the dead letter was already resolved or Status is
+	// neither redriven nor discarded.
 	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
 
 	// GetInstance returns the instance record or ErrNotFound.

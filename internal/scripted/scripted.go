@@ -32,6 +32,11 @@ type Step struct {
 	Count int           `msgpack:"count,omitempty"`
 	Delay time.Duration `msgpack:"delay,omitempty"`
 	Child []Step        `msgpack:"child,omitempty"`
+	// ChildID names a Child step's instance; default: the parent's id
+	// followed by "/child-" and the scheduling seq. Steps of several
+	// instances naming one ChildID share the child: while it runs, the
+	// later starts are refused and their parents fail.
+	ChildID string `msgpack:"child_id,omitempty"`
 }
 
 // Script is a scripted workflow's input.
@@ -207,9 +212,13 @@ func decide(st *state, snap *round.Snapshot, now time.Time) []history.Event {
 		case Child:
 			input, _ := history.Encode(&Script{Steps: s.Child})
 			seq := st.nextSeq + int64(max(len(out), 1))
+			child := s.ChildID
+			if child == "" {
+				child = fmt.Sprintf("%s/child-%d", snap.InstanceID, seq)
+			}
 			add("", &history.SubWorkflowScheduled{
-				Name: WorkflowName, InstanceID: fmt.Sprintf("%s/child-%d", snap.InstanceID, seq),
-				ExecutionID: history.DeterministicID(snap.InstanceID, seq, "child-execution"), Input: input,
+				Name: WorkflowName, InstanceID: child,
+				ExecutionID: round.ChildExecutionID(snap.InstanceID, snap.ExecutionID, seq), Input: input,
 			})
 		}
 	}

@@ -105,6 +105,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				}
 				s.enqueueMessages([]round.Message{m}, p.Now)
 			}
+			if m, ok, err := round.DiscardedSubWorkflowResult(l, p.By); err != nil {
+				return err
+			} else if ok {
+				s.enqueueMessages([]round.Message{m}, p.Now)
+			}
 		default:
 			return fmt.Errorf("dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
 		}

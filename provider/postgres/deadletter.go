@@ -241,6 +241,23 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				}
 				wakeOrchestration = added
 			}
+			if msg != nil {
+				// An undecodable message tells nobody anything; a child's
+				// start fails its parent's sub-workflow.
+				if m, err := round.UnmarshalMessage(msg); err == nil {
+					n, ok, err := round.DiscardedSubWorkflowResult(&round.DeadLetter{ID: p.ID, Message: &m, Reason: round.Reason(reason), Error: text}, p.By)
+					if err != nil {
+						return err
+					}
+					if ok {
+						added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{n}, Now: p.Now})
+						if err != nil {
+							return err
+						}
+						wakeOrchestration = wakeOrchestration || added
+					}
+				}
+			}
 		default:
 			return fmt.Errorf("postgres: dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -274,14 +275,16 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	if lease == nil {
 		return nil, nil
 	}
-	err = r.opts.Hooks.crash(ctx, AfterDequeue, lease.InstanceID)
+	roundCtx, release := r.keepLease(ctx, lease)
+	err = r.opts.Hooks.crash(roundCtx, AfterDequeue, lease.InstanceID)
 	var (
 		entry *cacheEntry
 		rep   *Report
 	)
 	if err == nil {
-		entry, rep, err = r.process(ctx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
+		entry, rep, err = r.process(roundCtx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
 	}
+	release()
 	if err == nil {
 		err = r.opts.Hooks.crash(ctx, AfterCommit, lease.InstanceID)
 	}
@@ -291,6 +294,59 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	}
 	r.cache.put(entry)
 	return rep, nil
+}
+
+// keepLease renews a peek-lock round's lease every third of
+// LeaseDuration while the round runs, so that a long round (a slow store,
+// a long turn) is not taken over; when the lease is lost anyway the
+// returned context is cancelled, so the round stops early instead of
+// failing at its fenced steps. release stops the renewals and waits for
+// one in flight. Clocks without timers get no renewals.
+func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, func()) {
+	tc, ok := r.opts.Clock.(TimerClock)
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu       sync.Mutex
+		done     bool
+		stop     func() bool
+		inFlight sync.WaitGroup
+		schedule func()
+	)
+	renew := func() {
+		defer inFlight.Done()
+		until := r.opts.Clock.Now().Add(r.opts.LeaseDuration)
+		err := r.lease.RenewLease(ctx, &RenewLeaseParams{Lease: lease, LockedUntil: until})
+		if errors.Is(err, ErrLeaseLost) {
+			r.log.WarnContext(ctx, "round lease lost", slog.String("instance", lease.InstanceID))
+			cancel()
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			schedule() // after a failed renewal too: the next one may work
+		}
+	}
+	schedule = func() {
+		inFlight.Add(1)
+		stop = tc.AfterFunc(r.opts.LeaseDuration/3, renew)
+	}
+	mu.Lock()
+	schedule()
+	mu.Unlock()
+	return ctx, func() {
+		mu.Lock()
+		done = true
+		if stop() {
+			inFlight.Done() // the pending renewal will never run
+		}
+		mu.Unlock()
+		inFlight.Wait()
+		cancel()
+	}
 }
 
 // failed handles a round that did not finish: a crash leaves everything as
@@ -605,6 +661,19 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 	if err := ops.pin(ctx, pins); err != nil {
 		return nil, nil, fmt.Errorf("pin messages of %s: %w", id, err)
 	}
+	// Dead letters go first: they are not part of what the round appends,
+	// and a round that keeps failing later (a peek-lock round repairing
+	// projections that a broken fold cannot write, say) must still move
+	// them out of the queue.
+	if len(letters) > 0 {
+		if err := ops.deadLetter(ctx, id, letters); err != nil {
+			return nil, nil, fmt.Errorf("dead-letter messages of %s: %w", id, err)
+		}
+		rep.DeadLettered = len(letters)
+		for _, l := range letters {
+			r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
+		}
+	}
 	if len(appended) > 0 {
 		if err := ops.AppendHistory(ctx, &AppendHistoryParams{InstanceID: id, Events: appended}); err != nil {
 			return nil, nil, fmt.Errorf("append history of %s: %w", id, err)
@@ -649,15 +718,6 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 		return nil, nil, err
 	}
 
-	if len(letters) > 0 {
-		if err := ops.deadLetter(ctx, id, letters); err != nil {
-			return nil, nil, fmt.Errorf("dead-letter messages of %s: %w", id, err)
-		}
-		rep.DeadLettered = len(letters)
-		for _, l := range letters {
-			r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
-		}
-	}
 	if err := r.opts.Hooks.crash(ctx, BeforeAck, id); err != nil {
 		return nil, nil, err
 	}
@@ -671,7 +731,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 func (r *Runner) turn(ctx context.Context, in *TurnInput) (out *TurnOutput, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, &panicError{value: p}
+			out, err = nil, &panicError{what: "turn", value: p}
 		}
 	}()
 	out, err = r.opts.Turn(ctx, in)
@@ -681,9 +741,12 @@ func (r *Runner) turn(ctx context.Context, in *TurnInput) (out *TurnOutput, err 
 	return out, err
 }
 
-type panicError struct{ value any }
+type panicError struct {
+	what  string
+	value any
+}
 
-func (e *panicError) Error() string            { return fmt.Sprintf("turn panicked: %v", e.value) }
+func (e *panicError) Error() string            { return fmt.Sprintf("%s panicked: %v", e.what, e.value) }
 func (e *panicError) DeadLetterReason() Reason { return ReasonPanic }
 
 func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, since func(from int64) ([]history.Event, error)) (*Projections, error) {
@@ -700,13 +763,29 @@ func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []
 		return p, nil
 	}
 	in := &ProjectInput{InstanceID: snap.InstanceID, Snapshot: snap, NewEvents: appended, Cached: entry.projState, History: since}
-	out, err := r.opts.Project(ctx, in)
+	out, err := r.project(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("project %s: %w", snap.InstanceID, err)
 	}
 	entry.projState = out.Cached
 	p.Tasks, p.TaskEvents, p.Custom = out.Tasks, out.TaskEvents, out.Custom
 	return p, nil
+}
+
+// project calls the projection function, turning a panic (a product's
+// fold) into an error, so that the round fails and its messages are retried
+// and dead-lettered like those of a panicking workflow.
+func (r *Runner) project(ctx context.Context, in *ProjectInput) (out *ProjectOutput, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &panicError{what: "projection", value: p}
+		}
+	}()
+	out, err = r.opts.Project(ctx, in)
+	if err == nil && out == nil {
+		out = &ProjectOutput{}
+	}
+	return out, err
 }
 
 func (r *Runner) seal(snap *Snapshot, e *history.Event) {

@@ -197,7 +197,11 @@ type Steps interface {
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
-	// folded at or beyond p.Seq; task events are added unless present.
+	// folded at or beyond p.Seq; task events are added unless present. The
+	// snapshot is written last (or with the rest, atomically): a stored
+	// snapshot at seq S promises that every other projection reached S,
+	// since a cold round re-projects only when the snapshot is behind
+	// history.
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.

@@ -248,27 +248,47 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 	return nil
 }
 
-// lookup returns the instance record, if any, and whether messages (a
-// start, say) are queued for the instance.
+// lookup returns the instance record, if any, and whether a start message
+// is queued for the instance.
 func (e *Engine) lookup(ctx context.Context, instanceID string) (*round.InstanceRecord, bool, error) {
-	rec, err := e.store.GetInstance(ctx, instanceID)
-	if err != nil && !errors.Is(err, round.ErrNotFound) {
-		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	rec, start, err := e.find(ctx, instanceID)
+	return rec, start != nil, err
+}
+
+// find returns the instance record, if any, and the queued start message
+// of the instance, if any. It reads the record, then the queue, then the
+// record again when neither was there: a round stores the record before
+// (peek-lock) or atomically with (transactional) acking the start, so an
+// instance whose start Start enqueued is always seen one way or the other.
+func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRecord, *round.Message, error) {
+	get := func() (*round.InstanceRecord, error) {
+		rec, err := e.store.GetInstance(ctx, instanceID)
+		if errors.Is(err, round.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		}
+		return rec, nil
 	}
-	if err == nil && !rec.Status.Terminal() {
-		return rec, false, nil
+	rec, err := get()
+	if err != nil || (rec != nil && !rec.Status.Terminal()) {
+		return rec, nil, err
 	}
 	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: instanceID, Limit: 100})
 	if err != nil {
-		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 	}
-	pending := false
-	for _, m := range queued {
-		if m.Kind == history.KindExecutionStarted {
-			pending = true
+	for i := range queued {
+		if queued[i].Kind == history.KindExecutionStarted {
+			return rec, &queued[i], nil
 		}
 	}
-	return rec, pending, nil
+	if rec == nil {
+		// The first round may have taken the start between the two reads.
+		rec, err = get()
+	}
+	return rec, nil, err
 }
 
 func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
@@ -392,20 +412,46 @@ func (e *Engine) instance(rec *round.InstanceRecord) *Instance {
 	}
 }
 
-// Describe returns the instance as its projections show it. It returns
-// ErrInstanceNotFound until the instance's first round ran.
+// Describe returns the instance as its projections show it. An instance
+// whose first round has not run yet is found from its queued start
+// message: its status is StatusPending and it shows the workflow, version,
+// business reference and creation time the start gave. It returns
+// ErrInstanceNotFound only for an id that was never started (or purged).
 func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
 	}
-	rec, err := e.store.GetInstance(ctx, instanceID)
-	if errors.Is(err, round.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
-	}
+	rec, start, err := e.find(ctx, instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
 	}
-	return e.instance(rec), nil
+	switch {
+	case rec != nil:
+		return e.instance(rec), nil
+	case start != nil:
+		return e.pending(start), nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+}
+
+// StatusPending is the status Describe and Wait report for an instance
+// whose start is queued and whose first round has not run yet.
+const StatusPending Status = "pending"
+
+// pending describes an instance from its queued start message.
+func (e *Engine) pending(start *round.Message) *Instance {
+	inst := &Instance{ID: start.InstanceID, ExecutionID: start.ExecutionID, Status: StatusPending,
+		CreatedAt: start.EnqueuedAt, UpdatedAt: start.EnqueuedAt, codec: e.opts.Codec}
+	if a, err := history.DecodeAttributes(start.Kind, start.Payload); err == nil {
+		if s, ok := a.(*history.ExecutionStarted); ok {
+			inst.Workflow, inst.Version = s.Name, s.Version
+			inst.BusinessKey, inst.BusinessParts = s.BusinessKey, s.BusinessParts
+			if s.Parent != nil {
+				inst.ParentID = s.Parent.InstanceID
+			}
+		}
+	}
+	return inst
 }
 
 // Wait blocks until the instance has ended (completed, failed or

@@ -291,6 +291,30 @@ func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRe
 	return rec, nil, err
 }
 
+// deadStart returns the newest unresolved dead letter of a start message
+// of an instance, or nil: the start of an instance whose first turn
+// panicked, say, which left no record.
+func (e *Engine) deadStart(ctx context.Context, instanceID string) (*round.DeadLetter, error) {
+	var found *round.DeadLetter
+	after := ""
+	for {
+		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: instanceID, Status: round.DeadLetterDead, AfterID: after, Limit: 100})
+		if err != nil {
+			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		}
+		for i := range letters {
+			l := &letters[i]
+			if l.Message != nil && l.Message.Kind == history.KindExecutionStarted && (found == nil || l.At.After(found.At)) {
+				found = l
+			}
+		}
+		if len(letters) < 100 {
+			return found, nil
+		}
+		after = letters[len(letters)-1].ID
+	}
+}
+
 func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
 	return e.store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
 }
@@ -415,8 +439,11 @@ func (e *Engine) instance(rec *round.InstanceRecord) *Instance {
 // Describe returns the instance as its projections show it. An instance
 // whose first round has not run yet is found from its queued start
 // message: its status is StatusPending and it shows the workflow, version,
-// business reference and creation time the start gave. It returns
-// ErrInstanceNotFound only for an id that was never started (or purged).
+// business reference and creation time the start gave. An instance whose
+// start was dead-lettered (its first turn panicked, say) is pending too,
+// with the dead letter as its Incident and LastError; redriving the dead
+// letter runs it. It returns ErrInstanceNotFound only for an id that was
+// never started (or was purged).
 func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
@@ -431,7 +458,25 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 	case start != nil:
 		return e.pending(start), nil
 	}
+	letter, err := e.deadStart(ctx, instanceID)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
+	}
+	if letter != nil {
+		return e.deadPending(letter), nil
+	}
 	return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+}
+
+// deadPending describes an instance whose start was dead-lettered before
+// its first round could store anything: pending, with the dead letter as
+// its incident and last error.
+func (e *Engine) deadPending(l *round.DeadLetter) *Instance {
+	inst := e.pending(l.Message)
+	inst.UpdatedAt = l.At
+	inst.Incident = string(l.Reason) + ": " + l.Error
+	inst.LastError = l.Error
+	return inst
 }
 
 // StatusPending is the status Describe and Wait report for an instance
@@ -456,7 +501,8 @@ func (e *Engine) pending(start *round.Message) *Instance {
 
 // Wait blocks until the instance has ended (completed, failed or
 // terminated) or ctx ends, and returns it. An instance whose start is
-// still queued is waited for; an unknown one is ErrInstanceNotFound.
+// still queued is waited for, and so is one whose start was dead-lettered
+// (redriving it runs the instance); an unknown one is ErrInstanceNotFound.
 func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
@@ -475,7 +521,13 @@ func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error)
 			return e.instance(rec), nil
 		}
 		if rec == nil && !pending {
-			return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+			letter, err := e.deadStart(ctx, instanceID)
+			if err != nil {
+				return nil, err
+			}
+			if letter == nil {
+				return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+			}
 		}
 		timer := time.NewTimer(poll)
 		select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,5 +84,70 @@ func TestVisibleAfterStart(t *testing.T) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		testVisibleAfterStart(t, newPostgresStore(t))
+	})
+}
+
+// testPanicInFirstTurnIsVisible checks that an instance whose first turn
+// panicked, so that its start was dead-lettered and nothing stored, is
+// described and listed with its incident, and runs once redriven.
+func testPanicInFirstTurnIsVisible(t *testing.T, store round.Store) {
+	t.Helper()
+	b := setupOn(t, store)
+	register(t, b.engine, "boom", func(ctx *chronicle.Context, _ string) (string, error) {
+		var stages []string
+		return stages[len(stages)], nil // a bug in workflow code
+	})
+	_, err := b.engine.Start(b.ctx, "boom", "", chronicle.StartOptions{InstanceID: "claim-7", BusinessKey: "CLM-7"})
+	require.NoError(t, err)
+	for i := 0; i < 6; i++ {
+		b.advance(t, time.Minute)
+	}
+	letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "claim-7"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+
+	inst, err := b.engine.Describe(b.ctx, "claim-7")
+	require.NoError(t, err, "a dead-lettered start leaves the instance visible")
+	require.Equal(t, chronicle.StatusPending, inst.Status)
+	require.Equal(t, "boom", inst.Workflow)
+	require.Equal(t, "CLM-7", inst.BusinessKey)
+	require.Contains(t, inst.Incident, "panic")
+	require.Contains(t, inst.LastError, "index out of range")
+
+	list, err := b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{})
+	require.NoError(t, err)
+	require.Len(t, list, 1, "the incident is listed")
+	require.Equal(t, "claim-7", list[0].ID)
+	require.Contains(t, list[0].Incident, "panic")
+	list, err = b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{Status: chronicle.StatusRunning})
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	// Deploy a fixed workflow and redrive: the instance runs.
+	b.engine = b.newEngine(t)
+	register(t, b.engine, "boom", func(ctx *chronicle.Context, _ string) (string, error) { return "fixed", nil })
+	require.NoError(t, b.engine.RedriveDeadLetter(b.ctx, letters[0].ID, "ops"))
+	b.drain(t)
+	require.Equal(t, "fixed", result[string](t, b, "claim-7"))
+	require.Empty(t, b.describe(t, "claim-7").Incident)
+	list, err = b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, chronicle.StatusCompleted, list[0].Status)
+}
+
+func TestPanicInFirstTurnIsVisible(t *testing.T) {
+	t.Parallel()
+	t.Run("Memory", func(t *testing.T) {
+		t.Parallel()
+		testPanicInFirstTurnIsVisible(t, memory.New(memory.Options{}))
+	})
+	t.Run("MemoryPeekLock", func(t *testing.T) {
+		t.Parallel()
+		testPanicInFirstTurnIsVisible(t, memory.New(memory.Options{Mode: round.ModePeekLock}))
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		testPanicInFirstTurnIsVisible(t, newPostgresStore(t))
 	})
 }

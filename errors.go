@@ -3,6 +3,7 @@ package chronicle
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/replay"
 )
@@ -93,4 +94,41 @@ func ErrorWithType(typ string, err error) error {
 		return nil
 	}
 	return &typedError{typ: typ, err: err}
+}
+
+// boundedError keeps the chain of an error whose text is cut to a bound,
+// so that a huge error message cannot make the failure recorded in
+// history exceed the payload limit.
+type boundedError struct {
+	text string
+	err  error
+}
+
+func (e *boundedError) Error() string { return e.text }
+func (e *boundedError) Unwrap() error { return e.err }
+
+// ErrorType names the cut error's type for retry policies and history:
+// that of the original error.
+func (e *boundedError) ErrorType() string {
+	var typed interface{ ErrorType() string }
+	if errors.As(e.err, &typed) {
+		return typed.ErrorType()
+	}
+	return fmt.Sprintf("%T", e.err)
+}
+
+// boundError returns err, or, when its text is longer than limit bytes,
+// err with its text cut to limit bytes (on a UTF-8 boundary) and marked as
+// cut. errors.Is and errors.As see through it.
+func boundError(err error, limit int) error {
+	text := err.Error()
+	if len(text) <= limit {
+		return err
+	}
+	const mark = " … (error text cut to the payload limit)"
+	cut := max(limit-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return &boundedError{text: text[:cut] + mark, err: err}
 }

@@ -84,16 +84,19 @@ func (c *Context) NewID() string {
 	return history.DeterministicID(c.x.executionID, c.x.turnSeq, "id:"+strconv.Itoa(c.x.ids))
 }
 
+// encode encodes a payload of a command and checks it against
+// MaxPayloadSize: every payload that enters history passes here (or the
+// client API's check), raw ones included.
 func (c *Context) encode(v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if b, ok := v.(RawPayload); ok {
-		return b, nil
-	}
-	b, err := c.x.r.opts.Codec.Encode(v)
-	if err != nil {
-		return nil, err
+	b, raw := v.(RawPayload)
+	if !raw {
+		var err error
+		if b, err = c.x.r.opts.Codec.Encode(v); err != nil {
+			return nil, err
+		}
 	}
 	if len(b) > c.x.r.opts.MaxPayloadSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(b), c.x.r.opts.MaxPayloadSize)

@@ -70,6 +70,19 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...
 	if err != nil {
 		return "", err
 	}
+	for _, f := range []struct{ name, text string }{
+		{"business key", o.BusinessKey}, {"version", o.Version}, {"trace", o.Trace},
+	} {
+		if err := checkText(f.name, f.text); err != nil {
+			return "", err
+		}
+	}
+	if err := checkTextMap("business part", o.BusinessParts); err != nil {
+		return "", err
+	}
+	if err := checkTextMap("tag", o.Tags); err != nil {
+		return "", err
+	}
 	payload, err := e.encode("workflow input", input)
 	if err != nil {
 		return "", err
@@ -146,6 +159,9 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	if err != nil {
 		return err
 	}
+	if err := checkText("sender", o.Sender); err != nil {
+		return err
+	}
 	data, err := e.encode("event payload", payload)
 	if err != nil {
 		return err
@@ -185,17 +201,26 @@ func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
 // Terminate ends a running instance; its pending activities are cancelled
 // and its parent, if any, sees the child fail.
 func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionTerminated{Reason: reason})
 }
 
 // Suspend pauses a running instance: signals and results are recorded but
 // its code does not run until Resume.
 func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionSuspended{Reason: reason})
 }
 
 // Resume continues a suspended instance.
 func (e *Engine) Resume(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, true, first(actor), &history.ExecutionResumed{Reason: reason})
 }
 

@@ -141,7 +141,14 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 		return invalid("activity %s has a nil function", name)
 	}
 	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
-	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) ([]byte, error) {
+	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) (_ []byte, err error) {
+		defer func() {
+			// The panic's text is recorded as the attempt's failure: keep
+			// it storable and within the limit.
+			if p := recover(); p != nil {
+				err = boundError(&activityPanic{value: p}, maxSize)
+			}
+		}()
 		var in In
 		if err := codec.Decode(lease.Task.Input, &in); err != nil {
 			return nil, NonRetryable(fmt.Errorf("decode input of activity %s: %w", name, err))
@@ -380,3 +387,10 @@ func Heartbeat(ctx context.Context) error {
 	s.mu.Unlock()
 	return s.hb.Beat(ctx)
 }
+
+// activityPanic is the error of an activity attempt that panicked; its
+// type name for retry policies is "panic".
+type activityPanic struct{ value any }
+
+func (e *activityPanic) Error() string     { return fmt.Sprintf("activity panicked: %v", e.value) }
+func (e *activityPanic) ErrorType() string { return "panic" }

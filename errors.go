@@ -42,7 +42,39 @@ var (
 	ErrDeadLetterResolved = errors.New("chronicle: dead letter already resolved")
 	// ErrEngineRunning: Run was called on an engine that is running.
 	ErrEngineRunning = errors.New("chronicle: engine already running")
+	// ErrInvalidText is matched by a *TextError: free text that holds a
+	// NUL byte or is not valid UTF-8. The client API also wraps it in
+	// ErrInvalidArgument.
+	ErrInvalidText = replay.ErrInvalidText
 )
+
+// TextError names free text that no store can keep as text (a NUL byte or
+// invalid UTF-8) and where it goes wrong. The client API returns it for
+// its text arguments (wrapped with ErrInvalidArgument); workflow commands
+// fail with it (a task name or role, a custom status, a timer or event
+// name).
+type TextError = replay.TextError
+
+// checkText checks a text argument of the client API.
+func checkText(field, s string) error {
+	if err := replay.CheckText(field, s); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// checkTextMap checks the keys and values of a text map argument.
+func checkTextMap(field string, m map[string]string) error {
+	for k, v := range m {
+		if err := checkText(field+" key", k); err != nil {
+			return err
+		}
+		if err := checkText(fmt.Sprintf("%s %q", field, k), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
@@ -117,18 +149,24 @@ func (e *boundedError) ErrorType() string {
 	return fmt.Sprintf("%T", e.err)
 }
 
-// boundError returns err, or, when its text is longer than limit bytes,
-// err with its text cut to limit bytes (on a UTF-8 boundary) and marked as
-// cut. errors.Is and errors.As see through it.
+// boundError returns err as history may record it: when its text holds
+// NUL bytes or invalid UTF-8 (which stores cannot keep as text) they are
+// replaced by U+FFFD, and when it is longer than limit bytes it is cut to
+// limit bytes (on a UTF-8 boundary) and marked as cut. errors.Is and
+// errors.As see through it.
 func boundError(err error, limit int) error {
-	text := err.Error()
-	if len(text) <= limit {
+	orig := err.Error()
+	text := replay.CleanText(orig)
+	if len(text) > limit {
+		const mark = " … (error text cut to the payload limit)"
+		cut := max(limit-len(mark), 0)
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + mark
+	}
+	if text == orig {
 		return err
 	}
-	const mark = " … (error text cut to the payload limit)"
-	cut := max(limit-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return &boundedError{text: text[:cut] + mark, err: err}
+	return &boundedError{text: text, err: err}
 }

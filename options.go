@@ -19,7 +19,11 @@ type Options struct {
 	// NodeID names this process in history ("worker:<NodeID>") and in dead
 	// letters. Default: host name and process id.
 	NodeID string
-	// Logger receives the engine's structured logs. Default: discard.
+	// Logger receives the engine's structured logs. Default: warnings and
+	// errors, as text, to standard error (failed rounds, dead letters, a
+	// store that cannot be reached, a projection whose fold fails), so
+	// that a problem that stalls instances is never silent; pass
+	// slog.New(slog.DiscardHandler) to discard them.
 	Logger *slog.Logger
 	// Clock tells the time. Default: the wall clock. Tests pass a
 	// round.ManualClock.
@@ -161,7 +165,7 @@ func (o Options) WithDefaults() Options {
 		o.NodeID = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if o.Clock == nil {
 		o.Clock = round.SystemClock{}

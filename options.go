@@ -59,7 +59,15 @@ type Options struct {
 	// SafetyPoll is how often idle workers look for work when no hint
 	// arrives. Default 5s.
 	SafetyPoll time.Duration
-	// MaxPayloadSize bounds every encoded user payload. Default 2 MiB.
+	// MaxPayloadSize bounds every encoded user payload that enters
+	// history, raw or encoded by the codec: workflow inputs and outputs,
+	// continue-as-new inputs, signal payloads, task payloads and results,
+	// activity inputs and results, sub-workflow inputs, side effects and
+	// custom status. The client API refuses a payload over it with
+	// ErrPayloadTooLarge; a workflow command fails with it (an output over
+	// it fails the execution); an activity result over it fails the
+	// activity for good. The text of a workflow or activity error is cut
+	// to it. Default 2 MiB.
 	MaxPayloadSize int
 	// ShutdownTimeout is how long Run waits for rounds and activities in
 	// flight after its context ends; activities still running then are

@@ -210,13 +210,18 @@ func (e *Engine) Complete(ctx context.Context, taskID string, result any, user U
 		}
 		task = t
 		return &history.TaskCompleted{TaskID: t.TaskID, Result: data}, nil
-	}, func(t *TaskInfo) (string, string) {
-		return history.DeterministicID(t.InstanceID, 0, "complete:"+t.ExecutionID+":"+t.TaskID), nonce
-	})
+	}, func(t *TaskInfo) (string, string) { return completionID(t), nonce })
 	if err != nil || task == nil {
 		return err
 	}
-	return e.wonCompletion(ctx, task, history.DeterministicID(task.InstanceID, 0, "complete:"+task.ExecutionID+":"+task.TaskID), nonce)
+	return e.wonCompletion(ctx, task, completionID(task), nonce)
+}
+
+// completionID is the message id every completion of a task shares, so
+// that the queue holds at most one: derived from the task's instance,
+// execution, id and creation (an explicit task id may be used again).
+func completionID(t *TaskInfo) string {
+	return history.DeterministicID(t.InstanceID, t.CreatedAt.UnixNano(), "complete:"+t.ExecutionID+":"+t.TaskID)
 }
 
 // wonCompletion checks, after a completion was enqueued, that the queued

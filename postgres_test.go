@@ -20,7 +20,13 @@ import (
 
 func setupPostgres(t *testing.T, opts ...chronicle.Options) *bundle {
 	t.Helper()
-	return setupOn(t, pgtest.NewStore(t, postgres.Options{}), opts...)
+	return setupOn(t, newPostgresStore(t), opts...)
+}
+
+// newPostgresStore returns a store in a fresh schema.
+func newPostgresStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	return pgtest.NewStore(t, postgres.Options{})
 }
 
 func TestPostgresEndToEnd(t *testing.T) {

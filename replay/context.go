@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -483,9 +482,4 @@ func CheckText(field, s string) error {
 // CleanText returns s with every NUL byte and invalid UTF-8 sequence
 // replaced by U+FFFD: the form in which text the engine records from user
 // errors (failures, panics) is stored.
-func CleanText(s string) string {
-	if CheckText("", s) == nil {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
+func CleanText(s string) string { return history.CleanText(s) }

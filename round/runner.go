@@ -373,7 +373,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 		ids[i] = m.ID
 		attempts = max(attempts, m.Attempts+1)
 	}
-	text := err.Error()
+	text := history.CleanText(err.Error())
 	var rs Reasoner
 	if errors.As(err, &rs) {
 		text = string(rs.DeadLetterReason()) + ": " + text
@@ -437,7 +437,7 @@ func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) D
 	mc := *m
 	return DeadLetter{
 		ID: DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &mc,
-		Reason: reason, Error: text, Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
+		Reason: reason, Error: history.CleanText(text), Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
 		Status: DeadLetterDead,
 	}
 }

@@ -98,6 +98,9 @@ type Store interface {
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
 	// a new token, and returns it; it returns nil, nil when there is none.
+	// Taking over an expired claim sets ActivityLease.Expired (the previous
+	// owner and the end of its claim) and leaves Attempt as it was: the
+	// claimer counts the lost attempt (RetryActivity, or a failed result).
 	ClaimActivity(ctx context.Context, p *ClaimActivityParams) (*ActivityLease, error)
 
 	// HeartbeatActivity extends a lease to LockedUntil. It returns

@@ -169,7 +169,13 @@ type Store interface {
 	// records and events, queued messages and activity tasks, dead letters —
 	// and keeps a tombstone with the last Seq and hash of its history, in
 	// one atomic step. It returns ErrNotFound for an unknown instance and
-	// ErrInvalidState, deleting nothing, when its record is not terminal.
+	// ErrInvalidState, deleting nothing, when its record is not terminal or
+	// a round may still have work to do for it: a round holds it (a
+	// transaction lock, or a live peek-lock lease), or a peek-lock round
+	// ran out without an ack or abandon and left messages that a
+	// redelivery will finish (the final round of a child enqueues its
+	// parent's notice after writing its terminal record). Such a refusal
+	// is transient: purge again once the round is done.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
 	// GetTombstone returns the tombstone of a purged instance or

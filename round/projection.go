@@ -126,6 +126,23 @@ type CustomRecord struct {
 	Data       []byte
 }
 
+// Replaces reports whether a store writes r over old, the stored record of
+// the same projection and instance: r of the same version folded beyond
+// old's Seq, or r of a newer version folded at least as far. A record
+// never goes back in Seq, and an older version never replaces a newer
+// one, so during a rolling deploy the record moves on only with the newest
+// version; going back to an older version takes a rebuild
+// (ResetProjections, then SaveProjections).
+func (r *CustomRecord) Replaces(old *CustomRecord) bool {
+	switch {
+	case r.Version == old.Version:
+		return r.Seq > old.Seq
+	case r.Version > old.Version:
+		return r.Seq >= old.Seq
+	}
+	return false
+}
+
 // Equal reports whether two records hold the same folded state. Incident,
 // which is not folded from history, is ignored; nil and empty collections
 // are equal.

@@ -199,7 +199,10 @@ type Steps interface {
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
-	// folded at or beyond p.Seq; task events are added unless present.
+	// folded at or beyond p.Seq; task events are added unless present. A
+	// custom record is written when it replaces the stored one by
+	// [CustomRecord.Replaces]: never at a lower Seq, never over a newer
+	// version.
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.

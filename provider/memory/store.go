@@ -562,7 +562,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 		if in.custom == nil {
 			in.custom = map[string]round.CustomRecord{}
 		}
-		if old, ok := in.custom[c.Name]; !ok || c.Seq > old.Seq || c.Version != old.Version {
+		if old, ok := in.custom[c.Name]; !ok || c.Replaces(&old) {
 			in.custom[c.Name] = c
 		}
 	}

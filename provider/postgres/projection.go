@@ -62,11 +62,13 @@ INSERT INTO {{schema}}.human_task_events (instance_id, seq, task_id, kind, actor
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (instance_id, seq, task_id) DO NOTHING`
 
+// saveCustomSQL writes a custom record when it replaces the stored one
+// (see round.CustomRecord.Replaces).
 const saveCustomSQL = `
 INSERT INTO {{schema}}.custom_projections AS c (instance_id, name, version, seq, data)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (instance_id, name) DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, data = EXCLUDED.data
-WHERE EXCLUDED.seq > c.seq OR EXCLUDED.version <> c.version`
+WHERE (EXCLUDED.version = c.version AND EXCLUDED.seq > c.seq) OR (EXCLUDED.version > c.version AND EXCLUDED.seq >= c.seq)`
 
 // recordSelect reads an instance record; scanRecord takes its columns.
 const recordSelect = `

@@ -1,9 +1,12 @@
 package providertest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/round"
 )
 
 // testProjections covers SaveProjections, GetSnapshot and GetInstance: a
@@ -80,5 +83,44 @@ func testProjections(t *testing.T, factory Factory) {
 		require.Equal(t, pb.Snapshot, data)
 		require.Equal(t, int64(1), seq, "a lower Seq of another instance was not written")
 		require.Equal(t, pb.Instance, b.instanceOf(t, "inst-b"))
+	})
+
+	t.Run("CustomVersionsNeverGoBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		custom := func(version int, seq int64, data string) round.CustomRecord {
+			return round.CustomRecord{Name: "totals", Version: version, InstanceID: "inst-a", Seq: seq, Data: []byte(data)}
+		}
+		save := func(c round.CustomRecord) {
+			t.Helper()
+			b.save(t, &round.Projections{InstanceID: "inst-a", Seq: c.Seq, Custom: []round.CustomRecord{c}})
+		}
+		stored := func() round.CustomRecord {
+			t.Helper()
+			rec, err := b.store.GetCustomProjection(t.Context(), "totals", "inst-a")
+			require.NoError(t, err)
+			return *rec
+		}
+
+		save(custom(1, 5, "v1@5"))
+		// A rolling deploy: nodes of both versions run rounds of the
+		// instance, and late writes of either arrive.
+		save(custom(2, 4, "v2@4"))
+		require.Equal(t, custom(1, 5, "v1@5"), stored(), "a write folded at a lower Seq replaced the record")
+		save(custom(2, 5, "v2@5"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "a newer version at the same Seq did not replace the record")
+		save(custom(1, 7, "v1@7"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "an older version replaced a newer one")
+		save(custom(2, 5, "v2@5 again"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "a write at the stored Seq and version replaced the record")
+		save(custom(2, 7, "v2@7"))
+		require.Equal(t, custom(2, 7, "v2@7"), stored())
+
+		// Going back to an older version takes a rebuild: reset, then save.
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
+			return s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "inst-a", Custom: []string{"totals"}})
+		}))
+		save(custom(1, 7, "v1@7 rebuilt"))
+		require.Equal(t, custom(1, 7, "v1@7 rebuilt"), stored())
 	})
 }

@@ -114,10 +114,17 @@ func testQueries(t *testing.T, factory Factory) {
 		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, round.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
-		// An older fold does not overwrite; a new version always does.
+		// An older fold does not overwrite, not even of a new version; a
+		// new version folded as far or further does.
 		p := projections(t, "i-1", 4, "old", false)
 		b.save(t, p)
 		p = projections(t, "i-1", 3, "v2", false)
+		p.Custom[0].Version = 2
+		b.save(t, p)
+		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		require.NoError(t, err)
+		require.Equal(t, []byte("v1"), rec.Data)
+		p = projections(t, "i-1", 6, "v2", false)
 		p.Custom[0].Version = 2
 		b.save(t, p)
 		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")

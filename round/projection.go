@@ -2,6 +2,8 @@ package round
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"maps"
 	"time"
 
@@ -73,6 +75,29 @@ type InstanceRecord struct {
 	// newest unresolved dead letter of the instance, kept by the provider.
 	Incident string
 }
+
+// ErrTaskIDTaken: a round created a human task whose id a task of another
+// instance already has. Human task ids are unique per store: a client acts
+// on a task by its id alone.
+var ErrTaskIDTaken = errors.New("round: human task id already used by another instance")
+
+// TaskIDTakenError is the error of SaveProjections when a task record of
+// InstanceID names a task id that Owner's task already has; nothing of the
+// write is saved, so the round fails and its messages are retried, then
+// dead-lettered with this error.
+type TaskIDTakenError struct {
+	TaskID     string
+	InstanceID string
+	Owner      string
+}
+
+// Error implements error.
+func (e *TaskIDTakenError) Error() string {
+	return fmt.Sprintf("round: human task id %q of instance %s is already used by instance %s; task ids must be unique per store", e.TaskID, e.InstanceID, e.Owner)
+}
+
+// Unwrap returns [ErrTaskIDTaken].
+func (e *TaskIDTakenError) Unwrap() error { return ErrTaskIDTaken }
 
 // TaskStatus is a human task's state.
 type TaskStatus string

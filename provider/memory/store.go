@@ -526,6 +526,17 @@ func (in *instance) append(events []history.Event) {
 	}
 }
 
+// takenTaskID returns a *round.TaskIDTakenError when a task record of p
+// names a task id that another instance's task has; callers hold s.mu.
+func (s *Store) takenTaskID(p *round.Projections) error {
+	for _, t := range p.Tasks {
+		if owner, ok := s.taskOwner[t.TaskID]; ok && owner != p.InstanceID {
+			return &round.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
+		}
+	}
+	return nil
+}
+
 // saveProjections writes projections unless stored ones are as new;
 // callers hold s.mu.
 func (s *Store) saveProjections(p *round.Projections) {

@@ -73,6 +73,7 @@ func testProjections(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		pa := projections(t, "inst-a", 7, "a", true)
 		pb := projections(t, "inst-b", 1, "b", true)
+		pb.Tasks[0].TaskID, pb.TaskEvents[0].TaskID = "task-b", "task-b" // task ids are unique per store
 		b.save(t, pa)
 		b.save(t, pb)
 
@@ -122,5 +123,38 @@ func testProjections(t *testing.T, factory Factory) {
 		}))
 		save(custom(1, 7, "v1@7 rebuilt"))
 		require.Equal(t, custom(1, 7, "v1@7 rebuilt"), stored())
+	})
+
+	t.Run("TaskIDsAreUniqueAcrossInstances", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		p1 := projections(t, "i-1", 3, "one", true)
+		b.save(t, p1)
+
+		// Another instance creates a task with the same explicit id, at a
+		// higher Seq and then at a lower one: neither may take it over or
+		// vanish silently.
+		for _, seq := range []int64{5, 2} {
+			p2 := projections(t, "i-2", seq, "two", true)
+			err := b.steps(t.Context(), func(ctx context.Context, s round.Steps) error { return s.SaveProjections(ctx, p2) })
+			require.ErrorIs(t, err, round.ErrTaskIDTaken, "seq %d", seq)
+			var taken *round.TaskIDTakenError
+			require.ErrorAs(t, err, &taken)
+			require.Equal(t, round.TaskIDTakenError{TaskID: "task-1", InstanceID: "i-2", Owner: "i-1"}, *taken)
+			_, _, err = b.store.GetSnapshot(t.Context(), "i-2")
+			require.ErrorIs(t, err, round.ErrNotFound, "a refused write saved some of its records")
+		}
+		got, err := b.store.GetTask(t.Context(), "task-1")
+		require.NoError(t, err)
+		require.Equal(t, p1.Tasks[0], *got, "the first instance's task changed")
+		recs, err := b.store.ListTasks(t.Context(), &round.ListTasksParams{})
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+
+		// The owner itself moves its task on.
+		b.save(t, projections(t, "i-1", 4, "one more", true))
+		got, err = b.store.GetTask(t.Context(), "task-1")
+		require.NoError(t, err)
+		require.Equal(t, int64(4), got.Seq)
 	})
 }

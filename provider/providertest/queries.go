@@ -141,7 +141,9 @@ func testQueries(t *testing.T, factory Factory) {
 		stale := projections(t, "i-1", 9, "stale", true)
 		stale.Custom = append(stale.Custom, round.CustomRecord{Name: "kept", Version: 1, InstanceID: "i-1", Seq: 9, Data: []byte("kept")})
 		b.save(t, stale)
-		b.save(t, projections(t, "i-2", 9, "other", true))
+		other := projections(t, "i-2", 9, "other", true)
+		other.Tasks[0].TaskID, other.TaskEvents[0].TaskID = "task-2", "task-2" // task ids are unique per store
+		b.save(t, other)
 		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
 			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "i-1", Custom: []string{"totals"}}); err != nil {
 				return err

@@ -178,9 +178,15 @@ type Store interface {
 	// is transient: purge again once the round is done.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
-	// GetTombstone returns the tombstone of a purged instance or
-	// ErrNotFound.
+	// GetTombstone returns the tombstone of the latest purge of an instance
+	// id or ErrNotFound.
 	GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error)
+
+	// ListTombstones returns every tombstone of an instance id, oldest
+	// purge first (empty when it was never purged). An id reused after a
+	// purge and purged again keeps the tombstone of each purge, so every
+	// archived history can be checked against its own.
+	ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error)
 }
 
 // Steps are the writes of a round, shared by both modes. In transactional

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -235,9 +236,10 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 			}
 		}
 		delete(s.instances, in.id)
-		s.tombstones[in.id] = t
-		c := *t
-		ts = &c
+		kept := *t
+		kept.LastHash = bytes.Clone(t.LastHash)
+		s.tombstones[in.id] = append(s.tombstones[in.id], kept)
+		ts = t
 		return nil
 	})
 	return ts, err
@@ -266,12 +268,28 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 	err := s.do(ctx, OpGetTombstone, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		t, ok := s.tombstones[instanceID]
-		if !ok {
+		all := s.tombstones[instanceID]
+		if len(all) == 0 {
 			return fmt.Errorf("tombstone of %s: %w", instanceID, round.ErrNotFound)
 		}
-		c := *t
+		c := all[len(all)-1]
+		c.LastHash = bytes.Clone(c.LastHash)
 		out = &c
+		return nil
+	})
+	return out, err
+}
+
+// ListTombstones implements round.Store.
+func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+	var out []round.Tombstone
+	err := s.do(ctx, OpListTombstones, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, t := range s.tombstones[instanceID] {
+			t.LastHash = bytes.Clone(t.LastHash)
+			out = append(out, t)
+		}
 		return nil
 	})
 	return out, err

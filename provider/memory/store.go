@@ -56,6 +56,7 @@ const (
 	OpResetProjections    Op = "ResetProjections"
 	OpPurgeInstance       Op = "PurgeInstance"
 	OpGetTombstone        Op = "GetTombstone"
+	OpListTombstones      Op = "ListTombstones"
 )
 
 // Fault is an injected failure.
@@ -100,8 +101,9 @@ type Store struct {
 	taskHeaps    map[string]*taskHeap
 	letters      map[string]*round.DeadLetter
 	// taskOwner maps human task ids to their instance.
-	taskOwner  map[string]string
-	tombstones map[string]*round.Tombstone
+	taskOwner map[string]string
+	// tombstones keeps every purge's tombstone of an id, oldest first.
+	tombstones map[string][]round.Tombstone
 	hints      map[round.Queue]chan struct{}
 }
 
@@ -120,7 +122,7 @@ func New(opts Options) *Store {
 		mode: opts.Mode, fault: opts.Fault,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
-		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string]*round.Tombstone{},
+		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]round.Tombstone{},
 		hints: map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
 	}
 }

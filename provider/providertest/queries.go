@@ -209,6 +209,43 @@ func testPurge(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, round.ErrNotFound, "purging twice")
 	})
 
+	t.Run("EveryPurgeKeepsItsTombstone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		purge := func(now time.Time, by string) round.Tombstone {
+			t.Helper()
+			ts, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
+			require.NoError(t, err)
+			return *ts
+		}
+		first := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", first))
+		b.save(t, projections(t, "i-1", 2, "done", true))
+		ts1 := purge(at(time.Hour), "user:ops")
+
+		// The id is reused, and the new instance is purged in turn.
+		second := chain("i-1", nil, startEvent(t, "exec-2"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", second))
+		b.save(t, projections(t, "i-1", 1, "again", true))
+		ts2 := purge(at(2*time.Hour), "user:ana")
+		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 1, LastHash: second[0].Hash, PurgedAt: at(2 * time.Hour), PurgedBy: "user:ana"}, ts2)
+
+		got, err := b.store.GetTombstone(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, ts2, *got, "GetTombstone returns the latest purge's")
+		all, err := b.store.ListTombstones(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, []round.Tombstone{
+			{InstanceID: "i-1", LastSeq: 2, LastHash: first[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"},
+			ts2,
+		}, all, "the first purge's tombstone was lost")
+		require.Equal(t, ts1, all[0])
+
+		none, err := b.store.ListTombstones(t.Context(), "i-2")
+		require.NoError(t, err)
+		require.Empty(t, none)
+	})
+
 	t.Run("PurgeRefusesRunningAndUnknownInstances", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

@@ -215,6 +215,13 @@ func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombston
 	return ts, err
 }
 
+// ListTombstones returns the tombstones of every purge of an instance id,
+// oldest first: an id reused after a purge keeps the proof of each
+// archived history. It is empty when the id was never purged.
+func (e *Engine) ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error) {
+	return e.store.ListTombstones(ctx, instanceID)
+}
+
 // VerifyArchive checks an archived history against its tombstone: the
 // chain must hold from seq 1 and end at the tombstone's seq and hash.
 func VerifyArchive(events []Event, ts *Tombstone) error {

@@ -174,11 +174,13 @@ type Store interface {
 	// one atomic step. It returns ErrNotFound for an unknown instance and
 	// ErrInvalidState, deleting nothing, when its record is not terminal or
 	// a round may still have work to do for it: a round holds it (a
-	// transaction lock, or a live peek-lock lease), or a peek-lock round
+	// transaction lock, or a live peek-lock lease), a peek-lock round
 	// ran out without an ack or abandon and left messages that a
 	// redelivery will finish (the final round of a child enqueues its
-	// parent's notice after writing its terminal record). Such a refusal
-	// is transient: purge again once the round is done.
+	// parent's notice after writing its terminal record), or history goes
+	// beyond the record's seq (a peek-lock round appended, a new run of
+	// the instance say, and has not written its projections). Such a
+	// refusal is transient: purge again once the round is done.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
 	// GetTombstone returns the tombstone of the latest purge of an instance

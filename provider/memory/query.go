@@ -251,6 +251,12 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 // finish what it began (a child's final round enqueues its parent's notice
 // after writing its terminal record). Callers hold s.mu.
 func unfinishedRound(in *instance, now time.Time) error {
+	if n := len(in.events); n > 0 && in.events[n-1].Seq > in.record.LastSeq {
+		// A peek-lock round appended (a new run of the ended instance,
+		// say) and has not written its projections: the record's ended
+		// status is not the instance's.
+		return fmt.Errorf("%w: history is at seq %d, its record at seq %d; a round has not finished", round.ErrInvalidState, in.events[n-1].Seq, in.record.LastSeq)
+	}
 	switch {
 	case in.lease == nil:
 		return nil

@@ -251,27 +251,34 @@ func (x *executor) apply(e *history.Event) error {
 		return err
 	}
 	x.nextSeq = e.Seq + 1
+	// Completions name what they complete by its seq.
+	var seq int64
+	switch e.Kind.Class() {
+	case history.ClassActivity, history.ClassTimer, history.ClassSubWorkflow:
+		if seq, err = history.ParseSeqCorrelation(e.CorrelationID); err != nil {
+			return fmt.Errorf("chronicle: event %d (%s): %w", e.Seq, e.Kind, err)
+		}
+	}
 	switch a := attrs.(type) {
 	case *history.ActivityCompleted:
-		return x.resolve(e, a.Result, nil)
+		return x.resolve(e, seq, a.Result, nil)
 	case *history.ActivityFailed:
-		f := x.futures[mustSeq(e)]
+		f := x.futures[seq]
 		name := ""
 		if f != nil {
 			name = f.name
 		}
-		return x.resolve(e, nil, &ActivityError{Name: name, Attempts: a.Attempts, Failure: a.Failure})
+		return x.resolve(e, seq, nil, &ActivityError{Name: name, Attempts: a.Attempts, Failure: a.Failure})
 	case *history.SubWorkflowCompleted:
-		return x.resolve(e, a.Output, nil)
+		return x.resolve(e, seq, a.Output, nil)
 	case *history.SubWorkflowFailed:
-		f := x.futures[mustSeq(e)]
+		f := x.futures[seq]
 		err := &SubWorkflowError{Failure: a.Failure}
 		if f != nil {
 			err.Name, err.InstanceID = f.name, f.child
 		}
-		return x.resolve(e, nil, err)
+		return x.resolve(e, seq, nil, err)
 	case *history.TimerFired:
-		seq := mustSeq(e)
 		for i, w := range x.waiters {
 			if w.timer == seq {
 				x.waiters = append(x.waiters[:i], x.waiters[i+1:]...)
@@ -279,7 +286,7 @@ func (x *executor) apply(e *history.Event) error {
 				break
 			}
 		}
-		return x.resolve(e, nil, nil)
+		return x.resolve(e, seq, nil, nil)
 	case *history.EventRaised:
 		s := &signal{event: *e, attrs: a}
 		for i, w := range x.waiters {
@@ -321,13 +328,7 @@ func (x *executor) applyCommand(e *history.Event) error {
 	return nil
 }
 
-func mustSeq(e *history.Event) int64 {
-	seq, _ := history.ParseSeqCorrelation(e.CorrelationID)
-	return seq
-}
-
-func (x *executor) resolve(e *history.Event, value []byte, err error) error {
-	seq := mustSeq(e)
+func (x *executor) resolve(e *history.Event, seq int64, value []byte, err error) error {
 	f, ok := x.futures[seq]
 	if !ok {
 		return &NondeterminismError{InstanceID: x.instanceID, Seq: e.Seq, History: describe(e), Code: fmt.Sprintf("nothing scheduled at seq %d", seq)}

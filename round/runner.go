@@ -284,6 +284,9 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	if err == nil {
 		entry, rep, err = r.process(roundCtx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
 	}
+	if cause := context.Cause(roundCtx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+		err = fmt.Errorf("%w: %w", cause, err) // the renewal found the lease taken over
+	}
 	release()
 	if err == nil {
 		err = r.opts.Hooks.crash(ctx, AfterCommit, lease.InstanceID)
@@ -307,7 +310,7 @@ func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, 
 	if !ok {
 		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	var (
 		mu       sync.Mutex
 		done     bool
@@ -315,19 +318,30 @@ func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, 
 		inFlight sync.WaitGroup
 		schedule func()
 	)
+	// halt stops the renewals; callers hold mu.
+	halt := func() {
+		if !done && stop() {
+			inFlight.Done() // the pending renewal will never run
+		}
+		done = true
+	}
 	renew := func() {
 		defer inFlight.Done()
+		// The next renewal is due a third of a lease after this one
+		// started, whether or not this one succeeds.
+		mu.Lock()
+		if !done {
+			schedule()
+		}
+		mu.Unlock()
 		until := r.opts.Clock.Now().Add(r.opts.LeaseDuration)
 		err := r.lease.RenewLease(ctx, &RenewLeaseParams{Lease: lease, LockedUntil: until})
 		if errors.Is(err, ErrLeaseLost) {
 			r.log.WarnContext(ctx, "round lease lost", slog.String("instance", lease.InstanceID))
-			cancel()
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			schedule() // after a failed renewal too: the next one may work
+			mu.Lock()
+			halt()
+			mu.Unlock()
+			cancel(err)
 		}
 	}
 	schedule = func() {
@@ -339,13 +353,10 @@ func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, 
 	mu.Unlock()
 	return ctx, func() {
 		mu.Lock()
-		done = true
-		if stop() {
-			inFlight.Done() // the pending renewal will never run
-		}
+		halt()
 		mu.Unlock()
 		inFlight.Wait()
-		cancel()
+		cancel(nil)
 	}
 }
 

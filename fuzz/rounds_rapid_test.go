@@ -292,7 +292,7 @@ func (m *machine) start(t *rapid.T) {
 	}
 	id := m.id("claim")
 	steps := drawSteps(t, "script", false)
-	if rapid.IntRange(0, 2).Draw(t, "shared child first") == 0 {
+	if rapid.Bool().Draw(t, "shared child first") {
 		steps = append([]scripted.Step{drawSharedChild(t, "script")}, steps...)
 	}
 	msg, err := scripted.StartMessage(id, scripted.Script{Steps: m.sharing(steps)})

@@ -437,7 +437,7 @@ func (m *wfMachine) start(t *rapid.T) {
 	}
 	id := m.id("program")
 	steps := drawWfSteps(t, "program", false)
-	if rapid.IntRange(0, 2).Draw(t, "shared child first") == 0 {
+	if rapid.Bool().Draw(t, "shared child first") {
 		// Parents started close together reach their shared child at
 		// once: one start wins, the others are refused.
 		steps = append([]wfStep{drawWfSharedChild(t, "program")}, steps...)

@@ -74,7 +74,7 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	require.Positive(t, total.projections, "no projection checked")
 	require.Positive(t, total.purged, "no instance purged and its id reused")
 	require.Positive(t, total.purgeRefused, "no purge of a running instance refused")
-	if !wfKnownChildNoticeBug || backend.mode != round.ModePeekLock {
+	if backend.shares() {
 		require.Positive(t, total.refused, "no child start refused because its id was taken")
 	}
 	require.Positive(t, total.panics, "no projection fold panicked")
@@ -404,10 +404,31 @@ func (m *wfMachine) run(t *rapid.T) {
 // reproduces it; set this to false with the fix.
 const wfKnownChildNoticeBug = true
 
+// wfKnownNewInstanceWait keeps shared child ids off PostgreSQL until a
+// known bug is fixed: a round that enqueues the start of a child that does
+// not exist yet waits for any other open transaction that starts the same
+// child (both insert its instances row), so a round paused by the machine
+// blocks the other node (see meanwhile).
+// TestRegressionPostgresEnqueueWaitsForNewInstance reproduces it; set this
+// to false with the fix.
+const wfKnownNewInstanceWait = true
+
+// shares reports whether programs may name shared child ids on this
+// backend while the known bugs above are open.
+func (b *wfBackend) shares() bool {
+	switch {
+	case wfKnownChildNoticeBug && b.mode == round.ModePeekLock:
+		return false
+	case wfKnownNewInstanceWait && b.waiting != nil:
+		return false
+	}
+	return true
+}
+
 // sharing returns steps, with the explicit ids of their child steps
-// dropped while wfKnownChildNoticeBug keeps them out of peek-lock mode.
+// dropped while a known bug keeps them off the backend (see shares).
 func (m *wfMachine) sharing(steps []wfStep) []wfStep {
-	if !wfKnownChildNoticeBug || m.mode != round.ModePeekLock {
+	if m.backend.shares() {
 		return steps
 	}
 	for i := range steps {

@@ -215,6 +215,13 @@ func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombston
 	return ts, err
 }
 
+// ListTombstones returns the tombstones of every purge of an instance id,
+// oldest first: an id reused after a purge keeps the proof of each
+// archived history. It is empty when the id was never purged.
+func (e *Engine) ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error) {
+	return e.store.ListTombstones(ctx, instanceID)
+}
+
 // VerifyArchive checks an archived history against its tombstone: the
 // chain must hold from seq 1 and end at the tombstone's seq and hash.
 func VerifyArchive(events []Event, ts *Tombstone) error {
@@ -240,4 +247,105 @@ func (e *Engine) ReplayHistory(events []Event) *ReplayReport {
 		id = events[0].InstanceID
 	}
 	return e.replayer.Debug(id, events)
+}
+
+// HealthReport is what [Engine.CheckHealth] found in a store. It is
+// healthy when every list is empty.
+type HealthReport struct {
+	// Instances counts the instances checked.
+	Instances int
+	// Incidents are the instances with an unresolved dead letter, those
+	// whose start was dead-lettered included.
+	Incidents []*Instance
+	// DeadLetters are the dead letters waiting for an operator.
+	DeadLetters []DeadLetter
+	// FailingRounds are the instances whose queued messages had failed
+	// deliveries and are being retried (a projection whose fold fails, a
+	// store error), with the last error.
+	FailingRounds []FailingRound
+	// Projections are the instances whose history does not fold, or whose
+	// stored projections differ from its fold.
+	Projections []ProjectionProblem
+}
+
+// OK reports whether the check found nothing wrong.
+func (r *HealthReport) OK() bool {
+	return len(r.Incidents) == 0 && len(r.DeadLetters) == 0 && len(r.FailingRounds) == 0 && len(r.Projections) == 0
+}
+
+// FailingRound is an instance whose rounds fail and are retried.
+type FailingRound struct {
+	InstanceID string
+	// MessageID is the queued message with the most failed deliveries.
+	MessageID string
+	Attempts  int
+	LastError string
+}
+
+// ProjectionProblem is an instance whose projections fail to fold or to
+// match its history.
+type ProjectionProblem struct {
+	InstanceID string
+	// Err is set when the history does not fold (or cannot be read).
+	Err error
+	// Differences are those CheckProjections found.
+	Differences []string
+}
+
+// CheckHealth looks over every instance of the store for what needs an
+// operator: incidents, dead letters waiting, rounds that fail and are
+// retried, and projections that fail to fold or differ from history
+// (built-in ones and the custom projections registered on this engine).
+// It reads the store only.
+func (e *Engine) CheckHealth(ctx context.Context) (*HealthReport, error) {
+	rep := &HealthReport{}
+	after := ""
+	for {
+		page, err := e.ListInstances(ctx, InstanceFilter{AfterID: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range page {
+			rep.Instances++
+			if in.Incident != "" {
+				rep.Incidents = append(rep.Incidents, in)
+			}
+			queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: in.ID, Limit: 1000})
+			if err != nil {
+				return nil, err
+			}
+			var worst *round.Message
+			for i := range queued {
+				if m := &queued[i]; m.Attempts > 0 && (worst == nil || m.Attempts > worst.Attempts) {
+					worst = m
+				}
+			}
+			if worst != nil {
+				rep.FailingRounds = append(rep.FailingRounds, FailingRound{InstanceID: in.ID, MessageID: worst.ID, Attempts: worst.Attempts, LastError: worst.LastError})
+			}
+			if in.Status == StatusPending {
+				continue // nothing stored to fold
+			}
+			diffs, err := e.CheckProjections(ctx, in.ID)
+			if err != nil || len(diffs) > 0 {
+				rep.Projections = append(rep.Projections, ProjectionProblem{InstanceID: in.ID, Err: err, Differences: diffs})
+			}
+		}
+		if len(page) < 500 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	after = ""
+	for {
+		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		rep.DeadLetters = append(rep.DeadLetters, letters...)
+		if len(letters) < 500 {
+			return rep, nil
+		}
+		after = letters[len(letters)-1].ID
+	}
 }

@@ -70,6 +70,19 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...
 	if err != nil {
 		return "", err
 	}
+	for _, f := range []struct{ name, text string }{
+		{"business key", o.BusinessKey}, {"version", o.Version}, {"trace", o.Trace},
+	} {
+		if err := checkText(f.name, f.text); err != nil {
+			return "", err
+		}
+	}
+	if err := checkTextMap("business part", o.BusinessParts); err != nil {
+		return "", err
+	}
+	if err := checkTextMap("tag", o.Tags); err != nil {
+		return "", err
+	}
 	payload, err := e.encode("workflow input", input)
 	if err != nil {
 		return "", err
@@ -146,6 +159,9 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	if err != nil {
 		return err
 	}
+	if err := checkText("sender", o.Sender); err != nil {
+		return err
+	}
 	data, err := e.encode("event payload", payload)
 	if err != nil {
 		return err
@@ -185,17 +201,26 @@ func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
 // Terminate ends a running instance; its pending activities are cancelled
 // and its parent, if any, sees the child fail.
 func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionTerminated{Reason: reason})
 }
 
 // Suspend pauses a running instance: signals and results are recorded but
 // its code does not run until Resume.
 func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionSuspended{Reason: reason})
 }
 
 // Resume continues a suspended instance.
 func (e *Engine) Resume(ctx context.Context, instanceID, reason string, actor ...string) error {
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
 	return e.controlRequest(ctx, instanceID, true, first(actor), &history.ExecutionResumed{Reason: reason})
 }
 
@@ -248,27 +273,71 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 	return nil
 }
 
-// lookup returns the instance record, if any, and whether messages (a
-// start, say) are queued for the instance.
+// lookup returns the instance record, if any, and whether a start message
+// is queued for the instance.
 func (e *Engine) lookup(ctx context.Context, instanceID string) (*round.InstanceRecord, bool, error) {
-	rec, err := e.store.GetInstance(ctx, instanceID)
-	if err != nil && !errors.Is(err, round.ErrNotFound) {
-		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	rec, start, err := e.find(ctx, instanceID)
+	return rec, start != nil, err
+}
+
+// find returns the instance record, if any, and the queued start message
+// of the instance, if any. It reads the record, then the queue, then the
+// record again when neither was there: a round stores the record before
+// (peek-lock) or atomically with (transactional) acking the start, so an
+// instance whose start Start enqueued is always seen one way or the other.
+func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRecord, *round.Message, error) {
+	get := func() (*round.InstanceRecord, error) {
+		rec, err := e.store.GetInstance(ctx, instanceID)
+		if errors.Is(err, round.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		}
+		return rec, nil
 	}
-	if err == nil && !rec.Status.Terminal() {
-		return rec, false, nil
+	rec, err := get()
+	if err != nil || (rec != nil && !rec.Status.Terminal()) {
+		return rec, nil, err
 	}
 	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: instanceID, Limit: 100})
 	if err != nil {
-		return nil, false, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 	}
-	pending := false
-	for _, m := range queued {
-		if m.Kind == history.KindExecutionStarted {
-			pending = true
+	for i := range queued {
+		if queued[i].Kind == history.KindExecutionStarted {
+			return rec, &queued[i], nil
 		}
 	}
-	return rec, pending, nil
+	if rec == nil {
+		// The first round may have taken the start between the two reads.
+		rec, err = get()
+	}
+	return rec, nil, err
+}
+
+// deadStart returns the newest unresolved dead letter of a start message
+// of an instance, or nil: the start of an instance whose first turn
+// panicked, say, which left no record.
+func (e *Engine) deadStart(ctx context.Context, instanceID string) (*round.DeadLetter, error) {
+	var found *round.DeadLetter
+	after := ""
+	for {
+		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: instanceID, Status: round.DeadLetterDead, AfterID: after, Limit: 100})
+		if err != nil {
+			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		}
+		for i := range letters {
+			l := &letters[i]
+			if l.Message != nil && l.Message.Kind == history.KindExecutionStarted && (found == nil || l.At.After(found.At)) {
+				found = l
+			}
+		}
+		if len(letters) < 100 {
+			return found, nil
+		}
+		after = letters[len(letters)-1].ID
+	}
 }
 
 func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
@@ -392,25 +461,73 @@ func (e *Engine) instance(rec *round.InstanceRecord) *Instance {
 	}
 }
 
-// Describe returns the instance as its projections show it. It returns
-// ErrInstanceNotFound until the instance's first round ran.
+// Describe returns the instance as its projections show it. An instance
+// whose first round has not run yet is found from its queued start
+// message: its status is StatusPending and it shows the workflow, version,
+// business reference and creation time the start gave. An instance whose
+// start was dead-lettered (its first turn panicked, say) is pending too,
+// with the dead letter as its Incident and LastError; redriving the dead
+// letter runs it. It returns ErrInstanceNotFound only for an id that was
+// never started (or was purged).
 func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
 	}
-	rec, err := e.store.GetInstance(ctx, instanceID)
-	if errors.Is(err, round.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
-	}
+	rec, start, err := e.find(ctx, instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
 	}
-	return e.instance(rec), nil
+	switch {
+	case rec != nil:
+		return e.instance(rec), nil
+	case start != nil:
+		return e.pending(start), nil
+	}
+	letter, err := e.deadStart(ctx, instanceID)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
+	}
+	if letter != nil {
+		return e.deadPending(letter), nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+}
+
+// deadPending describes an instance whose start was dead-lettered before
+// its first round could store anything: pending, with the dead letter as
+// its incident and last error.
+func (e *Engine) deadPending(l *round.DeadLetter) *Instance {
+	inst := e.pending(l.Message)
+	inst.UpdatedAt = l.At
+	inst.Incident = string(l.Reason) + ": " + l.Error
+	inst.LastError = l.Error
+	return inst
+}
+
+// StatusPending is the status Describe and Wait report for an instance
+// whose start is queued and whose first round has not run yet.
+const StatusPending Status = "pending"
+
+// pending describes an instance from its queued start message.
+func (e *Engine) pending(start *round.Message) *Instance {
+	inst := &Instance{ID: start.InstanceID, ExecutionID: start.ExecutionID, Status: StatusPending,
+		CreatedAt: start.EnqueuedAt, UpdatedAt: start.EnqueuedAt, codec: e.opts.Codec}
+	if a, err := history.DecodeAttributes(start.Kind, start.Payload); err == nil {
+		if s, ok := a.(*history.ExecutionStarted); ok {
+			inst.Workflow, inst.Version = s.Name, s.Version
+			inst.BusinessKey, inst.BusinessParts = s.BusinessKey, s.BusinessParts
+			if s.Parent != nil {
+				inst.ParentID = s.Parent.InstanceID
+			}
+		}
+	}
+	return inst
 }
 
 // Wait blocks until the instance has ended (completed, failed or
 // terminated) or ctx ends, and returns it. An instance whose start is
-// still queued is waited for; an unknown one is ErrInstanceNotFound.
+// still queued is waited for, and so is one whose start was dead-lettered
+// (redriving it runs the instance); an unknown one is ErrInstanceNotFound.
 func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
@@ -429,7 +546,13 @@ func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error)
 			return e.instance(rec), nil
 		}
 		if rec == nil && !pending {
-			return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+			letter, err := e.deadStart(ctx, instanceID)
+			if err != nil {
+				return nil, err
+			}
+			if letter == nil {
+				return nil, fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
+			}
 		}
 		timer := time.NewTimer(poll)
 		select {

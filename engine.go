@@ -100,7 +100,7 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 	if fn == nil {
 		return invalid("workflow %s has a nil function", name)
 	}
-	codec := e.opts.Codec
+	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
 	wrapped := func(ctx *Context, input []byte) ([]byte, error) {
 		var in In
 		if err := codec.Decode(input, &in); err != nil {
@@ -108,9 +108,18 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 		}
 		out, err := fn(ctx, in)
 		if err != nil {
-			return nil, err
+			return nil, boundError(err, maxSize)
 		}
-		return codec.Encode(out)
+		b, err := codec.Encode(out)
+		if err != nil {
+			return nil, fmt.Errorf("encode output of workflow %s: %w", name, err)
+		}
+		if len(b) > maxSize {
+			// The execution fails, as a command with a payload over the
+			// limit does: the output would enter history.
+			return nil, fmt.Errorf("%w: output of workflow %s is %d bytes, limit %d", ErrPayloadTooLarge, name, len(b), maxSize)
+		}
+		return b, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -132,7 +141,14 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 		return invalid("activity %s has a nil function", name)
 	}
 	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
-	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) ([]byte, error) {
+	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) (_ []byte, err error) {
+		defer func() {
+			// The panic's text is recorded as the attempt's failure: keep
+			// it storable and within the limit.
+			if p := recover(); p != nil {
+				err = boundError(&activityPanic{value: p}, maxSize)
+			}
+		}()
 		var in In
 		if err := codec.Decode(lease.Task.Input, &in); err != nil {
 			return nil, NonRetryable(fmt.Errorf("decode input of activity %s: %w", name, err))
@@ -140,7 +156,7 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 		ctx = context.WithValue(ctx, activityKey{}, &activityState{lease: lease, hb: hb, every: e.opts.ActivityHeartbeat, clock: e.opts.Clock})
 		out, err := fn(ctx, in)
 		if err != nil {
-			return nil, err
+			return nil, boundError(err, maxSize)
 		}
 		b, err := codec.Encode(out)
 		if err != nil {
@@ -371,3 +387,10 @@ func Heartbeat(ctx context.Context) error {
 	s.mu.Unlock()
 	return s.hb.Beat(ctx)
 }
+
+// activityPanic is the error of an activity attempt that panicked; its
+// type name for retry policies is "panic".
+type activityPanic struct{ value any }
+
+func (e *activityPanic) Error() string     { return fmt.Sprintf("activity panicked: %v", e.value) }
+func (e *activityPanic) ErrorType() string { return "panic" }

@@ -3,6 +3,7 @@ package chronicle
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/replay"
 )
@@ -45,7 +46,39 @@ var (
 	ErrDeadLetterResolved = errors.New("chronicle: dead letter already resolved")
 	// ErrEngineRunning: Run was called on an engine that is running.
 	ErrEngineRunning = errors.New("chronicle: engine already running")
+	// ErrInvalidText is matched by a *TextError: free text that holds a
+	// NUL byte or is not valid UTF-8. The client API also wraps it in
+	// ErrInvalidArgument.
+	ErrInvalidText = replay.ErrInvalidText
 )
+
+// TextError names free text that no store can keep as text (a NUL byte or
+// invalid UTF-8) and where it goes wrong. The client API returns it for
+// its text arguments (wrapped with ErrInvalidArgument); workflow commands
+// fail with it (a task name or role, a custom status, a timer or event
+// name).
+type TextError = replay.TextError
+
+// checkText checks a text argument of the client API.
+func checkText(field, s string) error {
+	if err := replay.CheckText(field, s); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// checkTextMap checks the keys and values of a text map argument.
+func checkTextMap(field string, m map[string]string) error {
+	for k, v := range m {
+		if err := checkText(field+" key", k); err != nil {
+			return err
+		}
+		if err := checkText(fmt.Sprintf("%s %q", field, k), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
@@ -97,4 +130,47 @@ func ErrorWithType(typ string, err error) error {
 		return nil
 	}
 	return &typedError{typ: typ, err: err}
+}
+
+// boundedError keeps the chain of an error whose text is cut to a bound,
+// so that a huge error message cannot make the failure recorded in
+// history exceed the payload limit.
+type boundedError struct {
+	text string
+	err  error
+}
+
+func (e *boundedError) Error() string { return e.text }
+func (e *boundedError) Unwrap() error { return e.err }
+
+// ErrorType names the cut error's type for retry policies and history:
+// that of the original error.
+func (e *boundedError) ErrorType() string {
+	var typed interface{ ErrorType() string }
+	if errors.As(e.err, &typed) {
+		return typed.ErrorType()
+	}
+	return fmt.Sprintf("%T", e.err)
+}
+
+// boundError returns err as history may record it: when its text holds
+// NUL bytes or invalid UTF-8 (which stores cannot keep as text) they are
+// replaced by U+FFFD, and when it is longer than limit bytes it is cut to
+// limit bytes (on a UTF-8 boundary) and marked as cut. errors.Is and
+// errors.As see through it.
+func boundError(err error, limit int) error {
+	orig := err.Error()
+	text := replay.CleanText(orig)
+	if len(text) > limit {
+		const mark = " … (error text cut to the payload limit)"
+		cut := max(limit-len(mark), 0)
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + mark
+	}
+	if text == orig {
+		return err
+	}
+	return &boundedError{text: text, err: err}
 }

@@ -19,7 +19,11 @@ type Options struct {
 	// NodeID names this process in history ("worker:<NodeID>") and in dead
 	// letters. Default: host name and process id.
 	NodeID string
-	// Logger receives the engine's structured logs. Default: discard.
+	// Logger receives the engine's structured logs. Default: warnings and
+	// errors, as text, to standard error (failed rounds, dead letters, a
+	// store that cannot be reached, a projection whose fold fails), so
+	// that a problem that stalls instances is never silent; pass
+	// slog.New(slog.DiscardHandler) to discard them.
 	Logger *slog.Logger
 	// Clock tells the time. Default: the wall clock. Tests pass a
 	// round.ManualClock.
@@ -55,7 +59,15 @@ type Options struct {
 	// SafetyPoll is how often idle workers look for work when no hint
 	// arrives. Default 5s.
 	SafetyPoll time.Duration
-	// MaxPayloadSize bounds every encoded user payload. Default 2 MiB.
+	// MaxPayloadSize bounds every encoded user payload that enters
+	// history, raw or encoded by the codec: workflow inputs and outputs,
+	// continue-as-new inputs, signal payloads, task payloads and results,
+	// activity inputs and results, sub-workflow inputs, side effects and
+	// custom status. The client API refuses a payload over it with
+	// ErrPayloadTooLarge; a workflow command fails with it (an output over
+	// it fails the execution); an activity result over it fails the
+	// activity for good. The text of a workflow or activity error is cut
+	// to it. Default 2 MiB.
 	MaxPayloadSize int
 	// ShutdownTimeout is how long Run waits for rounds and activities in
 	// flight after its context ends; activities still running then are
@@ -161,7 +173,7 @@ func (o Options) WithDefaults() Options {
 		o.NodeID = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if o.Clock == nil {
 		o.Clock = round.SystemClock{}

@@ -2,6 +2,7 @@ package chronicle_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,7 +21,13 @@ import (
 
 func setupPostgres(t *testing.T, opts ...chronicle.Options) *bundle {
 	t.Helper()
-	return setupOn(t, pgtest.NewStore(t, postgres.Options{}), opts...)
+	return setupOn(t, newPostgresStore(t), opts...)
+}
+
+// newPostgresStore returns a store in a fresh schema.
+func newPostgresStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	return pgtest.NewStore(t, postgres.Options{})
 }
 
 func TestPostgresEndToEnd(t *testing.T) {
@@ -196,4 +203,34 @@ func TestPostgresUndecodableHistoryRow(t *testing.T) {
 	require.Equal(t, round.ReasonCorruptHistory, letters[0].Reason)
 	require.Contains(t, letters[0].Error, "seq 2")
 	require.Equal(t, "ab", result[string](t, b, "good"))
+}
+
+// TestPostgresRoundErrorWithNUL checks that a failed round whose error
+// text holds a NUL byte (here a projection's fold error) is still recorded
+// on its messages: PostgreSQL text cannot hold NUL, and an abandon that
+// failed would retry the round without counting or holding it.
+func TestPostgresRoundErrorWithNUL(t *testing.T) {
+	t.Parallel()
+	b := setupPostgres(t)
+	register(t, b.engine, "waiter", func(ctx *chronicle.Context, in string) (string, error) {
+		s, err := chronicle.WaitEvent[string](ctx, "go")
+		return in + s, err
+	})
+	require.NoError(t, chronicle.RegisterProjection(b.engine, "picky", 1, func(n int, e *chronicle.Event) (int, error) {
+		if e.Kind == history.KindEventRaised {
+			return n, errors.New("bad\x00byte")
+		}
+		return n + 1, nil
+	}))
+	b.start(t, "waiter", "w", "a")
+	b.drain(t)
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "w", "go", "b"))
+	worked, err := b.engine.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.True(t, worked)
+	msgs, err := b.store.ListMessages(b.ctx, &round.ListMessagesParams{InstanceID: "w"})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, 1, msgs[0].Attempts, "the failed delivery was recorded")
+	require.Contains(t, msgs[0].LastError, "bad\uFFFDbyte")
 }

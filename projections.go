@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,18 +78,90 @@ type InstanceFilter struct {
 }
 
 // ListInstances returns instances in id order, from their projections.
+// Instances whose start was dead-lettered before their first round stored
+// anything (their first turn panicked, say) are listed too, as pending
+// with their incident (see [Engine.Describe]); instances whose start is
+// merely queued are not.
 func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instance, error) {
-	recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{
-		Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
-		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: f.Limit,
-	})
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []*Instance
+	if f.Status != StatusPending {
+		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{
+			Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
+			CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: limit,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = make([]*Instance, len(recs))
+		for i := range recs {
+			out[i] = e.instance(&recs[i])
+		}
+	}
+	if f.Status != "" && f.Status != StatusPending {
+		return out, nil
+	}
+	dead, err := e.deadStarts(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Instance, len(recs))
-	for i := range recs {
-		out[i] = e.instance(&recs[i])
+	if len(dead) == 0 {
+		return out, nil
 	}
+	out = append(out, dead...)
+	slices.SortFunc(out, func(a, b *Instance) int { return strings.Compare(a.ID, b.ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// deadStarts returns the instances matching f that have an unresolved
+// dead-lettered start and no record, in id order.
+func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance, error) {
+	newest := map[string]*round.DeadLetter{}
+	after := ""
+	for {
+		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		for i := range letters {
+			l := &letters[i]
+			if l.Message == nil || l.Message.Kind != history.KindExecutionStarted || l.InstanceID <= f.AfterID {
+				continue
+			}
+			if old, ok := newest[l.InstanceID]; !ok || l.At.After(old.At) {
+				newest[l.InstanceID] = l
+			}
+		}
+		if len(letters) < 500 {
+			break
+		}
+		after = letters[len(letters)-1].ID
+	}
+	var out []*Instance
+	for id, l := range newest {
+		inst := e.deadPending(l)
+		switch {
+		case f.Workflow != "" && inst.Workflow != f.Workflow,
+			f.BusinessKey != "" && inst.BusinessKey != f.BusinessKey,
+			!f.CreatedFrom.IsZero() && inst.CreatedAt.Before(f.CreatedFrom),
+			!f.CreatedTo.IsZero() && !inst.CreatedAt.Before(f.CreatedTo):
+			continue
+		}
+		if _, err := e.store.GetInstance(ctx, id); !errors.Is(err, round.ErrNotFound) {
+			if err != nil {
+				return nil, err
+			}
+			continue // it has a record, listed as such
+		}
+		out = append(out, inst)
+	}
+	slices.SortFunc(out, func(a, b *Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/round"
@@ -19,7 +20,43 @@ var (
 	// ErrForbidden: the acting user may not do this to the task; nothing
 	// was written.
 	ErrForbidden = errors.New("chronicle: forbidden")
+	// ErrTaskAlreadyCompleted: the task was completed, or a completion of
+	// it is queued; the error is a *TaskCompletedError and also matches
+	// ErrTaskClosed.
+	ErrTaskAlreadyCompleted = errors.New("chronicle: task already completed")
 )
+
+// TaskCompletedError is returned by task actions (Complete, Claim, ...) on
+// a task that another action already completed: a completion applied to
+// history (Seq set) or one queued and not yet applied by a round (Seq 0).
+// It matches ErrTaskAlreadyCompleted and ErrTaskClosed.
+type TaskCompletedError struct {
+	TaskID     string
+	InstanceID string
+	// By is who completed the task: the user id, or the recorded actor
+	// when it was not a user.
+	By string
+	// Seq is the history event of the completion; 0 while it is queued.
+	Seq int64
+}
+
+// Error implements error.
+func (e *TaskCompletedError) Error() string {
+	if e.Seq == 0 {
+		return fmt.Sprintf("%s: task %s of instance %s: a completion by %s is queued", ErrTaskAlreadyCompleted, e.TaskID, e.InstanceID, e.By)
+	}
+	return fmt.Sprintf("%s: task %s of instance %s was completed by %s at seq %d", ErrTaskAlreadyCompleted, e.TaskID, e.InstanceID, e.By, e.Seq)
+}
+
+// Is matches ErrTaskAlreadyCompleted and ErrTaskClosed.
+func (e *TaskCompletedError) Is(target error) bool {
+	return target == ErrTaskAlreadyCompleted || target == ErrTaskClosed
+}
+
+// completedError describes the completion of a task from an actor.
+func completedError(t *TaskInfo, actor string, seq int64) *TaskCompletedError {
+	return &TaskCompletedError{TaskID: t.TaskID, InstanceID: t.InstanceID, By: strings.TrimPrefix(actor, history.ActorUserPrefix), Seq: seq}
+}
 
 // User is who acts on a task: an id recorded in history ("user:<ID>") and
 // the roles the product granted them.
@@ -148,12 +185,22 @@ func (e *Engine) Reassign(ctx context.Context, taskID, to string, user User) err
 // Complete closes a task with a result, which the waiting workflow
 // receives. Its assignee may complete it, or, while it is unassigned, a
 // holder of one of its roles.
+//
+// A task is completed once. Completing a task that is completed, or whose
+// completion by another call is queued and not yet applied, returns a
+// *TaskCompletedError naming who completed it (and at which seq, once
+// applied); of two concurrent completions exactly one returns nil. The
+// rule: the first completion queued wins. The queue holds at most one
+// completion per task (its message id is derived from the task), so a
+// later call finds the winner's message there, or its event in history.
 func (e *Engine) Complete(ctx context.Context, taskID string, result any, user User) error {
 	data, err := e.encode("task result", result)
 	if err != nil {
 		return err
 	}
-	return e.taskAction(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
+	var task *TaskInfo
+	nonce := e.opts.NewID()
+	err = e.taskActionWith(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
 		switch {
 		case t.Assignee == user.ID:
 		case t.Assignee != "":
@@ -161,8 +208,65 @@ func (e *Engine) Complete(ctx context.Context, taskID string, result any, user U
 		case !holdsRole(user, t):
 			return nil, fmt.Errorf("%w: %s holds none of the roles %v of task %s", ErrForbidden, user.ID, t.Roles, t.TaskID)
 		}
+		task = t
 		return &history.TaskCompleted{TaskID: t.TaskID, Result: data}, nil
-	})
+	}, func(t *TaskInfo) (string, string) { return completionID(t), nonce })
+	if err != nil || task == nil {
+		return err
+	}
+	return e.wonCompletion(ctx, task, completionID(task), nonce)
+}
+
+// completionID is the message id every completion of a task shares, so
+// that the queue holds at most one: derived from the task's instance,
+// execution, id and creation (an explicit task id may be used again).
+func completionID(t *TaskInfo) string {
+	return history.DeterministicID(t.InstanceID, t.CreatedAt.UnixNano(), "complete:"+t.ExecutionID+":"+t.TaskID)
+}
+
+// wonCompletion checks, after a completion was enqueued, that the queued
+// or recorded completion of the task is this call's (correlated by nonce);
+// otherwise it returns the winner's *TaskCompletedError.
+func (e *Engine) wonCompletion(ctx context.Context, t *TaskInfo, msgID, nonce string) error {
+	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: t.InstanceID, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("complete task %s: %w", t.TaskID, err)
+	}
+	for _, m := range queued {
+		if m.ID == msgID {
+			if m.CorrelationID == nonce {
+				return nil
+			}
+			return completedError(t, m.Actor, 0)
+		}
+	}
+	// Not queued any more: a round applied (or dead-lettered) it.
+	ev, err := e.completion(ctx, t)
+	if err != nil {
+		return fmt.Errorf("complete task %s: %w", t.TaskID, err)
+	}
+	if ev == nil || ev.CorrelationID == nonce {
+		return nil
+	}
+	return completedError(t, ev.Actor, ev.Seq)
+}
+
+// completion returns the TaskCompleted event of a task, or nil.
+func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, error) {
+	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := &events[i]
+		if ev.Kind != history.KindTaskCompleted || ev.ExecutionID != t.ExecutionID {
+			continue
+		}
+		if a, err := ev.Attributes(); err == nil && a.(*history.TaskCompleted).TaskID == t.TaskID {
+			return ev, nil
+		}
+	}
+	return nil, nil
 }
 
 func holdsRole(user User, t *TaskInfo) bool {
@@ -174,12 +278,27 @@ func holdsRole(user User, t *TaskInfo) bool {
 // checks again against the instance's state, so a lost race is rejected
 // there rather than applied.
 func (e *Engine) taskAction(ctx context.Context, taskID string, user User, decide func(*TaskInfo) (history.Attributes, error)) error {
+	return e.taskActionWith(ctx, taskID, user, decide, nil)
+}
+
+// taskActionWith is taskAction with the message id and correlation id
+// chosen by ids (default: a new id for both).
+func (e *Engine) taskActionWith(ctx context.Context, taskID string, user User, decide func(*TaskInfo) (history.Attributes, error), ids func(*TaskInfo) (string, string)) error {
 	if err := e.validateID("user id", user.ID); err != nil {
 		return err
 	}
 	t, err := e.GetTask(ctx, taskID)
 	if err != nil {
 		return err
+	}
+	if t.Status == round.TaskCompleted {
+		ev, err := e.completion(ctx, t)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", taskID, err)
+		}
+		if ev != nil {
+			return completedError(t, ev.Actor, ev.Seq)
+		}
 	}
 	if t.Status != round.TaskOpen {
 		return fmt.Errorf("%w: task %s is %s", ErrTaskClosed, taskID, t.Status)
@@ -188,8 +307,14 @@ func (e *Engine) taskAction(ctx context.Context, taskID string, user User, decid
 	if err != nil || attrs == nil {
 		return err
 	}
-	id := e.opts.NewID()
-	m, err := round.NewMessage(id, t.InstanceID, t.ExecutionID, id, attrs)
+	var id, correlation string
+	if ids != nil {
+		id, correlation = ids(t)
+	} else {
+		id = e.opts.NewID()
+		correlation = id
+	}
+	m, err := round.NewMessage(id, t.InstanceID, t.ExecutionID, correlation, attrs)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -189,5 +190,78 @@ func TestHumanTasks(t *testing.T) {
 		info, err := b.engine.GetTask(b.ctx, "first")
 		require.NoError(t, err)
 		require.Equal(t, chronicle.TaskCancelled, info.Status)
+	})
+}
+
+// testCompleteTwice checks that a task is completed once: a second
+// completion, queued or applied, gets a *TaskCompletedError naming the
+// first, and of two concurrent completions exactly one wins.
+func testCompleteTwice(t *testing.T, b *bundle) {
+	t.Helper()
+	ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
+	bo := chronicle.User{ID: "bo", Roles: []string{"adjuster"}}
+	register(t, b.engine, "review", reviewWorkflow)
+	b.start(t, "review", "claim-1", claimReview{Claim: "C-1"})
+	b.start(t, "review", "claim-2", claimReview{Claim: "C-2"})
+	b.drain(t)
+
+	// The first completion is queued, not yet applied by a round.
+	require.NoError(t, b.engine.Complete(b.ctx, "review-C-1", "approve", ana))
+	err := b.engine.Complete(b.ctx, "review-C-1", "reject", bo)
+	var done *chronicle.TaskCompletedError
+	require.ErrorAs(t, err, &done)
+	require.ErrorIs(t, err, chronicle.ErrTaskAlreadyCompleted)
+	require.ErrorIs(t, err, chronicle.ErrTaskClosed)
+	require.Equal(t, "ana", done.By)
+	require.Zero(t, done.Seq, "the winner is queued")
+	err = b.engine.Complete(b.ctx, "review-C-1", "approve", ana)
+	require.ErrorIs(t, err, chronicle.ErrTaskAlreadyCompleted, "completing twice is an error for the same user too")
+	b.drain(t)
+	require.Equal(t, "approve", result[string](t, b, "claim-1"))
+
+	// Applied: the error names the event.
+	err = b.engine.Complete(b.ctx, "review-C-1", "reject", bo)
+	require.ErrorAs(t, err, &done)
+	require.Equal(t, "ana", done.By)
+	trail, err := b.engine.TaskEvents(b.ctx, "review-C-1")
+	require.NoError(t, err)
+	require.Equal(t, history.KindTaskCompleted, trail[len(trail)-1].Kind)
+	require.Equal(t, trail[len(trail)-1].Seq, done.Seq)
+
+	// Two concurrent completions: exactly one wins.
+	errs := make(chan error, 2)
+	gate := make(chan struct{})
+	for _, u := range []chronicle.User{ana, bo} {
+		go func() {
+			<-gate
+			errs <- b.engine.Complete(b.ctx, "review-C-2", u.ID, u)
+		}()
+	}
+	close(gate)
+	e1, e2 := receive(t, errs), receive(t, errs)
+	require.True(t, (e1 == nil) != (e2 == nil), "one completion wins: %v, %v", e1, e2)
+	loser := e1
+	if loser == nil {
+		loser = e2
+	}
+	require.ErrorAs(t, loser, &done)
+	b.drain(t)
+	winner := result[string](t, b, "claim-2")
+	require.Equal(t, winner, done.By, "the loser is told who won")
+}
+
+func TestCompleteTwice(t *testing.T) {
+	t.Parallel()
+	t.Run("Memory", func(t *testing.T) {
+		t.Parallel()
+		testCompleteTwice(t, setup(t))
+	})
+	t.Run("MemoryPeekLock", func(t *testing.T) {
+		t.Parallel()
+		testCompleteTwice(t, setupOn(t, memory.New(memory.Options{Mode: round.ModePeekLock})))
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		testCompleteTwice(t, setupPostgres(t))
 	})
 }

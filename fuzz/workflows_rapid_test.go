@@ -1419,6 +1419,10 @@ func (m *wfMachine) finish(t *rapid.T) {
 	if len(tasks) > 0 {
 		t.Fatalf("%d tasks left", len(tasks))
 	}
+	lost, err := wfLostInputs(histories)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range ids {
 		events := histories[id]
 		snap, err := round.Fold(id, events)
@@ -1442,7 +1446,7 @@ func (m *wfMachine) finish(t *rapid.T) {
 			if child {
 				m.stats.children++
 			}
-			if err := wfCheckOutput(events, snap.Output); err != nil {
+			if err := wfCheckOutput(events, snap.Output, lost); err != nil {
 				t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 			}
 			m.checkCustomStatus(t, id, events, snap)

@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -56,4 +57,15 @@ var namespace = uuid.MustParse("6f1c3a8e-2b7d-4f5e-9a61-3c0d8e4b7a20")
 // a discriminator; replaying the same history yields the same id.
 func DeterministicID(instanceID string, seq int64, discriminator string) string {
 	return uuid.NewSHA1(namespace, []byte(instanceID+"\x00"+strconv.FormatInt(seq, 10)+"\x00"+discriminator)).String()
+}
+
+// CleanText returns s with every NUL byte and invalid UTF-8 sequence
+// replaced by U+FFFD: stores keep text columns (errors, reasons) that
+// cannot hold them, and the engine records error texts from user code in
+// this form rather than fail the round that records them.
+func CleanText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

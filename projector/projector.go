@@ -13,8 +13,10 @@ import (
 
 // Definition is a custom projection: a named, versioned fold of an
 // instance's whole history (every execution). Bumping Version makes stores
-// replace the records of older versions when they are next written, and
-// rebuilds refold them.
+// replace the records of older versions when they are next written at or
+// beyond the stored Seq, and rebuilds refold them; a record of an older
+// version never replaces a newer one (see [round.CustomRecord.Replaces]),
+// so nodes of both versions can run side by side during a deploy.
 type Definition struct {
 	Name    string
 	Version int

@@ -2,10 +2,12 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/round"
@@ -88,16 +90,19 @@ func (c *Context) NewID() string {
 	return history.DeterministicID(c.x.executionID, c.x.turnSeq, "id:"+strconv.Itoa(c.x.ids))
 }
 
+// encode encodes a payload of a command and checks it against
+// MaxPayloadSize: every payload that enters history passes here (or the
+// client API's check), raw ones included.
 func (c *Context) encode(v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if b, ok := v.(RawPayload); ok {
-		return b, nil
-	}
-	b, err := c.x.r.opts.Codec.Encode(v)
-	if err != nil {
-		return nil, err
+	b, raw := v.(RawPayload)
+	if !raw {
+		var err error
+		if b, err = c.x.r.opts.Codec.Encode(v); err != nil {
+			return nil, err
+		}
 	}
 	if len(b) > c.x.r.opts.MaxPayloadSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(b), c.x.r.opts.MaxPayloadSize)
@@ -115,6 +120,14 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOptions) 
 	var o ActivityOptions
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if err := history.ValidateID("activity name", name); err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: call activity: %w", err))
+	}
+	if o.Queue != "" {
+		if err := history.ValidateID("activity queue", o.Queue); err != nil {
+			return c.x.failedFuture(fmt.Errorf("chronicle: activity %s: %w", name, err))
+		}
 	}
 	payload, err := c.encode(input)
 	if err != nil {
@@ -136,6 +149,12 @@ func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOpt
 	var o SubWorkflowOptions
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if err := history.ValidateID("sub-workflow name", name); err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: call sub-workflow: %w", err))
+	}
+	if err := CheckText("sub-workflow version", o.Version); err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: sub-workflow %s: %w", name, err))
 	}
 	payload, err := c.encode(input)
 	if err != nil {
@@ -172,6 +191,9 @@ func (c *Context) Timer(d time.Duration, name ...string) Future {
 	label := ""
 	if len(name) > 0 {
 		label = name[0]
+	}
+	if err := CheckText("timer name", label); err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: timer: %w", err))
 	}
 	_, f := c.timer(d, label)
 	return f
@@ -211,6 +233,9 @@ func (c *Context) Sleep(d time.Duration) error { return c.Timer(d).Get(nil) }
 // the timeout passes first.
 func (c *Context) WaitEvent(name string, opts ...WaitOptions) Future {
 	x := c.x
+	if err := CheckText("event name", name); err != nil {
+		return x.failedFuture(fmt.Errorf("chronicle: wait event: %w", err))
+	}
 	f := x.newFuture(0, name)
 	for i, s := range x.signals {
 		if s.attrs.Name == name {
@@ -333,6 +358,11 @@ func (c *Context) ContinueAsNew(input any) error {
 
 // SetCustomStatus records a status the instance shows to users.
 func (c *Context) SetCustomStatus(status any) error {
+	if text, ok := status.(string); ok {
+		if err := CheckText("custom status", text); err != nil {
+			return fmt.Errorf("chronicle: custom status: %w", err)
+		}
+	}
 	payload, err := c.encode(status)
 	if err != nil {
 		return fmt.Errorf("chronicle: custom status: %w", err)
@@ -405,3 +435,51 @@ func (c *Context) Version(changeID string, minSupported, maxSupported int) int {
 // Context returns a context.Context for helpers that need one (to carry
 // values); it is never cancelled and must not be used for I/O.
 func (c *Context) Context() context.Context { return context.Background() }
+
+// ErrInvalidText is matched by a *TextError.
+var ErrInvalidText = errors.New("chronicle: invalid text")
+
+// TextError reports free text (a business key, a reason, a task name or
+// role...) that no store can keep as text: it holds a NUL byte or is not
+// valid UTF-8. It matches ErrInvalidText.
+type TextError struct {
+	// Field names the text.
+	Field string
+	// Offset is the byte offset of the first bad byte.
+	Offset int
+	// NUL is true for a NUL byte, false for invalid UTF-8.
+	NUL bool
+}
+
+// Error implements error.
+func (e *TextError) Error() string {
+	what := "is not valid UTF-8"
+	if e.NUL {
+		what = "holds a NUL byte"
+	}
+	return fmt.Sprintf("%s %s at byte %d", e.Field, what, e.Offset)
+}
+
+// Is matches ErrInvalidText.
+func (e *TextError) Is(target error) bool { return target == ErrInvalidText }
+
+// CheckText returns a *TextError when s holds a NUL byte or is not valid
+// UTF-8, and nil otherwise.
+func CheckText(field, s string) error {
+	for i, r := range s {
+		switch {
+		case r == 0:
+			return &TextError{Field: field, Offset: i, NUL: true}
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return &TextError{Field: field, Offset: i}
+			}
+		}
+	}
+	return nil
+}
+
+// CleanText returns s with every NUL byte and invalid UTF-8 sequence
+// replaced by U+FFFD: the form in which text the engine records from user
+// errors (failures, panics) is stored.
+func CleanText(s string) string { return history.CleanText(s) }

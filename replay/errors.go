@@ -59,7 +59,8 @@ type PanicError struct {
 
 // Error implements error.
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("chronicle: workflow %s panicked: %v", e.InstanceID, e.Value)
+	// Stores keep this text: NUL bytes and invalid UTF-8 are replaced.
+	return CleanText(fmt.Sprintf("chronicle: workflow %s panicked: %v", e.InstanceID, e.Value))
 }
 
 // DeadLetterReason implements round.Reasoner.

@@ -10,6 +10,8 @@ import (
 // TaskOptions configure a human task.
 type TaskOptions struct {
 	// TaskID names the task; default: derived from the instance and Seq.
+	// Task ids are unique per store: an id another instance's task has
+	// fails the round (round.ErrTaskIDTaken).
 	TaskID string
 	// Roles may claim the task; Assignee, when set, has it from the start.
 	Roles    []string
@@ -36,6 +38,9 @@ func (c *Context) CreateTask(name string, payload any, opts ...TaskOptions) *Tas
 		o = opts[0]
 	}
 	x := c.x
+	if err := checkTaskText(name, o); err != nil {
+		return &Task{x: x, f: x.failedFuture(fmt.Errorf("chronicle: task %q: %w", name, err))}
+	}
 	data, err := c.encode(payload)
 	if err != nil {
 		return &Task{x: x, f: x.failedFuture(fmt.Errorf("chronicle: task %s payload: %w", name, err))}
@@ -56,6 +61,22 @@ func (c *Context) CreateTask(name string, payload any, opts ...TaskOptions) *Tas
 	return &Task{ID: id, f: f, x: x}
 }
 
+// checkTaskText checks the text of a task that is stored as text.
+func checkTaskText(name string, o TaskOptions) error {
+	if err := CheckText("task name", name); err != nil {
+		return err
+	}
+	for _, r := range o.Roles {
+		if err := CheckText("task role", r); err != nil {
+			return err
+		}
+	}
+	if o.Assignee != "" {
+		return history.ValidateID("task assignee", o.Assignee)
+	}
+	return nil
+}
+
 // WaitTask returns the future of a task's completion; Get decodes the
 // result given by the user who completed it.
 func (c *Context) WaitTask(t *Task) Future { return t.f }
@@ -68,7 +89,9 @@ func (c *Context) CancelTask(t *Task, reason string) {
 		return
 	}
 	delete(x.tasks, t.ID)
-	x.command(&history.TaskCancelled{TaskID: t.ID, Reason: reason}, "cancel:"+t.ID)
+	// The reason is stored as text: NUL bytes and invalid UTF-8 are
+	// replaced rather than failing a method that cannot return an error.
+	x.command(&history.TaskCancelled{TaskID: t.ID, Reason: CleanText(reason)}, "cancel:"+t.ID)
 	x.settle(t.f, nil, fmt.Errorf("%w: %s", ErrTaskCancelled, reason))
 }
 

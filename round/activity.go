@@ -54,6 +54,20 @@ type ActivityLease struct {
 	Token       string
 	Owner       string
 	LockedUntil time.Time
+	// Expired is set when the claim took over an earlier claim that ran out
+	// without being settled (its worker died or stalled): attempt
+	// Task.Attempt timed out. The claimer settles that attempt (retry with
+	// backoff, or fail) instead of running the task again at once; see
+	// [ActivityTimedOutError].
+	Expired *ExpiredClaim
+}
+
+// ExpiredClaim describes the claim an [ActivityLease] took over.
+type ExpiredClaim struct {
+	// Owner is the worker that held the claim.
+	Owner string
+	// LockedUntil is when the claim ran out.
+	LockedUntil time.Time
 }
 
 // ActivityOutcome builds the result message of a task: completed with

@@ -187,6 +187,9 @@ func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 	if lease == nil {
 		return nil, nil
 	}
+	if lease.Expired != nil {
+		return w.settleExpired(ctx, lease)
+	}
 	if lease.Task.Timeout > w.opts.LeaseDuration {
 		if err := w.store.HeartbeatActivity(ctx, &HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
 			return w.lost(lease, err)
@@ -236,6 +239,29 @@ func (w *ActivityWorker) run(ctx context.Context, lease *ActivityLease) (*Activi
 	if hb.lostErr() != nil {
 		return w.lost(lease, hb.lostErr())
 	}
+	return w.settle(ctx, lease, rep, result, runErr)
+}
+
+// settleExpired settles the attempt of a task whose previous claim ran out
+// without a result, as a failed attempt: the task is not run by this claim.
+// Counting it is what bounds an activity that kills its worker.
+func (w *ActivityWorker) settleExpired(ctx context.Context, lease *ActivityLease) (*ActivityReport, error) {
+	task := &lease.Task
+	timedOut := &ActivityTimedOutError{
+		TaskID: task.ID, Name: task.Name, Attempt: task.Attempt,
+		Owner: lease.Expired.Owner, LockedUntil: lease.Expired.LockedUntil,
+	}
+	w.opts.Logger.WarnContext(ctx, "activity attempt timed out", slog.String("task", task.ID), slog.String("name", task.Name),
+		slog.Int("attempt", task.Attempt), slog.String("owner", lease.Expired.Owner))
+	rep := &ActivityReport{TaskID: task.ID, Name: task.Name, Attempt: task.Attempt}
+	return w.settle(ctx, lease, rep, nil, timedOut)
+}
+
+// settle ends an attempt: completed with result when runErr is nil;
+// otherwise retried after a backoff while the retry policy allows it, or
+// failed for good.
+func (w *ActivityWorker) settle(ctx context.Context, lease *ActivityLease, rep *ActivityReport, result []byte, runErr error) (*ActivityReport, error) {
+	task := &lease.Task
 	now := roundNow(w.opts.Clock)
 	var failure *history.Failure
 	if runErr != nil {
@@ -275,6 +301,41 @@ func callActivity(ctx context.Context, fn ActivityFunc, lease *ActivityLease, hb
 }
 
 type activityPanic struct{ value any }
+
+// FailureLeaseExpired is the [history.Failure] type of an attempt whose
+// claim ran out without a result; list it in
+// [history.RetryPolicy.NonRetryable] to fail an activity at its first lost
+// lease.
+const FailureLeaseExpired = "lease-expired"
+
+// ErrActivityTimedOut: an activity attempt ended without a result because
+// its claim ran out (its worker died, stalled or missed its heartbeats).
+var ErrActivityTimedOut = errors.New("round: activity attempt timed out")
+
+// ActivityTimedOutError is the error of an attempt whose claim ran out
+// without a result. It counts as a failed attempt of type
+// [FailureLeaseExpired]: retried with backoff while the retry policy
+// allows, then a failed result.
+type ActivityTimedOutError struct {
+	TaskID  string
+	Name    string
+	Attempt int
+	// Owner is the worker whose claim ran out, at LockedUntil.
+	Owner       string
+	LockedUntil time.Time
+}
+
+// Error implements error.
+func (e *ActivityTimedOutError) Error() string {
+	return fmt.Sprintf("activity %s (%s) attempt %d: no result before the claim of %s ran out at %s",
+		e.TaskID, e.Name, e.Attempt, e.Owner, e.LockedUntil.UTC().Format(time.RFC3339Nano))
+}
+
+// ErrorType implements [TypedError].
+func (e *ActivityTimedOutError) ErrorType() string { return FailureLeaseExpired }
+
+// Unwrap returns [ErrActivityTimedOut].
+func (e *ActivityTimedOutError) Unwrap() error { return ErrActivityTimedOut }
 
 func (e *activityPanic) Error() string     { return fmt.Sprintf("activity panicked: %v", e.value) }
 func (e *activityPanic) ErrorType() string { return "panic" }

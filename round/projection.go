@@ -2,6 +2,8 @@ package round
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"maps"
 	"time"
 
@@ -74,6 +76,29 @@ type InstanceRecord struct {
 	Incident string
 }
 
+// ErrTaskIDTaken: a round created a human task whose id a task of another
+// instance already has. Human task ids are unique per store: a client acts
+// on a task by its id alone.
+var ErrTaskIDTaken = errors.New("round: human task id already used by another instance")
+
+// TaskIDTakenError is the error of SaveProjections when a task record of
+// InstanceID names a task id that Owner's task already has; nothing of the
+// write is saved, so the round fails and its messages are retried, then
+// dead-lettered with this error.
+type TaskIDTakenError struct {
+	TaskID     string
+	InstanceID string
+	Owner      string
+}
+
+// Error implements error.
+func (e *TaskIDTakenError) Error() string {
+	return fmt.Sprintf("round: human task id %q of instance %s is already used by instance %s; task ids must be unique per store", e.TaskID, e.InstanceID, e.Owner)
+}
+
+// Unwrap returns [ErrTaskIDTaken].
+func (e *TaskIDTakenError) Unwrap() error { return ErrTaskIDTaken }
+
 // TaskStatus is a human task's state.
 type TaskStatus string
 
@@ -124,6 +149,23 @@ type CustomRecord struct {
 	InstanceID string
 	Seq        int64
 	Data       []byte
+}
+
+// Replaces reports whether a store writes r over old, the stored record of
+// the same projection and instance: r of the same version folded beyond
+// old's Seq, or r of a newer version folded at least as far. A record
+// never goes back in Seq, and an older version never replaces a newer
+// one, so during a rolling deploy the record moves on only with the newest
+// version; going back to an older version takes a rebuild
+// (ResetProjections, then SaveProjections).
+func (r *CustomRecord) Replaces(old *CustomRecord) bool {
+	switch {
+	case r.Version == old.Version:
+		return r.Seq > old.Seq
+	case r.Version > old.Version:
+		return r.Seq >= old.Seq
+	}
+	return false
 }
 
 // Equal reports whether two records hold the same folded state. Incident,

@@ -373,7 +373,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 		ids[i] = m.ID
 		attempts = max(attempts, m.Attempts+1)
 	}
-	text := err.Error()
+	text := history.CleanText(err.Error())
 	var rs Reasoner
 	if errors.As(err, &rs) {
 		text = string(rs.DeadLetterReason()) + ": " + text
@@ -437,7 +437,7 @@ func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) D
 	mc := *m
 	return DeadLetter{
 		ID: DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &mc,
-		Reason: reason, Error: text, Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
+		Reason: reason, Error: history.CleanText(text), Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
 		Status: DeadLetterDead,
 	}
 }
@@ -555,6 +555,18 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 	}
 
 	snap, work := entry.snap, &Work{}
+	// A peek-lock round may have crashed between its append and its
+	// enqueue. What an execution that had already ended still owed (its
+	// parent's notice, the cancellation of its activities) is derived
+	// before this round's messages can start the next execution.
+	var ended *Work
+	if rep.Cold && r.lease != nil && snap.Ended {
+		ended = &Work{Cancels: []CancelActivitiesParams{{InstanceID: id, ExecutionID: snap.ExecutionID}}}
+		ended.parentPending = snap.Parent != nil && snap.Status.Terminal()
+		if err := ended.finish(snap); err != nil {
+			return nil, nil, err
+		}
+	}
 	var letters []DeadLetter
 	var acks []string
 	pins := map[string]string{}
@@ -656,6 +668,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Me
 			return nil, nil, err
 		}
 		work.merge(open)
+		if ended != nil {
+			work.merge(ended)
+		}
 	}
 
 	if err := ops.pin(ctx, pins); err != nil {

@@ -98,6 +98,9 @@ type Store interface {
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
 	// a new token, and returns it; it returns nil, nil when there is none.
+	// Taking over an expired claim sets ActivityLease.Expired (the previous
+	// owner and the end of its claim) and leaves Attempt as it was: the
+	// claimer counts the lost attempt (RetryActivity, or a failed result).
 	ClaimActivity(ctx context.Context, p *ClaimActivityParams) (*ActivityLease, error)
 
 	// HeartbeatActivity extends a lease to LockedUntil. It returns
@@ -169,12 +172,26 @@ type Store interface {
 	// records and events, queued messages and activity tasks, dead letters —
 	// and keeps a tombstone with the last Seq and hash of its history, in
 	// one atomic step. It returns ErrNotFound for an unknown instance and
-	// ErrInvalidState, deleting nothing, when its record is not terminal.
+	// ErrInvalidState, deleting nothing, when its record is not terminal or
+	// a round may still have work to do for it: a round holds it (a
+	// transaction lock, or a live peek-lock lease), a peek-lock round
+	// ran out without an ack or abandon and left messages that a
+	// redelivery will finish (the final round of a child enqueues its
+	// parent's notice after writing its terminal record), or history goes
+	// beyond the record's seq (a peek-lock round appended, a new run of
+	// the instance say, and has not written its projections). Such a
+	// refusal is transient: purge again once the round is done.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
-	// GetTombstone returns the tombstone of a purged instance or
-	// ErrNotFound.
+	// GetTombstone returns the tombstone of the latest purge of an instance
+	// id or ErrNotFound.
 	GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error)
+
+	// ListTombstones returns every tombstone of an instance id, oldest
+	// purge first (empty when it was never purged). An id reused after a
+	// purge and purged again keeps the tombstone of each purge, so every
+	// archived history can be checked against its own.
+	ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error)
 }
 
 // Steps are the writes of a round, shared by both modes. In transactional
@@ -197,7 +214,13 @@ type Steps interface {
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
-	// folded at or beyond p.Seq; task events are added unless present.
+	// folded at or beyond p.Seq; task events are added unless present. A
+	// custom record is written when it replaces the stored one by
+	// [CustomRecord.Replaces]: never at a lower Seq, never over a newer
+	// version. The snapshot is written last (or with the rest,
+	// atomically): a stored snapshot at seq S promises that every other
+	// projection reached S, since a cold round re-projects only when the
+	// snapshot is behind history.
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.

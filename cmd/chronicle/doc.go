@@ -116,6 +116,15 @@
 // prints the tombstones and the skipped instances with the reason; the
 // exit code is 1 when an instance was skipped.
 //
+//	doctor
+//
+// Reports what needs an operator (Engine.CheckHealth): instances with an
+// incident (an unresolved dead letter, a start dead-lettered before the
+// first round included), dead letters waiting, instances whose rounds
+// fail and are retried (a projection whose fold fails, say) with the last
+// error, and instances whose projections fail to fold or differ from
+// their history. The exit code is 1 when it finds any.
+//
 // # Exit codes
 //
 // 0: success. 1: the operation failed or found a problem (an unknown

@@ -51,7 +51,7 @@ func toInstanceJSON(i *chronicle.Instance) instanceJSON {
 }
 
 var instanceStatuses = []string{
-	string(chronicle.StatusRunning), string(chronicle.StatusSuspended), string(chronicle.StatusCompleted),
+	string(chronicle.StatusPending), string(chronicle.StatusRunning), string(chronicle.StatusSuspended), string(chronicle.StatusCompleted),
 	string(chronicle.StatusFailed), string(chronicle.StatusTerminated),
 }
 

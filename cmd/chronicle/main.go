@@ -177,6 +177,7 @@ func commands() []*command {
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
+		{"doctor", "", "report incidents, dead letters waiting, failing rounds and projections that fail to fold", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}

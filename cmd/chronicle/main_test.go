@@ -431,3 +431,47 @@ func TestParseResult(t *testing.T) {
 	_, err = parseResult(`nope`)
 	require.Error(t, err)
 }
+
+// TestDoctor checks that doctor reports what needs an operator — the
+// demo's incident and dead letter, a round that fails and is retried,
+// projections that differ from history — and exits 0 only when nothing
+// does.
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	// discard resolves the demo's dead letter as an operator would.
+	discard := func(t *testing.T, s *memory.Store) {
+		letters, err := s.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead})
+		require.NoError(t, err)
+		require.Len(t, letters, 1)
+		require.NoError(t, s.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: letters[0].ID, Status: round.DeadLetterDiscarded, By: "user:ops", Now: at}))
+	}
+	healthy := hooks{afterSeed: func(s *memory.Store) { discard(t, s) }}
+	failing := hooks{afterSeed: func(s *memory.Store) {
+		discard(t, s)
+		queued, err := s.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "REF-4001"})
+		require.NoError(t, err)
+		require.Len(t, queued, 1)
+		for i := 0; i < 2; i++ {
+			require.NoError(t, s.AbandonMessages(ctx, &round.AbandonMessagesParams{InstanceID: "REF-4001", MessageIDs: []string{queued[0].ID},
+				VisibleAt: at.Add(time.Minute), Error: "project REF-4001: fold refunds: cannot read the amount"}))
+		}
+	}}
+	forged := tamper(t, "CLM-1001", 15, func(e *history.Event) {
+		status, err := history.Encode("refunded")
+		require.NoError(t, err)
+		e.Payload, err = history.EncodeAttributes(&history.CustomStatusSet{Status: status})
+		require.NoError(t, err)
+	})
+
+	golden(t, "doctor", exitFailure, hooks{}, "doctor")
+	golden(t, "doctor_json", exitFailure, hooks{}, "doctor", "--json")
+	r := golden(t, "doctor_healthy", exitOK, healthy, "doctor")
+	require.Contains(t, r.stdout, "nothing needs an operator")
+	r = golden(t, "doctor_failing_round", exitFailure, failing, "doctor")
+	require.Contains(t, r.stdout, "cannot read the amount")
+	r = golden(t, "doctor_projections", exitFailure, forged, "doctor")
+	require.Contains(t, r.stdout, "CLM-1001: instance: fields differ")
+	golden(t, "doctor_extra_argument", exitUsage, hooks{}, "doctor", "now")
+}

@@ -30,9 +30,13 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 		if best == nil {
 			return nil
 		}
+		var expired *round.ExpiredClaim
+		if best.token != "" {
+			expired = &round.ExpiredClaim{Owner: best.owner, LockedUntil: best.until}
+		}
 		best.token, best.owner, best.until = s.token(), p.Owner, p.LockedUntil
 		s.taskHeap(best.t.Queue).fix(best)
-		l = &round.ActivityLease{Task: best.t, Token: best.token, Owner: p.Owner, LockedUntil: p.LockedUntil}
+		l = &round.ActivityLease{Task: best.t, Token: best.token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}
 		return nil
 	})
 	return l, err

@@ -27,6 +27,9 @@ func (s *Store) SaveProjections(ctx context.Context, p *round.Projections) error
 	return s.do(ctx, OpSaveProjections, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if err := s.takenTaskID(p); err != nil {
+			return err
+		}
 		s.saveProjections(p)
 		return nil
 	})

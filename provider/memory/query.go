@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -204,6 +206,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 		if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
 			return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
 		}
+		if err := unfinishedRound(in, p.Now); err != nil {
+			return fmt.Errorf("purge %s: %w", p.InstanceID, err)
+		}
 		t := &round.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
 		if n := len(in.events); n > 0 {
 			t.LastSeq, t.LastHash = in.events[n-1].Seq, append([]byte(nil), in.events[n-1].Hash...)
@@ -231,12 +236,36 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 			}
 		}
 		delete(s.instances, in.id)
-		s.tombstones[in.id] = t
-		c := *t
-		ts = &c
+		kept := *t
+		kept.LastHash = bytes.Clone(t.LastHash)
+		s.tombstones[in.id] = append(s.tombstones[in.id], kept)
+		ts = t
 		return nil
 	})
 	return ts, err
+}
+
+// unfinishedRound returns ErrInvalidState while a peek-lock round of in
+// may still have work to do: its lease is live, or it ran out without an
+// ack or abandon while its messages are still queued, so a redelivery will
+// finish what it began (a child's final round enqueues its parent's notice
+// after writing its terminal record). Callers hold s.mu.
+func unfinishedRound(in *instance, now time.Time) error {
+	if n := len(in.events); n > 0 && in.events[n-1].Seq > in.record.LastSeq {
+		// A peek-lock round appended (a new run of the ended instance,
+		// say) and has not written its projections: the record's ended
+		// status is not the instance's.
+		return fmt.Errorf("%w: history is at seq %d, its record at seq %d; a round has not finished", round.ErrInvalidState, in.events[n-1].Seq, in.record.LastSeq)
+	}
+	switch {
+	case in.lease == nil:
+		return nil
+	case in.lease.until.After(now):
+		return fmt.Errorf("%w: a round of %s holds its lease until %s", round.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
+	case len(visible(in, now, 1)) > 0:
+		return fmt.Errorf("%w: a round of %s ended without an ack at %s; its messages wait for a redelivery", round.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // GetTombstone implements round.Store.
@@ -245,12 +274,28 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 	err := s.do(ctx, OpGetTombstone, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		t, ok := s.tombstones[instanceID]
-		if !ok {
+		all := s.tombstones[instanceID]
+		if len(all) == 0 {
 			return fmt.Errorf("tombstone of %s: %w", instanceID, round.ErrNotFound)
 		}
-		c := *t
+		c := all[len(all)-1]
+		c.LastHash = bytes.Clone(c.LastHash)
 		out = &c
+		return nil
+	})
+	return out, err
+}
+
+// ListTombstones implements round.Store.
+func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+	var out []round.Tombstone
+	err := s.do(ctx, OpListTombstones, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, t := range s.tombstones[instanceID] {
+			t.LastHash = bytes.Clone(t.LastHash)
+			out = append(out, t)
+		}
 		return nil
 	})
 	return out, err

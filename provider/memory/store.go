@@ -56,6 +56,7 @@ const (
 	OpResetProjections    Op = "ResetProjections"
 	OpPurgeInstance       Op = "PurgeInstance"
 	OpGetTombstone        Op = "GetTombstone"
+	OpListTombstones      Op = "ListTombstones"
 )
 
 // Fault is an injected failure.
@@ -100,8 +101,9 @@ type Store struct {
 	taskHeaps    map[string]*taskHeap
 	letters      map[string]*round.DeadLetter
 	// taskOwner maps human task ids to their instance.
-	taskOwner  map[string]string
-	tombstones map[string]*round.Tombstone
+	taskOwner map[string]string
+	// tombstones keeps every purge's tombstone of an id, oldest first.
+	tombstones map[string][]round.Tombstone
 	hints      map[round.Queue]chan struct{}
 }
 
@@ -120,7 +122,7 @@ func New(opts Options) *Store {
 		mode: opts.Mode, fault: opts.Fault,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
-		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string]*round.Tombstone{},
+		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]round.Tombstone{},
 		hints: map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
 	}
 }
@@ -526,6 +528,17 @@ func (in *instance) append(events []history.Event) {
 	}
 }
 
+// takenTaskID returns a *round.TaskIDTakenError when a task record of p
+// names a task id that another instance's task has; callers hold s.mu.
+func (s *Store) takenTaskID(p *round.Projections) error {
+	for _, t := range p.Tasks {
+		if owner, ok := s.taskOwner[t.TaskID]; ok && owner != p.InstanceID {
+			return &round.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
+		}
+	}
+	return nil
+}
+
 // saveProjections writes projections unless stored ones are as new;
 // callers hold s.mu.
 func (s *Store) saveProjections(p *round.Projections) {
@@ -562,7 +575,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 		if in.custom == nil {
 			in.custom = map[string]round.CustomRecord{}
 		}
-		if old, ok := in.custom[c.Name]; !ok || c.Seq > old.Seq || c.Version != old.Version {
+		if old, ok := in.custom[c.Name]; !ok || c.Replaces(&old) {
 			in.custom[c.Name] = c
 		}
 	}

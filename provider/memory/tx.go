@@ -101,6 +101,12 @@ func (t *tx) commit() error {
 			delete(t.appends, in)
 		}
 	}
+	// Another round may have taken a task id since SaveProjections.
+	for _, p := range t.projs {
+		if err := s.takenTaskID(p); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
 	for in, events := range t.appends {
 		in.append(events)
 	}
@@ -217,6 +223,12 @@ func (t *tx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) er
 // SaveProjections implements round.Steps.
 func (t *tx) SaveProjections(ctx context.Context, p *round.Projections) error {
 	return t.step(ctx, OpSaveProjections, func() error {
+		t.s.mu.Lock()
+		err := t.s.takenTaskID(p)
+		t.s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		pc := *p
 		t.projs = append(t.projs, &pc)
 		return nil

@@ -35,17 +35,21 @@ FROM inserted`
 
 // claimActivitySQL leases the oldest claimable task of the queues, skipping
 // tasks another claim is taking right now; the token comes from a
-// sequence.
+// sequence. It also returns the claim it took over, if any (a claimed task
+// is claimable only once its claim ran out).
 const claimActivitySQL = `
-UPDATE {{schema}}.activity_tasks AS t
-SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4
-WHERE t.id = (
-    SELECT id FROM {{schema}}.activity_tasks
+WITH old AS (
+    SELECT id, token, owner, locked_until FROM {{schema}}.activity_tasks
     WHERE queue = ANY ($1::text[]) AND ready_at <= $2
     ORDER BY ready_at, seq
     LIMIT 1
-    FOR UPDATE SKIP LOCKED)
-RETURNING t.envelope, t.token`
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.activity_tasks AS t
+SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4
+FROM old
+WHERE t.id = old.id
+RETURNING t.envelope, t.token, old.token IS NOT NULL, coalesce(old.owner, ''), old.locked_until`
 
 const heartbeatActivitySQL = `
 UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3 WHERE id = $1 AND token = $2`
@@ -176,10 +180,13 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 		queues = []string{""}
 	}
 	var (
-		env   []byte
-		token string
+		env      []byte
+		token    string
+		taken    bool
+		oldOwner string
+		oldUntil *time.Time
 	)
-	err := s.pool.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token)
+	err := s.pool.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -190,7 +197,11 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim activity task: %w", err)
 	}
-	return &round.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}, nil
+	l := &round.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
+	if taken {
+		l.Expired = &round.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
+	}
+	return l, nil
 }
 
 // leaseLost is the error of a call whose token does not match.

@@ -50,8 +50,10 @@
 //   - activity_tasks and activity_task_ids: the activity queue, and every
 //     task id ever enqueued, so that a completed or cancelled task is never
 //     queued again until its instance is purged.
-//   - dead_letters, human_tasks, human_task_events, custom_projections,
-//     tombstones.
+//   - dead_letters, human_tasks (task ids are unique per store),
+//     human_task_events, custom_projections.
+//   - tombstones: one row per purge, primary key (instance_id, seq), so an
+//     id reused and purged again keeps the tombstone of every purge.
 //
 // Messages and tasks are stored as their envelopes (round.MarshalMessage,
 // round.MarshalActivityTask), so they round-trip exactly; times used in

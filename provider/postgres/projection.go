@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,18 +56,30 @@ ON CONFLICT (task_id) DO UPDATE SET
     assignee = EXCLUDED.assignee, roles = EXCLUDED.roles, payload = EXCLUDED.payload,
     result = EXCLUDED.result, due = EXCLUDED.due, created_at = EXCLUDED.created_at,
     updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at, seq = EXCLUDED.seq
-WHERE EXCLUDED.seq > t.seq`
+WHERE EXCLUDED.seq > t.seq AND t.instance_id = EXCLUDED.instance_id`
+
+// takenTaskSQL finds a task id of $1 that another instance than $2 has. It
+// runs after the task upserts, as a statement of its own, so that under
+// READ COMMITTED it sees a task a concurrent round committed while an
+// upsert waited for it.
+const takenTaskSQL = `
+SELECT task_id, instance_id FROM {{schema}}.human_tasks
+WHERE task_id = ANY ($1::text[]) AND instance_id <> $2
+ORDER BY task_id
+LIMIT 1`
 
 const saveTaskEventSQL = `
 INSERT INTO {{schema}}.human_task_events (instance_id, seq, task_id, kind, actor, at, assignee, detail)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (instance_id, seq, task_id) DO NOTHING`
 
+// saveCustomSQL writes a custom record when it replaces the stored one
+// (see round.CustomRecord.Replaces).
 const saveCustomSQL = `
 INSERT INTO {{schema}}.custom_projections AS c (instance_id, name, version, seq, data)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (instance_id, name) DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, data = EXCLUDED.data
-WHERE EXCLUDED.seq > c.seq OR EXCLUDED.version <> c.version`
+WHERE (EXCLUDED.version = c.version AND EXCLUDED.seq > c.seq) OR (EXCLUDED.version > c.version AND EXCLUDED.seq >= c.seq)`
 
 // recordSelect reads an instance record; scanRecord takes its columns.
 const recordSelect = `
@@ -134,6 +147,23 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *round.Projectio
 	for _, t := range p.Tasks {
 		b.Queue(s.sql.saveTask, p.InstanceID, t.TaskID, t.ExecutionID, t.Name, string(t.Status), t.Assignee, t.Roles,
 			t.Payload, t.Result, nullTime(t.Due), nullTime(t.CreatedAt), nullTime(t.UpdatedAt), nullTime(t.CompletedAt), t.Seq)
+	}
+	if len(p.Tasks) > 0 {
+		ids := make([]string, len(p.Tasks))
+		for i, t := range p.Tasks {
+			ids[i] = t.TaskID
+		}
+		b.Queue(s.sql.takenTask, ids, p.InstanceID).QueryRow(func(row pgx.Row) error {
+			var taskID, owner string
+			err := row.Scan(&taskID, &owner)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return &round.TaskIDTakenError{TaskID: taskID, InstanceID: p.InstanceID, Owner: owner}
+		})
 	}
 	for _, e := range p.TaskEvents {
 		b.Queue(s.sql.saveTaskEvent, p.InstanceID, e.Seq, e.TaskID, string(e.Kind), e.Actor, nullTime(e.At), e.Assignee, e.Detail)

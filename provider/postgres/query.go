@@ -96,15 +96,19 @@ var purgeSQL = []string{
 	`DELETE FROM {{schema}}.instances WHERE instance_id = $1`,
 }
 
+// tombstoneSQL adds the tombstone of a purge; those of earlier purges of
+// the id stay.
 const tombstoneSQL = `
 INSERT INTO {{schema}}.tombstones (instance_id, last_seq, last_hash, purged_at, purged_by)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (instance_id) DO UPDATE SET
-    last_seq = EXCLUDED.last_seq, last_hash = EXCLUDED.last_hash,
-    purged_at = EXCLUDED.purged_at, purged_by = EXCLUDED.purged_by`
+VALUES ($1, $2, $3, $4, $5)`
 
 const getTombstoneSQL = `
-SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1`
+SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1
+ORDER BY seq DESC LIMIT 1`
+
+const listTombstonesSQL = `
+SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1
+ORDER BY seq`
 
 // terminalStatuses are the statuses of ended instances.
 var terminalStatuses = func() []string {
@@ -302,6 +306,26 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 	}
 	ts.PurgedAt = fromNullTime(purgedAt)
 	return ts, nil
+}
+
+// ListTombstones implements round.Store.
+func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listTombstones, instanceID)
+	if err != nil {
+		return nil, failf(err, "tombstones of %s", instanceID)
+	}
+	defer rows.Close()
+	var out []round.Tombstone
+	for rows.Next() {
+		ts := round.Tombstone{InstanceID: instanceID}
+		var purgedAt *time.Time
+		if err := rows.Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy); err != nil {
+			return nil, failf(err, "tombstones of %s", instanceID)
+		}
+		ts.PurgedAt = fromNullTime(purgedAt)
+		out = append(out, ts)
+	}
+	return out, failf(rows.Err(), "tombstones of %s", instanceID)
 }
 
 // ResetProjections implements round.Steps.

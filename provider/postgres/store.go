@@ -178,6 +178,7 @@ type statements struct {
 	selectDeadLetter, listDeadLetters                        string
 	purgeLock, purgeProbe, purgeTail, tombstone              string
 	getTombstone                                             string
+	takenTask, listTombstones                                string
 	purge                                                    []string
 }
 
@@ -213,6 +214,7 @@ func newStatements(schema string) *statements {
 		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
 		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL),
 		tombstone: q(tombstoneSQL), getTombstone: q(getTombstoneSQL),
+		takenTask: q(takenTaskSQL), listTombstones: q(listTombstonesSQL),
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))

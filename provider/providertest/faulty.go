@@ -226,6 +226,13 @@ func (w faultyStore) GetTombstone(ctx context.Context, instanceID string) (*roun
 	return v, err
 }
 
+// ListTombstones injects faults around the wrapped call.
+func (w faultyStore) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+	var v []round.Tombstone
+	err := w.f.do(ctx, "ListTombstones", func() (err error) { v, err = w.s.ListTombstones(ctx, instanceID); return err })
+	return v, err
+}
+
 type faultySteps struct {
 	s round.Steps
 	f *faults

@@ -61,6 +61,58 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.Nil(t, lease(t, b, at(time.Hour), ""))
 	})
 
+	t.Run("PurgeWaitsForAnUnfinishedRound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		// The final round of a child wrote its terminal record, then
+		// stalled before enqueueing its parent's notice and acking.
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))))
+		b.enqueue(t, base, signal(t, "m-1", "i-1"))
+		l := lease(t, b, base, "i-1")
+		require.NotNil(t, l)
+		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
+		purge := func(now time.Time) error {
+			_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: now})
+			return err
+		}
+
+		require.ErrorIs(t, purge(at(30*time.Second)), round.ErrInvalidState, "purged under a live lease")
+		// The round crashed: its lease ran out, its messages wait for a
+		// redelivery that finishes its work.
+		require.ErrorIs(t, purge(at(2*leaseFor)), round.ErrInvalidState, "purged the work of a crashed round")
+		require.Len(t, b.load(t, "i-1", 1), 2, "a refused purge deleted history")
+		b.instanceOf(t, "i-1")
+
+		// The redelivery finishes the round; then the purge goes ahead.
+		l2 := lease(t, b, at(2*leaseFor), "i-1")
+		require.NotNil(t, l2)
+		require.NoError(t, ack(t, b, l2, "m-1"))
+		require.NoError(t, purge(at(2*leaseFor)))
+		require.Empty(t, b.load(t, "i-1", 1))
+	})
+
+	t.Run("PurgeIgnoresAnExpiredLeaseWithNothingLeft", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))))
+		b.save(t, projections(t, "i-1", 2, "done", true))
+		b.enqueue(t, base, signal(t, "m-1", "i-1"))
+		l := lease(t, b, base, "i-1")
+		require.NotNil(t, l)
+		// The round dead-lettered its messages and crashed before its
+		// ack: no redelivery will come, so nothing is left to wait for.
+		require.NoError(t, b.lease.DeadLetterLeased(t.Context(), &round.DeadLetterLeasedParams{Lease: l, Letters: []round.DeadLetter{{
+			ID: round.DeadLetterID("m-1", base), InstanceID: "i-1", Message: &l.Messages[0], Reason: round.ReasonRejected,
+			Error: "late", Node: node, At: base, Attempts: 1, Status: round.DeadLetterDead,
+		}}}))
+		// A timer that fires after the end does not hold the purge either.
+		late := signal(t, "m-2", "i-1")
+		late.VisibleAt = at(30 * 24 * time.Hour)
+		b.enqueue(t, base, late)
+		_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(2 * leaseFor)})
+		require.NoError(t, err)
+	})
+
 	t.Run("NextVisibleAtWaitsForTheLease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

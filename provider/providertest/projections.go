@@ -1,9 +1,12 @@
 package providertest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/round"
 )
 
 // testProjections covers SaveProjections, GetSnapshot and GetInstance: a
@@ -70,6 +73,7 @@ func testProjections(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		pa := projections(t, "inst-a", 7, "a", true)
 		pb := projections(t, "inst-b", 1, "b", true)
+		pb.Tasks[0].TaskID, pb.TaskEvents[0].TaskID = "task-b", "task-b" // task ids are unique per store
 		b.save(t, pa)
 		b.save(t, pb)
 
@@ -80,5 +84,77 @@ func testProjections(t *testing.T, factory Factory) {
 		require.Equal(t, pb.Snapshot, data)
 		require.Equal(t, int64(1), seq, "a lower Seq of another instance was not written")
 		require.Equal(t, pb.Instance, b.instanceOf(t, "inst-b"))
+	})
+
+	t.Run("CustomVersionsNeverGoBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		custom := func(version int, seq int64, data string) round.CustomRecord {
+			return round.CustomRecord{Name: "totals", Version: version, InstanceID: "inst-a", Seq: seq, Data: []byte(data)}
+		}
+		save := func(c round.CustomRecord) {
+			t.Helper()
+			b.save(t, &round.Projections{InstanceID: "inst-a", Seq: c.Seq, Custom: []round.CustomRecord{c}})
+		}
+		stored := func() round.CustomRecord {
+			t.Helper()
+			rec, err := b.store.GetCustomProjection(t.Context(), "totals", "inst-a")
+			require.NoError(t, err)
+			return *rec
+		}
+
+		save(custom(1, 5, "v1@5"))
+		// A rolling deploy: nodes of both versions run rounds of the
+		// instance, and late writes of either arrive.
+		save(custom(2, 4, "v2@4"))
+		require.Equal(t, custom(1, 5, "v1@5"), stored(), "a write folded at a lower Seq replaced the record")
+		save(custom(2, 5, "v2@5"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "a newer version at the same Seq did not replace the record")
+		save(custom(1, 7, "v1@7"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "an older version replaced a newer one")
+		save(custom(2, 5, "v2@5 again"))
+		require.Equal(t, custom(2, 5, "v2@5"), stored(), "a write at the stored Seq and version replaced the record")
+		save(custom(2, 7, "v2@7"))
+		require.Equal(t, custom(2, 7, "v2@7"), stored())
+
+		// Going back to an older version takes a rebuild: reset, then save.
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
+			return s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "inst-a", Custom: []string{"totals"}})
+		}))
+		save(custom(1, 7, "v1@7 rebuilt"))
+		require.Equal(t, custom(1, 7, "v1@7 rebuilt"), stored())
+	})
+
+	t.Run("TaskIDsAreUniqueAcrossInstances", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		p1 := projections(t, "i-1", 3, "one", true)
+		b.save(t, p1)
+
+		// Another instance creates a task with the same explicit id, at a
+		// higher Seq and then at a lower one: neither may take it over or
+		// vanish silently.
+		for _, seq := range []int64{5, 2} {
+			p2 := projections(t, "i-2", seq, "two", true)
+			err := b.steps(t.Context(), func(ctx context.Context, s round.Steps) error { return s.SaveProjections(ctx, p2) })
+			require.ErrorIs(t, err, round.ErrTaskIDTaken, "seq %d", seq)
+			var taken *round.TaskIDTakenError
+			require.ErrorAs(t, err, &taken)
+			require.Equal(t, round.TaskIDTakenError{TaskID: "task-1", InstanceID: "i-2", Owner: "i-1"}, *taken)
+			_, _, err = b.store.GetSnapshot(t.Context(), "i-2")
+			require.ErrorIs(t, err, round.ErrNotFound, "a refused write saved some of its records")
+		}
+		got, err := b.store.GetTask(t.Context(), "task-1")
+		require.NoError(t, err)
+		require.Equal(t, p1.Tasks[0], *got, "the first instance's task changed")
+		recs, err := b.store.ListTasks(t.Context(), &round.ListTasksParams{})
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+
+		// The owner itself moves its task on.
+		b.save(t, projections(t, "i-1", 4, "one more", true))
+		got, err = b.store.GetTask(t.Context(), "task-1")
+		require.NoError(t, err)
+		require.Equal(t, int64(4), got.Seq)
 	})
 }

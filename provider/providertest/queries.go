@@ -114,10 +114,17 @@ func testQueries(t *testing.T, factory Factory) {
 		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, round.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
-		// An older fold does not overwrite; a new version always does.
+		// An older fold does not overwrite, not even of a new version; a
+		// new version folded as far or further does.
 		p := projections(t, "i-1", 4, "old", false)
 		b.save(t, p)
 		p = projections(t, "i-1", 3, "v2", false)
+		p.Custom[0].Version = 2
+		b.save(t, p)
+		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		require.NoError(t, err)
+		require.Equal(t, []byte("v1"), rec.Data)
+		p = projections(t, "i-1", 6, "v2", false)
 		p.Custom[0].Version = 2
 		b.save(t, p)
 		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
@@ -134,7 +141,9 @@ func testQueries(t *testing.T, factory Factory) {
 		stale := projections(t, "i-1", 9, "stale", true)
 		stale.Custom = append(stale.Custom, round.CustomRecord{Name: "kept", Version: 1, InstanceID: "i-1", Seq: 9, Data: []byte("kept")})
 		b.save(t, stale)
-		b.save(t, projections(t, "i-2", 9, "other", true))
+		other := projections(t, "i-2", 9, "other", true)
+		other.Tasks[0].TaskID, other.TaskEvents[0].TaskID = "task-2", "task-2" // task ids are unique per store
+		b.save(t, other)
 		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
 			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "i-1", Custom: []string{"totals"}}); err != nil {
 				return err
@@ -198,6 +207,43 @@ func testPurge(t *testing.T, factory Factory) {
 		require.Len(t, b.load(t, "i-2", 1), 1)
 		_, err = b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
 		require.ErrorIs(t, err, round.ErrNotFound, "purging twice")
+	})
+
+	t.Run("EveryPurgeKeepsItsTombstone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		purge := func(now time.Time, by string) round.Tombstone {
+			t.Helper()
+			ts, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
+			require.NoError(t, err)
+			return *ts
+		}
+		first := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", first))
+		b.save(t, projections(t, "i-1", 2, "done", true))
+		ts1 := purge(at(time.Hour), "user:ops")
+
+		// The id is reused, and the new instance is purged in turn.
+		second := chain("i-1", nil, startEvent(t, "exec-2"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", second))
+		b.save(t, projections(t, "i-1", 1, "again", true))
+		ts2 := purge(at(2*time.Hour), "user:ana")
+		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 1, LastHash: second[0].Hash, PurgedAt: at(2 * time.Hour), PurgedBy: "user:ana"}, ts2)
+
+		got, err := b.store.GetTombstone(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, ts2, *got, "GetTombstone returns the latest purge's")
+		all, err := b.store.ListTombstones(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, []round.Tombstone{
+			{InstanceID: "i-1", LastSeq: 2, LastHash: first[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"},
+			ts2,
+		}, all, "the first purge's tombstone was lost")
+		require.Equal(t, ts1, all[0])
+
+		none, err := b.store.ListTombstones(t.Context(), "i-2")
+		require.NoError(t, err)
+		require.Empty(t, none)
 	})
 
 	t.Run("PurgeRefusesRunningAndUnknownInstances", func(t *testing.T) {

@@ -1,0 +1,103 @@
+package providertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// testActivityExpiry covers activity claims that run out without a result:
+// each is a timed-out attempt, counted, backed off and ended by the retry
+// policy, so an activity that kills its worker cannot run forever.
+func testActivityExpiry(t *testing.T, factory Factory) {
+	t.Run("TakeOverReportsTheExpiredClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		task := activity("inst-a", execID, 2, "")
+		b.enqueueTasks(t, base, task)
+
+		l1 := b.claim(t, base)
+		require.NotNil(t, l1)
+		require.Nil(t, l1.Expired, "a first claim reported an expired one")
+		l2 := b.claim(t, at(leaseFor))
+		require.NotNil(t, l2)
+		require.Equal(t, &round.ExpiredClaim{Owner: node, LockedUntil: at(leaseFor)}, l2.Expired)
+		require.Equal(t, 1, l2.Task.Attempt, "the store counted the lost attempt itself")
+
+		// A claim released by a retry is not an expired one.
+		require.NoError(t, b.store.RetryActivity(t.Context(), &round.RetryActivityParams{
+			TaskID: task.ID, Token: l2.Token, VisibleAt: at(3 * leaseFor), Error: "lost",
+		}))
+		l3 := b.claim(t, at(3*leaseFor))
+		require.NotNil(t, l3)
+		require.Nil(t, l3.Expired, "a claim after a retry reported an expired one")
+		require.Equal(t, 2, l3.Task.Attempt)
+	})
+
+	t.Run("WorkerThatDiesUsesUpItsAttempts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		task := activity("inst-a", execID, 2, "")
+		task.Retry = history.RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Second, MaxInterval: time.Minute, Multiplier: 2}
+		b.enqueueTasks(t, base, task)
+
+		clock := round.NewManualClock(base)
+		ran := 0
+		w, err := round.NewActivityWorker(b.store, round.ActivityWorkerOptions{
+			Node: "node-2", Clock: clock, LeaseDuration: leaseFor, Jitter: func() float64 { return 0 },
+			Resolve: func(string) (round.ActivityFunc, bool) {
+				return func(context.Context, *round.ActivityLease, *round.Heartbeat) ([]byte, error) {
+					ran++
+					return []byte(`"ran"`), nil
+				}, true
+			},
+		})
+		require.NoError(t, err)
+
+		for attempt := 1; attempt <= 3; attempt++ {
+			// A worker claims the attempt and dies with it.
+			dead := b.claim(t, clock.Now())
+			require.NotNil(t, dead, "attempt %d is not claimable", attempt)
+			require.Equal(t, attempt, dead.Task.Attempt)
+			clock.Advance(leaseFor)
+
+			rep, err := w.RunOnce(t.Context())
+			require.NoError(t, err)
+			require.NotNil(t, rep, "the expired claim of attempt %d was not taken over", attempt)
+			require.Equal(t, attempt, rep.Attempt)
+			require.ErrorIs(t, rep.Err, round.ErrActivityTimedOut)
+			var timedOut *round.ActivityTimedOutError
+			require.ErrorAs(t, rep.Err, &timedOut)
+			require.Equal(t, node, timedOut.Owner)
+			require.Equal(t, dead.LockedUntil, timedOut.LockedUntil)
+			if attempt < 3 {
+				// Backoff: 10s doubling, half of it jitter (0 here).
+				delay := 5 * time.Second << (attempt - 1)
+				require.Equal(t, round.OutcomeRetry, rep.Outcome, "attempt %d", attempt)
+				require.Equal(t, clock.Now().Add(delay), rep.RetryAt)
+				require.Nil(t, b.claim(t, clock.Now().Add(delay-time.Second)), "attempt %d was not backed off", attempt+1)
+				clock.Advance(delay)
+				continue
+			}
+			require.Equal(t, round.OutcomeFailed, rep.Outcome)
+		}
+		require.Zero(t, ran, "the worker ran an attempt whose claim had expired")
+		require.Nil(t, b.claim(t, at(time.Hour)), "a task that used up its attempts is still queued")
+
+		got := b.drain(t, clock.Now())
+		require.Len(t, got, 1, "the failed result")
+		require.Equal(t, round.ActivityResultID(task.ID), got[0].ID)
+		require.Equal(t, history.KindActivityFailed, got[0].Kind)
+		attrs, err := history.DecodeAttributes(got[0].Kind, got[0].Payload)
+		require.NoError(t, err)
+		failed, ok := attrs.(*history.ActivityFailed)
+		require.True(t, ok, "payload %T", attrs)
+		require.Equal(t, 3, failed.Attempts)
+		require.Equal(t, round.FailureLeaseExpired, failed.Failure.Type)
+	})
+}

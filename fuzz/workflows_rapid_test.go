@@ -395,15 +395,6 @@ func (m *wfMachine) run(t *rapid.T) {
 	m.finish(t)
 }
 
-// wfKnownChildNoticeBug keeps shared child ids out of peek-lock mode until
-// a known bug is fixed: a peek-lock child's final round that dies between
-// its append and its enqueue is repaired by the redelivery of its batch,
-// but when that batch also starts a new run of the child's id (another
-// parent's child), the repair derives the new run's open work only, and the
-// ended run's parent is never told. TestRegressionPeekLockChildNoticeLostToNextRun
-// reproduces it; set this to false with the fix.
-const wfKnownChildNoticeBug = true
-
 // wfKnownNewInstanceWait keeps shared child ids off PostgreSQL until a
 // known bug is fixed: a round that enqueues the start of a child that does
 // not exist yet waits for any other open transaction that starts the same
@@ -414,16 +405,8 @@ const wfKnownChildNoticeBug = true
 const wfKnownNewInstanceWait = true
 
 // shares reports whether programs may name shared child ids on this
-// backend while the known bugs above are open.
-func (b *wfBackend) shares() bool {
-	switch {
-	case wfKnownChildNoticeBug && b.mode == round.ModePeekLock:
-		return false
-	case wfKnownNewInstanceWait && b.waiting != nil:
-		return false
-	}
-	return true
-}
+// backend while the known bug above is open.
+func (b *wfBackend) shares() bool { return !wfKnownNewInstanceWait || b.waiting == nil }
 
 // sharing returns steps, with the explicit ids of their child steps
 // dropped while a known bug keeps them off the backend (see shares).
@@ -898,14 +881,6 @@ func (m *wfMachine) meanwhile(op func(ctx context.Context) error) error {
 	return err
 }
 
-// wfKnownPurgeBug keeps purgeAndReuse away from a known bug until it is
-// fixed: in peek-lock mode a purge of an instance whose stored projections
-// are behind its history (a round appended a new run and failed before its
-// projections) deletes the running run, since purge trusts the lagging
-// record. TestRegressionPeekLockPurgeOfRestartedInstance reproduces it; set
-// this to false with the fix.
-const wfKnownPurgeBug = true
-
 // purgeAndReuse purges an instance and starts it again under the same id
 // with a new program, while nodes may still cache the purged instance (a
 // node caching it that takes a round of the new one must not trust its
@@ -916,11 +891,6 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
 	events := m.load(t, id)
-	if wfKnownPurgeBug && m.mode == round.ModePeekLock && len(events) > 0 {
-		if _, seq, err := m.store.GetSnapshot(m.ctx, id); err == nil && seq < events[len(events)-1].Seq {
-			t.Skip("known bug: purge trusts an instance record behind history (TestRegressionPeekLockPurgeOfRestartedInstance)")
-		}
-	}
 	ts, err := m.store.PurgeInstance(m.ctx, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()})
 	switch {
 	case errors.Is(err, round.ErrInvalidState):

@@ -325,17 +325,15 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 // TestRegressionPeekLockPurgeOfRestartedInstance: in peek-lock mode a
 // round that appended the start of a new run of an ended instance and then
 // failed before it saved its projections (a SaveProjections error, a
-// projection fold that panicked) is abandoned: its lease is released and
-// its messages wait out a retry delay. The instance record still shows the
-// ended run, so PurgeInstance, which checks only the record (and, with the
-// fix of #7, a live lease), deletes the running new run: its history, its
-// queued start, everything, and the tombstone names the new run's last
-// event. TestRapidWorkflowsPeekLock found it (purge-and-reuse with a
-// poisoned projection). Purge must refuse an instance whose stored
-// projections are behind its history (ErrInvalidState), as it refuses a
-// running one. Skipped until the memory provider's purge checks it.
+// projection fold that panicked) was abandoned: its lease released, its
+// messages waiting out a retry delay. The instance record still showed the
+// ended run, so PurgeInstance, which checked only the record and a live
+// lease, deleted the running new run: its history, its queued start,
+// everything, and the tombstone named the new run's last event.
+// TestRapidWorkflowsPeekLock found it (purge-and-reuse with a poisoned
+// projection). Purge refuses an instance whose history goes beyond its
+// record (ErrInvalidState), as it refuses a running one.
 func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
-	t.Skip("known bug: peek-lock purge trusts an instance record that lags behind history; see the report of issue 9")
 	var failSave atomic.Bool
 	store := memory.New(memory.Options{Mode: round.ModePeekLock, Fault: func(op memory.Op) *memory.Fault {
 		if op == memory.OpSaveProjections && failSave.CompareAndSwap(true, false) {
@@ -387,14 +385,12 @@ func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
 // child's final round that appended its end and died before it enqueued
 // its parent's notice is repaired by the redelivery of its batch: the cold
 // round derives the open work of the instance again. When the redelivered
-// batch also holds the start of a new run of the child's id (another
+// batch also held the start of a new run of the child's id (another
 // parent's child with the same explicit id, started once the first ended),
-// the round starts the new run and derives the open work of the new run
-// only: the ended run's notice is never enqueued and its parent waits
-// forever. TestRapidRoundsPeekLock found it (shared child ids). Skipped
-// until the runner's repair also covers the runs a batch ends.
+// the round started the new run and derived the open work of the new run
+// only: the ended run's notice was never enqueued and its parent waited
+// forever. TestRapidRoundsPeekLock found it (shared child ids).
 func TestRegressionPeekLockChildNoticeLostToNextRun(t *testing.T) {
-	t.Skip("known bug: a peek-lock repair round that starts a new run loses the ended run's parent notice; see the report of issue 9")
 	b := regSetup(t)
 	ctx := context.Background()
 	// p1 calls the child "kid", which waits for "go".

@@ -57,11 +57,19 @@ func testRapidRounds(t *testing.T, mode round.Mode) {
 	require.Positive(t, total.zombieRounds, "no zombie round")
 	require.Positive(t, total.duplicates, "no duplicate dropped")
 	require.Positive(t, total.completed, "no instance completed")
+	require.Positive(t, total.purged, "no instance purged and its id reused")
+	require.Positive(t, total.refused, "no child start refused because its id was taken")
+	require.Positive(t, total.deadWorkers, "no activity worker died holding a claim")
+	if mode == round.ModePeekLock {
+		require.Positive(t, total.leaseLost, "no paused round lost its lease")
+		require.Positive(t, total.leaseRenewed, "no paused round renewed its lease")
+	}
 }
 
 // stats count what the machine exercised.
 type stats struct {
 	rounds, crashes, faults, zombieRounds, zombieRejected, duplicates, stale, completed, failed, parked int
+	purged, purgeRefused, refused, deadWorkers, leaseLost, leaseRenewed                                 int
 }
 
 func (s *stats) add(o *stats) {
@@ -75,11 +83,19 @@ func (s *stats) add(o *stats) {
 	s.completed += o.completed
 	s.failed += o.failed
 	s.parked += o.parked
+	s.purged += o.purged
+	s.purgeRefused += o.purgeRefused
+	s.refused += o.refused
+	s.deadWorkers += o.deadWorkers
+	s.leaseLost += o.leaseLost
+	s.leaseRenewed += o.leaseRenewed
 }
 
 func (s *stats) String() string {
-	return fmt.Sprintf("%d rounds, %d crashes, %d injected faults, %d zombie rounds (%d rejected), %d duplicates and %d stale messages dropped; instances: %d completed, %d failed or terminated, %d parked",
-		s.rounds, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale, s.completed, s.failed, s.parked)
+	return fmt.Sprintf("%d rounds, %d crashes, %d injected faults, %d zombie rounds (%d rejected), %d duplicates and %d stale messages dropped; instances: %d completed, %d failed or terminated, %d parked; "+
+		"%d purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d workers died holding a claim, %d paused rounds lost their lease and %d renewed it",
+		s.rounds, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale, s.completed, s.failed, s.parked,
+		s.purged, s.purgeRefused, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed)
 }
 
 var (
@@ -111,17 +127,25 @@ type machine struct {
 	faultMu sync.Mutex
 	fault   memory.Op
 	after   bool
+	// cutOff makes every lease renewal fail (see wfMachine.cutOff);
+	// renewed receives the outcome of every renewal.
+	cutOff  bool
+	renewed chan error
 
 	stats stats
 }
 
 func newMachine(t *rapid.T, mode round.Mode) *machine {
-	m := &machine{mode: mode, clock: round.NewManualClock(t0), prev: map[string][]history.Event{}, ctx: context.Background()}
+	m := &machine{mode: mode, clock: round.NewManualClock(t0), prev: map[string][]history.Event{}, ctx: context.Background(), renewed: make(chan error, 16)}
 	m.store = memory.New(memory.Options{Mode: mode, Fault: m.injected})
+	var store round.Store = m.store
+	if mode == round.ModePeekLock {
+		store = wfRenewWatch{m.store, m.renewed}
+	}
 	for _, name := range []string{"n1", "n2"} {
 		n := &node{name: name}
 		var err error
-		n.runner, err = round.NewRunner(m.store, round.RunnerOptions{
+		n.runner, err = round.NewRunner(store, round.RunnerOptions{
 			Node: name, Turn: scripted.Turn, Clock: m.clock, MaxDeliveries: 1000,
 			LeaseDuration: leaseDuration, Hooks: round.Hooks{Crash: n.hook},
 		})
@@ -144,6 +168,9 @@ func newMachine(t *rapid.T, mode round.Mode) *machine {
 func (m *machine) injected(op memory.Op) *memory.Fault {
 	m.faultMu.Lock()
 	defer m.faultMu.Unlock()
+	if op == memory.OpRenewLease && m.cutOff {
+		return &memory.Fault{}
+	}
 	if m.fault == "" || m.fault != op {
 		return nil
 	}
@@ -199,10 +226,29 @@ func drawSteps(t *rapid.T, label string, child bool) []scripted.Step {
 			s.Name = rapid.SampledFrom([]string{"s1", "s2"}).Draw(t, label+" signal")
 		case scripted.Child:
 			s.Child = drawSteps(t, label+" child", true)
+			if rapid.Bool().Draw(t, label+" shared child") {
+				s = drawSharedChild(t, label)
+			}
 		}
 		steps[i] = s
 	}
 	return steps
+}
+
+// sharedChildIDs are the explicit child ids scripts draw from: two
+// parents often name the same child while it runs, and the later start is
+// refused (the parent's script then fails).
+var sharedChildIDs = []string{"shared-child-1", "shared-child-2"}
+
+// drawSharedChild draws a child step with an explicit id from
+// sharedChildIDs; the child first sleeps a while, so that another parent's
+// start often finds it running.
+func drawSharedChild(t *rapid.T, label string) scripted.Step {
+	delay := time.Duration(rapid.IntRange(30, 240).Draw(t, label+" shared child delay")) * time.Second
+	return scripted.Step{
+		Kind: scripted.Child, ChildID: rapid.SampledFrom(sharedChildIDs).Draw(t, label+" child id"),
+		Child: append([]scripted.Step{{Kind: scripted.Timer, Delay: delay}}, drawSteps(t, label+" child", true)...),
+	}
 }
 
 func (m *machine) run(t *rapid.T) {
@@ -220,6 +266,8 @@ func (m *machine) run(t *rapid.T) {
 		"zombieEnd": m.zombieComplete,
 		"paused":    m.pausedRound,
 		"quiesce":   m.quiesce,
+		"purge":     m.purgeAndReuse,
+		"dead":      m.deadWorker,
 	})
 	m.finish(t)
 }
@@ -229,7 +277,11 @@ func (m *machine) start(t *rapid.T) {
 		t.Skip("enough instances")
 	}
 	id := m.id("claim")
-	msg, err := scripted.StartMessage(id, scripted.Script{Steps: drawSteps(t, "script", false)})
+	steps := drawSteps(t, "script", false)
+	if rapid.Bool().Draw(t, "shared child first") {
+		steps = append([]scripted.Step{drawSharedChild(t, "script")}, steps...)
+	}
+	msg, err := scripted.StartMessage(id, scripted.Script{Steps: steps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,10 +345,10 @@ func (m *machine) round(t *rapid.T) {
 	n.crashAt = rapid.SampledFrom(points).Draw(t, "crash at")
 	n.mu.Unlock()
 	if m.mode == round.ModeTransactional {
-		m.planFault(t, memory.OpCommit, memory.OpAppendHistory, memory.OpAckMessages, memory.OpDequeueInstance, memory.OpAbandonMessages)
+		m.planFault(t, memory.OpCommit, memory.OpAppendHistory, memory.OpAckMessages, memory.OpDequeueInstance, memory.OpAbandonMessages, memory.OpGetSnapshot)
 	} else {
 		m.planFault(t, memory.OpAppendHistory, memory.OpSaveProjections, memory.OpEnqueueMessages, memory.OpEnqueueActivities,
-			memory.OpAckLease, memory.OpLeaseInstance, memory.OpDeadLetterLeased, memory.OpCancelActivities, memory.OpAbandonLease)
+			memory.OpAckLease, memory.OpLeaseInstance, memory.OpDeadLetterLeased, memory.OpCancelActivities, memory.OpAbandonLease, memory.OpGetSnapshot)
 	}
 	rep, err := n.runner.RunOnce(m.ctx)
 	m.clearFault()
@@ -413,7 +465,11 @@ func (m *machine) pausedRound(t *rapid.T) {
 	select {
 	case <-pz.paused:
 		m.stats.zombieRounds++
-		m.clock.Advance(leaseDuration + time.Second)
+		if err := m.leaseRunsOut(t); err != nil {
+			close(pz.resumed)
+			<-done
+			t.Fatal(err)
+		}
 		for i := rapid.IntRange(1, 4).Draw(t, "rounds while paused"); i > 0; i-- {
 			if _, err := b.runner.RunOnce(m.ctx); !allowedRoundError(err) {
 				close(pz.resumed)
@@ -428,6 +484,9 @@ func (m *machine) pausedRound(t *rapid.T) {
 		}
 		close(pz.resumed)
 		errA = <-done
+		m.faultMu.Lock()
+		m.cutOff = false
+		m.faultMu.Unlock()
 	case errA = <-done:
 		a.mu.Lock()
 		a.pause = nil
@@ -438,6 +497,119 @@ func (m *machine) pausedRound(t *rapid.T) {
 	}
 	if errA != nil {
 		m.stats.zombieRejected++
+	}
+}
+
+// leaseRunsOut moves the clock past the lease of a paused round; in
+// peek-lock mode its renewal succeeds or, cut off, fails, and the lease runs
+// out mid-round (see wfMachine.leaseRunsOut).
+func (m *machine) leaseRunsOut(t *rapid.T) error {
+	if m.mode != round.ModePeekLock {
+		m.clock.Advance(leaseDuration + time.Second)
+		return nil
+	}
+	for len(m.renewed) > 0 {
+		<-m.renewed
+	}
+	cutOff := rapid.IntRange(0, 2).Draw(t, "cut off") > 0
+	m.faultMu.Lock()
+	m.cutOff = cutOff
+	m.faultMu.Unlock()
+	m.clock.Advance(leaseDuration + time.Second)
+	select {
+	case err := <-m.renewed:
+		switch {
+		case cutOff && errors.Is(err, memory.ErrInjected):
+			m.stats.leaseLost++
+		case !cutOff && err == nil:
+			m.stats.leaseRenewed++
+		default:
+			return fmt.Errorf("renewal of the paused round's lease (cut off %v): %v", cutOff, err)
+		}
+	case <-time.After(time.Minute):
+		return errors.New("the paused round did not renew its lease")
+	}
+	return nil
+}
+
+// purgeAndReuse purges an instance and starts a new run of it under the
+// same id while nodes may still cache the purged one; a purge of an
+// instance that has not ended is refused.
+func (m *machine) purgeAndReuse(t *rapid.T) {
+	if len(m.ids) == 0 {
+		t.Skip("no instance")
+	}
+	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
+	events := m.load(t, id)
+	ts, err := m.store.PurgeInstance(m.ctx, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()})
+	switch {
+	case errors.Is(err, round.ErrInvalidState):
+		if m.mode == round.ModeTransactional {
+			if snap, ferr := round.Fold(id, events); ferr != nil || snap.Status.Terminal() {
+				t.Fatalf("%s: purge refused (%v) but the history is %s (%v)", id, err, snap.Status, ferr)
+			}
+		}
+		m.stats.purgeRefused++
+		return
+	case errors.Is(err, round.ErrNotFound):
+		if len(events) > 0 {
+			t.Fatalf("%s: purge: %v, but %d events are stored", id, err, len(events))
+		}
+		t.Skip("not started yet")
+	case err != nil:
+		t.Fatalf("%s: purge: %v", id, err)
+	}
+	snap, err := round.Fold(id, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Status.Terminal() {
+		t.Fatalf("%s: purged while %s", id, snap.Status)
+	}
+	last := events[len(events)-1]
+	if ts == nil || ts.LastSeq != last.Seq || string(ts.LastHash) != string(last.Hash) {
+		t.Fatalf("%s: tombstone %+v, history ends at seq %d hash %x", id, ts, last.Seq, last.Hash)
+	}
+	if n := len(m.load(t, id)); n > 0 {
+		t.Fatalf("%s: %d events left after the purge", id, n)
+	}
+	for _, q := range m.store.QueuedMessages() {
+		if q.InstanceID == id {
+			t.Fatalf("%s: message %s left after the purge", id, q.ID)
+		}
+	}
+	for _, q := range m.store.QueuedTasks() {
+		if q.Task.InstanceID == id {
+			t.Fatalf("%s: activity task %s left after the purge", id, q.Task.ID)
+		}
+	}
+	delete(m.prev, id)
+	m.stats.purged++
+	msg, err := scripted.StartRunMessage(id, m.id("run"), scripted.Script{Steps: drawSteps(t, "reused script", false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.enqueue(t, msg)
+}
+
+// deadWorker claims an activity task for a worker that dies at once; the
+// clock passes the end of its claim and, maybe, a worker takes it over.
+func (m *machine) deadWorker(t *rapid.T) {
+	now := m.clock.Now()
+	l, err := m.store.ClaimActivity(m.ctx, &round.ClaimActivityParams{Owner: "dead", Now: now, LockedUntil: now.Add(leaseDuration)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == nil {
+		t.Skip("no task")
+	}
+	m.stats.deadWorkers++
+	m.clock.Advance(leaseDuration + time.Second)
+	if rapid.Bool().Draw(t, "take over") {
+		n := rapid.SampledFrom(m.nodes).Draw(t, "node")
+		if _, err := n.worker.RunOnce(m.ctx); err != nil {
+			t.Fatalf("activity on %s: %v", n.name, err)
+		}
 	}
 }
 
@@ -474,8 +646,17 @@ func (m *machine) quiesce(t *rapid.T) {
 		tasks[qt.Task.ID]++
 	}
 	msgs := map[string]int{}
+	// results counts the queued results of activities and children by
+	// instance, execution and schedule: a result held back (its
+	// instance's last round failed and its messages wait out the retry
+	// delay) is the live work item of an activity or child that ended.
+	results := map[string]int{}
 	for _, qm := range m.store.QueuedMessages() {
 		msgs[qm.ID]++
+		switch qm.Kind {
+		case history.KindActivityCompleted, history.KindActivityFailed, history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed:
+			results[qm.InstanceID+"/"+qm.ExecutionID+"/"+qm.CorrelationID]++
+		}
 	}
 	for _, id := range m.store.InstanceIDs() {
 		events := m.load(t, id)
@@ -484,8 +665,8 @@ func (m *machine) quiesce(t *rapid.T) {
 			t.Fatal(err)
 		}
 		for seq := range snap.Activities {
-			if n := tasks[round.ActivityTaskID(id, snap.ExecutionID, seq)]; n != 1 {
-				t.Fatalf("%s: activity scheduled at seq %d has %d live tasks", id, seq, n)
+			if n := tasks[round.ActivityTaskID(id, snap.ExecutionID, seq)] + results[id+"/"+snap.ExecutionID+"/"+history.SeqCorrelation(seq)]; n != 1 {
+				t.Fatalf("%s: activity scheduled at seq %d has %d live tasks and results", id, seq, n)
 			}
 		}
 		for seq := range snap.Timers {
@@ -494,12 +675,18 @@ func (m *machine) quiesce(t *rapid.T) {
 			}
 		}
 		for seq, child := range snap.SubWorkflows {
+			if results[id+"/"+snap.ExecutionID+"/"+history.SeqCorrelation(seq)] == 1 {
+				continue // the child ended or was refused; its parent has the result queued
+			}
 			cs, err := round.Fold(child, m.load(t, child))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !cs.Started() || cs.Ended || cs.Parent == nil || cs.Parent.ScheduledSeq != seq {
-				t.Fatalf("%s: child %s scheduled at seq %d is not running", id, child, seq)
+			// Running for this parent: another parent's child may run
+			// under a shared id.
+			if !cs.Started() || cs.Ended || cs.Parent == nil || cs.Parent.InstanceID != id ||
+				cs.Parent.ExecutionID != snap.ExecutionID || cs.Parent.ScheduledSeq != seq {
+				t.Fatalf("%s: child %s scheduled at seq %d is not running for it (parent %+v)", id, child, seq, cs.Parent)
 			}
 		}
 		if err := scripted.CheckReplay(id, events); err != nil {
@@ -642,6 +829,18 @@ func (m *machine) finish(t *rapid.T) {
 		}
 		if !snap.Status.Terminal() && (snap.Pending() || len(snap.Tasks) > 0) {
 			t.Fatalf("%s is %s and still waits on its own work", id, snap.Status)
+		}
+		for i := range events {
+			if events[i].Kind != history.KindSubWorkflowFailed {
+				continue
+			}
+			a, err := events[i].Attributes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.(*history.SubWorkflowFailed).Failure.Type == round.FailureSubWorkflowAlreadyStarted {
+				m.stats.refused++
+			}
 		}
 		switch snap.Status {
 		case round.StatusCompleted:

@@ -1,6 +1,7 @@
 package fuzz_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ const (
 	wfSignal     = "signal"     // WaitEvent(Name), with a timeout of Seconds when > 0
 	wfWaits      = "waits"      // a coroutine per signal step of Child, then WhenAll
 	wfRace       = "race"       // WhenAny (or Select, when Count is 1) of Timer(Seconds) and WaitEvent(Name)
-	wfChild      = "child"      // CallSubWorkflow(program Child)
+	wfChild      = "child"      // CallSubWorkflow(program Child), as instance ID when set
 	wfSaga       = "saga"       // a saga of Count compensations calling Name, compensated
 	wfAbandon    = "abandon"    // CallActivity(Name) without waiting for it
 	wfBackground = "background" // a coroutine nobody joins: Sleep(Seconds), then CallActivity(Name)
@@ -56,7 +57,15 @@ type wfStep struct {
 	// Roles and Assignee are those of a task.
 	Roles    []string `msgpack:"r,omitempty"`
 	Assignee string   `msgpack:"u,omitempty"`
+	// ID is the explicit instance id of a child step, one of
+	// wfSharedChildIDs, so that steps of several parents (or two steps of
+	// one) name the same child; empty: the default child id.
+	ID string `msgpack:"id,omitempty"`
 }
+
+// wfSharedChildIDs are the explicit child ids programs draw from: a small
+// set, so that two parents often name the same child while it runs.
+var wfSharedChildIDs = []string{"shared-child-1", "shared-child-2"}
 
 // wfProgram is the input of the program workflow. Done holds the outcomes
 // of the steps that earlier executions ran before they continued as new;
@@ -75,6 +84,9 @@ func (s wfStep) String() string {
 	case wfTimer, wfRace, wfSignal, wfBackground:
 		return fmt.Sprintf("%s(%s %ds)", s.Kind, s.Name, s.Seconds)
 	case wfChild, wfWaits:
+		if s.ID != "" {
+			return fmt.Sprintf("%s(%s)%v", s.Kind, s.ID, s.Child)
+		}
 		return fmt.Sprintf("%s%v", s.Kind, s.Child)
 	case wfTask:
 		return fmt.Sprintf("%s(%s %v@%s %ds)", s.Kind, s.Name, s.Roles, s.Assignee, s.Seconds)
@@ -89,7 +101,7 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 	if child {
 		n = rapid.IntRange(1, 3).Draw(t, label+" steps")
 	}
-	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue, wfTask, wfTask}
+	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue, wfTask, wfTask}
 	if child {
 		kinds = []string{wfActivity, wfFanOut, wfTimer}
 	}
@@ -121,6 +133,9 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 			s.Count = rapid.IntRange(0, 1).Draw(t, label+" select")
 		case wfChild:
 			s.Child = drawWfSteps(t, label+" child", true)
+			if rapid.Bool().Draw(t, label+" shared child") {
+				s = drawWfSharedChild(t, label)
+			}
 		case wfTask:
 			s.Name = rapid.SampledFrom([]string{"review", "approve"}).Draw(t, label+" task")
 			s.Roles = rapid.SampledFrom([][]string{{wfRoleClerk}, {wfRoleManager}, {wfRoleClerk, wfRoleManager}}).Draw(t, label+" roles")
@@ -140,6 +155,16 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 		steps = append(steps, s)
 	}
 	return steps
+}
+
+// drawWfSharedChild draws a child step with an explicit id from
+// wfSharedChildIDs. The child first sleeps a while, so that another
+// parent's start often finds it running.
+func drawWfSharedChild(t *rapid.T, label string) wfStep {
+	s := wfStep{Kind: wfChild, ID: rapid.SampledFrom(wfSharedChildIDs).Draw(t, label+" child id")}
+	s.Child = append([]wfStep{{Kind: wfTimer, Seconds: rapid.IntRange(30, 240).Draw(t, label+" shared child delay")}},
+		drawWfSteps(t, label+" child", true)...)
+	return s
 }
 
 func drawWfWait(t *rapid.T, label string) wfStep {
@@ -282,7 +307,7 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 			}
 		case wfChild:
 			var child []string
-			if err := ctx.CallSubWorkflow(wfName, wfProgram{Steps: s.Child}).Get(&child); err != nil {
+			if err := ctx.CallSubWorkflow(wfName, wfProgram{Steps: s.Child}, replay.SubWorkflowOptions{InstanceID: s.ID}).Get(&child); err != nil {
 				out = "c=error:" + err.Error()
 			} else {
 				out = "c=[" + strings.Join(child, ",") + "]"
@@ -680,6 +705,11 @@ func wfCheckOutput(events []history.Event, output []byte, lost map[string]bool) 
 		return fmt.Errorf("%d outcomes for %d steps: %q", len(outs), len(p.Steps), outs)
 	}
 	sideEffects, continued, tasks := 0, 0, 0
+	children, err := wfChildrenOf(chain)
+	if err != nil {
+		return err
+	}
+	child := 0
 	ids := map[string]bool{}
 	// One signal wakes one waiter: a signal message is consumed at most
 	// once, also across continue-as-new.
@@ -703,6 +733,25 @@ func wfCheckOutput(events []history.Event, output []byte, lost map[string]bool) 
 			}
 			consumed[key] = true
 			return nil
+		}
+		if s.Kind == wfChild {
+			// The child steps schedule the children of the run in order.
+			if child >= len(children) {
+				return bad("the outcome of a child scheduled (history schedules " + strconv.Itoa(len(children)) + ")")
+			}
+			c := children[child]
+			child++
+			if want := cmp.Or(s.ID, c.id); c.id != want || c.id == "" {
+				return bad("the outcome of child " + want + " (history schedules " + c.id + ")")
+			}
+			if c.refused {
+				// The explicit id was taken by a running instance: the
+				// call fails at once, and only explicit ids can be taken.
+				if s.ID == "" || !strings.HasPrefix(got, "c=error:") {
+					return bad("c=error:… for a child whose start was refused")
+				}
+				continue
+			}
 		}
 		switch s.Kind {
 		case wfActivity, wfFanOut, wfSaga, wfTimer:
@@ -1017,4 +1066,43 @@ func wfSameEvent(stored, produced *history.Event) error {
 		return fmt.Errorf("seq %d %s: history has %+v, replay produces %+v", stored.Seq, stored.Kind, a, b)
 	}
 	return nil
+}
+
+// wfChildFact is what history says about one child a run scheduled.
+type wfChildFact struct {
+	id string
+	// refused: the child's start was refused because its id was taken
+	// (SubWorkflowFailed of type round.FailureSubWorkflowAlreadyStarted).
+	refused bool
+}
+
+// wfChildrenOf returns the children the executions of chain scheduled, in
+// order.
+func wfChildrenOf(chain []history.Event) ([]wfChildFact, error) {
+	var out []wfChildFact
+	bySeq := map[string]int{} // execution and seq of the schedule → index in out
+	for i := range chain {
+		e := &chain[i]
+		switch e.Kind {
+		case history.KindSubWorkflowScheduled, history.KindSubWorkflowFailed:
+		default:
+			continue
+		}
+		a, err := e.Attributes()
+		if err != nil {
+			return nil, err
+		}
+		switch a := a.(type) {
+		case *history.SubWorkflowScheduled:
+			bySeq[e.ExecutionID+"/"+strconv.FormatInt(e.Seq, 10)] = len(out)
+			out = append(out, wfChildFact{id: a.InstanceID})
+		case *history.SubWorkflowFailed:
+			k, ok := bySeq[e.ExecutionID+"/"+strconv.FormatInt(mustSeqOf(e), 10)]
+			if !ok {
+				return nil, fmt.Errorf("seq %d: SubWorkflowFailed of no scheduled child", e.Seq)
+			}
+			out[k].refused = a.Failure.Type == round.FailureSubWorkflowAlreadyStarted
+		}
+	}
+	return out, nil
 }

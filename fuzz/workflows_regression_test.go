@@ -3,6 +3,7 @@ package fuzz_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,14 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 		}
 		return nil, ctx.WaitEvent("go").Get(nil)
 	},
+	// caller calls "waiter" as the child "kid" and returns its output.
+	"caller": func(ctx *replay.Context, _ []byte) ([]byte, error) {
+		var got string
+		if err := ctx.CallSubWorkflow("waiter", 0, replay.SubWorkflowOptions{InstanceID: "kid"}).Get(&got); err != nil {
+			return nil, err
+		}
+		return history.Encode(got)
+	},
 	// worker calls the activity "ok" and then waits for "go".
 	"worker": func(ctx *replay.Context, _ []byte) ([]byte, error) {
 		if err := ctx.CallActivity("ok", "x").Get(nil); err != nil {
@@ -106,7 +115,7 @@ func regSetup(t *testing.T) *regBundle {
 	for _, n := range []**regNode{&b.n1, &b.n2} {
 		node := &regNode{}
 		r, err := round.NewRunner(b.store, round.RunnerOptions{
-			Node: "node", Turn: replay.New(replay.Options{Lookup: lookup}).Turn, Clock: b.clock,
+			Node: "node", Turn: replay.New(replay.Options{Lookup: lookup}).Turn, Clock: nowOnly{b.clock},
 			LeaseDuration: leaseDuration, Hooks: round.Hooks{Crash: node.hook},
 		})
 		require.NoError(t, err)
@@ -116,6 +125,14 @@ func regSetup(t *testing.T) *regBundle {
 	}
 	return b
 }
+
+// nowOnly is a clock without timers: a runner with it never renews its
+// rounds' leases, so a stalled round's lease runs out when the test moves
+// the clock past it (a node cut off from the store), and no renewal
+// goroutine races the test's next step.
+type nowOnly struct{ c *round.ManualClock }
+
+func (n nowOnly) Now() time.Time { return n.c.Now() }
 
 func (b *regBundle) enqueue(t *testing.T, msgs ...round.Message) {
 	t.Helper()
@@ -303,4 +320,106 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 		t.Fatal("zombie round did not end")
 	}
 	require.Empty(t, b.store.QueuedTasks(), "the zombie must not queue a task of the terminated execution")
+}
+
+// TestRegressionPeekLockPurgeOfRestartedInstance: in peek-lock mode a
+// round that appended the start of a new run of an ended instance and then
+// failed before it saved its projections (a SaveProjections error, a
+// projection fold that panicked) was abandoned: its lease released, its
+// messages waiting out a retry delay. The instance record still showed the
+// ended run, so PurgeInstance, which checked only the record and a live
+// lease, deleted the running new run: its history, its queued start,
+// everything, and the tombstone named the new run's last event.
+// TestRapidWorkflowsPeekLock found it (purge-and-reuse with a poisoned
+// projection). Purge refuses an instance whose history goes beyond its
+// record (ErrInvalidState), as it refuses a running one.
+func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
+	var failSave atomic.Bool
+	store := memory.New(memory.Options{Mode: round.ModePeekLock, Fault: func(op memory.Op) *memory.Fault {
+		if op == memory.OpSaveProjections && failSave.CompareAndSwap(true, false) {
+			return &memory.Fault{}
+		}
+		return nil
+	}})
+	clock := round.NewManualClock(t0)
+	lookup := func(name string) (replay.WorkflowFunc, bool) { fn, ok := regWorkflows[name]; return fn, ok }
+	runner, err := round.NewRunner(store, round.RunnerOptions{
+		Node: "node", Turn: replay.New(replay.Options{Lookup: lookup}).Turn, Clock: clock, LeaseDuration: leaseDuration,
+	})
+	require.NoError(t, err)
+	t.Cleanup(runner.Forget)
+	ctx := context.Background()
+	b := &regBundle{store: store, clock: clock}
+	roundOK := func() {
+		t.Helper()
+		rep, err := runner.RunOnce(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, rep)
+	}
+
+	// The first run waits for "go" and completes.
+	b.enqueue(t, b.start(t, "claim", "exec-a", "waiter", 0))
+	roundOK()
+	b.enqueue(t, b.request(t, "signal-1", "claim", "key-1", &history.EventRaised{Name: "go", IdempotencyKey: "key-1"}))
+	roundOK()
+	rec, err := store.GetInstance(ctx, "claim")
+	require.NoError(t, err)
+	require.Equal(t, round.StatusCompleted, rec.Status)
+
+	// A new run starts under the same id; its round appends and fails to
+	// save its projections.
+	b.enqueue(t, b.start(t, "claim", "exec-b", "waiter", 0))
+	failSave.Store(true)
+	_, err = runner.RunOnce(ctx)
+	require.ErrorIs(t, err, memory.ErrInjected)
+	snap := b.snapshot(t, "claim")
+	require.Equal(t, "exec-b", snap.ExecutionID)
+	require.Equal(t, round.StatusRunning, snap.Status, "the new run is running")
+
+	_, err = store.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "claim", By: "ops", Now: clock.Now()})
+	require.ErrorIs(t, err, round.ErrInvalidState, "purge must refuse an instance whose history runs on past its record")
+	require.Len(t, b.history(t, "claim"), int(snap.LastSeq), "the running run's history is kept")
+}
+
+// TestRegressionPeekLockChildNoticeLostToNextRun: in peek-lock mode a
+// child's final round that appended its end and died before it enqueued
+// its parent's notice is repaired by the redelivery of its batch: the cold
+// round derives the open work of the instance again. When the redelivered
+// batch also held the start of a new run of the child's id (another
+// parent's child with the same explicit id, started once the first ended),
+// the round started the new run and derived the open work of the new run
+// only: the ended run's notice was never enqueued and its parent waited
+// forever. TestRapidRoundsPeekLock found it (shared child ids).
+func TestRegressionPeekLockChildNoticeLostToNextRun(t *testing.T) {
+	b := regSetup(t)
+	ctx := context.Background()
+	// p1 calls the child "kid", which waits for "go".
+	b.enqueue(t, b.start(t, "p1", "exec-p1", "caller", 0))
+	b.round(t, b.n1) // p1 schedules kid
+	b.round(t, b.n1) // kid starts and waits
+	payload, err := history.Encode("x")
+	require.NoError(t, err)
+	b.enqueue(t, b.request(t, "go-1", "kid", "k1", &history.EventRaised{Name: "go", Payload: payload, IdempotencyKey: "k1"}))
+	// kid's final round appends its end and dies before its enqueue.
+	b.n1.mu.Lock()
+	b.n1.crashAt = round.AfterAppend
+	b.n1.mu.Unlock()
+	_, err = b.n1.runner.RunOnce(ctx)
+	require.True(t, round.IsCrash(err), "round did not crash: %v", err)
+	require.True(t, b.snapshot(t, "kid").Ended)
+	// p2 calls a child with the same id while kid's batch is still leased.
+	b.enqueue(t, b.start(t, "p2", "exec-p2", "caller", 0))
+	b.round(t, b.n2)
+	// The lease runs out; kid's batch is delivered again together with
+	// p2's start of a new run of kid.
+	b.clock.Advance(leaseDuration + time.Second)
+	for i := 0; i < 20; i++ {
+		rep, err := b.n2.runner.RunOnce(ctx)
+		require.NoError(t, err)
+		if rep == nil {
+			break
+		}
+	}
+	p1 := b.snapshot(t, "p1")
+	require.True(t, p1.Ended, "p1 must hear that its child ended: %s, waiting on %v", p1.Status, p1.SubWorkflows)
 }

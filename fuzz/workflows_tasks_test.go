@@ -240,7 +240,12 @@ type wfKindCount struct {
 }
 
 // wfAuditProjection is the definition of the custom projection.
-func wfAuditProjection() projector.Definition {
+func wfAuditProjection() projector.Definition { return wfAuditProjectionWith(nil) }
+
+// wfAuditProjectionWith is the custom projection whose fold first calls
+// before with each event: the nodes' copy panics there for poisoned
+// signals (see wfMachine.poisoned), the checks' copy has none.
+func wfAuditProjectionWith(before func(e *history.Event)) projector.Definition {
 	return projector.Definition{
 		Name:    wfAuditName,
 		Version: 1,
@@ -249,6 +254,9 @@ func wfAuditProjection() projector.Definition {
 			a, ok := state.(wfAudit)
 			if !ok {
 				return nil, fmt.Errorf("audit state is %T", state)
+			}
+			if before != nil {
+				before(e)
 			}
 			a.Events++
 			a.At, a.Hash = e.At, e.Hash

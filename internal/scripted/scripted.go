@@ -46,12 +46,19 @@ type Script struct {
 
 // StartMessage builds the message that starts a scripted instance.
 func StartMessage(instanceID string, s Script) (round.Message, error) {
+	return StartRunMessage(instanceID, "", s)
+}
+
+// StartRunMessage builds the message that starts run of a scripted
+// instance: runs of one instance id (started again after a purge, say) get
+// their own execution and message ids. The run "" is StartMessage's.
+func StartRunMessage(instanceID, run string, s Script) (round.Message, error) {
 	input, err := history.Encode(&s)
 	if err != nil {
 		return round.Message{}, err
 	}
-	exec := history.DeterministicID(instanceID, 0, "execution")
-	return round.NewMessage(history.DeterministicID(instanceID, 0, "start"), instanceID, exec, exec,
+	exec := history.DeterministicID(instanceID, 0, "execution"+run)
+	return round.NewMessage(history.DeterministicID(instanceID, 0, "start"+run), instanceID, exec, exec,
 		&history.ExecutionStarted{Name: WorkflowName, Input: input})
 }
 
@@ -79,6 +86,14 @@ func Turn(_ context.Context, in *round.TurnInput) (*round.TurnOutput, error) {
 	events := in.History
 	if cached, ok := in.Cached.([]history.Event); ok {
 		events = append(cached[:len(cached):len(cached)], in.NewEvents...)
+		// A new run of the instance (its id reused after the end of the
+		// cached one) starts from its own ExecutionStarted.
+		for i := len(in.NewEvents) - 1; i >= 0; i-- {
+			if in.NewEvents[i].Kind == history.KindExecutionStarted {
+				events = in.NewEvents[i:]
+				break
+			}
+		}
 	}
 	st, err := replay(events)
 	if err != nil {

@@ -7,7 +7,7 @@
 // provider, in both modes, and on PostgreSQL, while injecting crashes at
 // every crash point, duplicate and delayed deliveries, lease expiry with
 // zombie workers and commit-then-report-failure faults, and check the
-// invariants of DESIGN.md §9 after every step, every projection equal to
+// invariants of docs/architecture.md after every step, every projection equal to
 // the fold of history included.
 //
 // regression_test.go and workflows_regression_test.go hold plain

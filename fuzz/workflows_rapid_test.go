@@ -34,7 +34,7 @@ import (
 // still cache them, children whose explicit ids two parents share, a
 // custom projection whose fold panics for a while on poisoned signals, and
 // users acting on human tasks, racing each other. After every step they
-// check the invariants of DESIGN.md §9, projections included; at
+// check the invariants of docs/architecture.md, projections included; at
 // quiescence and at the end they replay every history with fresh code and
 // check the outputs of completed programs against the programs.
 // TestRapidWorkflowsPostgres (workflows_store_test.go) runs the same

@@ -16,7 +16,7 @@ import (
 const module = "github.com/chronicleflow/chronicle"
 
 // TestImportDirection keeps the architecture's imports pointing one way
-// (DESIGN.md §1): history is a leaf, round and projector build on it, the
+// (docs/architecture.md): history is a leaf, round and projector build on it, the
 // providers never import the engine or replay.
 func TestImportDirection(t *testing.T) {
 	t.Parallel()

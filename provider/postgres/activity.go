@@ -179,7 +179,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 		env   []byte
 		token string
 	)
-	err := s.pool.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token)
+	err := s.rc.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -200,7 +200,7 @@ func leaseLost(taskID string) error {
 
 // HeartbeatActivity implements round.Store.
 func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
-	tag, err := s.pool.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
+	tag, err := s.rc.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
 	if err != nil {
 		return failf(err, "heartbeat activity task %s", p.TaskID)
 	}
@@ -218,7 +218,7 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 	}
 	var done, inserted, notified int64
-	err = s.pool.QueryRow(ctx, s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...).
+	err = s.rc.QueryRow(ctx, s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...).
 		Scan(&done, &inserted, &notified)
 	if err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
@@ -254,7 +254,7 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
 	var updated, notified int64
-	err = s.pool.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
+	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
 		Scan(&updated, &notified)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
@@ -274,7 +274,7 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActiv
 		return fmt.Errorf("postgres: dead-letter activity task %s: %w", p.TaskID, err)
 	}
 	var done int64
-	if err := s.pool.QueryRow(ctx, s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...).Scan(&done); err != nil {
+	if err := s.rc.QueryRow(ctx, s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...).Scan(&done); err != nil {
 		return failf(err, "dead-letter activity task %s", p.TaskID)
 	}
 	if done == 0 {

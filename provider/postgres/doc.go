@@ -76,6 +76,18 @@
 // [round.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
 //
+// # Isolation level
+//
+// Every transaction the store begins is READ COMMITTED, whatever the
+// server's or the pool's default_transaction_isolation: rounds and
+// helpers begin theirs at that level, and writes outside a round (enqueue,
+// claim, complete, abandon) are sent as BEGIN ISOLATION LEVEL READ
+// COMMITTED, the statement and COMMIT in one pipeline, which costs no
+// extra round trip. Single reads run as implicit transactions, where the
+// level makes no difference. Under REPEATABLE READ a round would read
+// history from a snapshot older than its lock, and concurrent claims
+// would fail with serialization errors.
+//
 // # Wake-up hints
 //
 // Enqueues send pg_notify in the enqueuing statement, so the notification

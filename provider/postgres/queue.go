@@ -195,7 +195,7 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 // messages, creates their instances' rows and notifies the orchestration
 // channel.
 func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
-	added, err := s.enqueueMessages(ctx, s.pool, p)
+	added, err := s.enqueueMessages(ctx, s.rc, p)
 	if added {
 		s.wake(round.QueueOrchestration)
 	}
@@ -251,7 +251,7 @@ func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesPar
 	b := &pgx.Batch{}
 	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
-	return failf(s.pool.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
+	return failf(s.rc.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
 }
 
 // NextVisibleAt implements round.Store. Instances locked by rounds of

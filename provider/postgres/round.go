@@ -33,7 +33,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx ro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := s.pool.Begin(ctx)
+	ptx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return failf(err, "begin round")
 	}

@@ -76,6 +76,21 @@
 // [round.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
 //
+// # Lock order
+//
+// The instance row is the instance's lock, and every transaction that
+// writes an instance's rows takes it first: a round locks it when it
+// dequeues, then deletes or updates messages and activity tasks; an
+// abandon outside a round updates the instance row (its hold) before the
+// messages. Two writers taking the same rows in opposite orders would
+// deadlock, and PostgreSQL would abort one of them (40P01).
+//
+// A round that fails records its failed delivery before it ends
+// ([round.Tx].AbandonMessages): it rolls back to a savepoint set right
+// after its dequeue, which keeps the instance row locked, sets the hold
+// and counts the delivery, and commits that alone. No other worker can
+// take the messages between the rollback and the hold.
+//
 // # Isolation level
 //
 // Every transaction the store begins is READ COMMITTED, whatever the

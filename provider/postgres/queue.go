@@ -243,14 +243,16 @@ func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) (
 	return msgs, failf(err, "list messages of %s", p.InstanceID)
 }
 
-// AbandonMessages implements round.Store: in one implicit transaction it
-// counts the failed delivery on the messages still queued and moves the
-// instance's hold to VisibleAt unless it is later already. It waits for a
-// round that holds the instance to end.
+// AbandonMessages implements round.Store: in one transaction it moves the
+// instance's hold to VisibleAt unless it is later already and counts the
+// failed delivery on the messages still queued. It waits for a round that
+// holds the instance to end. The instance row is locked first, as a round
+// locks it before it deletes messages: the other order deadlocks with a
+// round acking those messages.
 func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
+	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 	return failf(s.rc.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
 }
 

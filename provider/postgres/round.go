@@ -77,8 +77,10 @@ type roundTx struct {
 
 	mu     sync.Mutex
 	closed bool
-	// locked are the instances this round dequeued, in order.
-	locked []string
+	// locked are the instances this round locked, in order; batches counts
+	// those it returned, the last of which a savepoint follows.
+	locked  []string
+	batches int
 	// enqueued records which queues got work, to wake them after commit.
 	enqueuedMessages, enqueuedTasks bool
 	wakeOnEnd                       bool
@@ -176,6 +178,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (
 			}
 			if len(msgs) > 0 {
 				batch = &round.Batch{InstanceID: id, Messages: msgs}
+				t.batches++
 				return nil
 			}
 			if p.InstanceID != "" {
@@ -195,16 +198,20 @@ func (t *roundTx) lock(id string) {
 	t.s.mu.Unlock()
 }
 
+// dequeuedSavepoint follows the lock of the instance a dequeue returned:
+// AbandonMessages rolls back to it, undoing the round's writes but not
+// the lock.
+const dequeuedSavepoint = "chronicle_dequeued"
+
 // fetch reads the visible messages of a locked instance, clearing a hold
-// that has passed.
+// that has passed, and sets dequeuedSavepoint, in one round trip.
 func (t *roundTx) fetch(ctx context.Context, id string, now time.Time, limit int, held bool) ([]round.Message, error) {
-	if !held {
-		msgs, err := t.s.listMessages(ctx, t.tx, t.s.sql.dequeueFetch, id, now, limit)
-		return msgs, failf(err, "dequeue messages of %s", id)
-	}
 	b := &pgx.Batch{}
 	b.Queue(t.s.sql.dequeueFetch, id, now, limit)
-	b.Queue(t.s.sql.clearHold, id, now)
+	if held {
+		b.Queue(t.s.sql.clearHold, id, now)
+	}
+	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
 	rows, err := br.Query()
 	var msgs []round.Message
@@ -283,5 +290,30 @@ func (t *roundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) e
 		}
 		_, err := t.tx.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
 		return failf(err, "ack messages of %s", p.InstanceID)
+	})
+}
+
+// AbandonMessages implements round.Tx: it rolls back to the savepoint that
+// follows the instance's dequeue, which keeps the instance's row lock, and
+// records the failed delivery with the instance row first, the lock order
+// of every writer.
+func (t *roundTx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return t.step(func() error {
+		if err := t.requireLock(p.InstanceID); err != nil {
+			return err
+		}
+		if t.batches != 1 || t.locked[len(t.locked)-1] != p.InstanceID {
+			return fmt.Errorf("postgres: abandon of %s in a round that dequeued %d instances", p.InstanceID, t.batches)
+		}
+		b := &pgx.Batch{}
+		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
+		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
+		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+			return failf(err, "abandon messages of %s", p.InstanceID)
+		}
+		// What the round enqueued is undone: nobody needs waking for it.
+		t.enqueuedMessages, t.enqueuedTasks = false, false
+		return nil
 	})
 }

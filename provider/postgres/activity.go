@@ -65,6 +65,14 @@ WITH updated AS (
 SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($5, '') FROM updated LIMIT 1) AS n)
 FROM updated`
 
+// lockTaskInstanceSQL locks the instance row of a claimed task, waiting
+// for the round or purge that holds it: the instance row comes before the
+// task's, as in a round that cancels the task.
+const lockTaskInstanceSQL = `
+SELECT 1 FROM {{schema}}.instances
+WHERE instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2)
+FOR NO KEY UPDATE`
+
 // deadLetterActivitySQL removes a claimed task, stores its dead letter
 // (with the stored task when the letter has none) and sets the incident
 // of its instance, only while the token matches.
@@ -266,15 +274,29 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 	return nil
 }
 
-// DeadLetterActivity implements round.Store in one statement.
+// DeadLetterActivity implements round.Store in one transaction and round
+// trip: it locks the task's instance row, then moves the task. A round or
+// purge that held the instance and removed the task meanwhile makes it
+// return ErrLeaseLost.
 func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
 	l := p.Letter
 	cols, err := letterColumns(&l)
 	if err != nil {
 		return fmt.Errorf("postgres: dead-letter activity task %s: %w", p.TaskID, err)
 	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockTaskInstance, p.TaskID, p.Token)
+	b.Queue(s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...)
+	br := s.rc.SendBatch(ctx, b)
 	var done int64
-	if err := s.rc.QueryRow(ctx, s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...).Scan(&done); err != nil {
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&done)
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
 		return failf(err, "dead-letter activity task %s", p.TaskID)
 	}
 	if done == 0 {

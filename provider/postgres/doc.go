@@ -82,7 +82,9 @@
 // writes an instance's rows takes it first: a round locks it when it
 // dequeues, then deletes or updates messages and activity tasks; an
 // abandon outside a round updates the instance row (its hold) before the
-// messages. Two writers taking the same rows in opposite orders would
+// messages; dead-lettering an activity locks its task's instance row
+// before it moves the task, so it waits for a round cancelling the task
+// or a purge deleting it, and then finds the task gone. Two writers taking the same rows in opposite orders would
 // deadlock, and PostgreSQL would abort one of them (40P01).
 //
 // A round that fails records its failed delivery before it ends

@@ -111,4 +111,94 @@ func TestConcurrentWriters(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, msgs, "the acked message came back")
 	})
+
+	// claimedTask queues a message and an activity task of inst-a and
+	// claims the task.
+	claimedTask := func(t *testing.T, s *postgres.Store) *round.ActivityLease {
+		t.Helper()
+		ctx := t.Context()
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "inst-a")}, Now: base}))
+		task := round.ActivityTask{
+			ID: round.ActivityTaskID("inst-a", "exec-1", 2), InstanceID: "inst-a", ExecutionID: "exec-1", ScheduledSeq: 2,
+			Name: "charge-card", Attempt: 1, Timeout: time.Minute,
+		}
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			return tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base})
+		}))
+		l, err := s.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: "w", Now: base, LockedUntil: base.Add(time.Minute)})
+		require.NoError(t, err)
+		require.NotNil(t, l)
+		return l
+	}
+	deadLetterTask := func(ctx context.Context, s *postgres.Store, l *round.ActivityLease) error {
+		return s.DeadLetterActivity(ctx, &round.DeadLetterActivityParams{TaskID: l.Task.ID, Token: l.Token, Letter: round.DeadLetter{
+			ID: "dl-" + l.Task.ID, InstanceID: l.Task.InstanceID, Activity: &l.Task, Reason: round.ReasonRejected,
+			Error: "card declined", Node: "w", At: base, Attempts: 1,
+		}})
+	}
+
+	t.Run("DeadLetterActivityWhileARoundCancelsIt", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		admin := adminConn(t)
+		ctx := t.Context()
+		l := claimedTask(t, s)
+
+		_, release, roundDone := holdRound(t, s, base, func(ctx context.Context, tx round.Tx) error {
+			return tx.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", ExecutionID: "exec-1"})
+		})
+		deadDone := make(chan error, 1)
+		go func() { deadDone <- deadLetterTask(ctx, s, l) }()
+		waitLockWaits(t, admin, s.Schema(), 1)
+		close(release)
+		require.NoError(t, receive(t, roundDone, "the round"))
+		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), round.ErrLeaseLost, "a cancelled task was dead-lettered")
+		letters, err := s.ListDeadLetters(ctx, &round.ListDeadLettersParams{})
+		require.NoError(t, err)
+		require.Empty(t, letters)
+	})
+
+	t.Run("PurgeWhileDeadLetteringAnActivity", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		admin := adminConn(t)
+		ctx := t.Context()
+		l := claimedTask(t, s)
+		rec := &round.InstanceRecord{
+			InstanceID: "inst-a", ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: round.StatusCompleted,
+			CreatedAt: base, UpdatedAt: base, CompletedAt: base, LastSeq: 1,
+		}
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+			if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "inst-a", Events: sealed(t, "inst-a", 1)}); err != nil {
+				return err
+			}
+			return tx.SaveProjections(ctx, &round.Projections{InstanceID: "inst-a", Seq: 1, Instance: rec})
+		}))
+
+		// A session holding the instance's history rows stops the purge
+		// right after it locked the instance row, in its first delete.
+		gate, err := admin.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = gate.Rollback(context.Background()) }()
+		_, err = gate.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{s.Schema(), "history"}.Sanitize()+" WHERE instance_id = 'inst-a' FOR UPDATE")
+		require.NoError(t, err)
+		purgeDone := make(chan error, 1)
+		go func() {
+			_, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
+			purgeDone <- err
+		}()
+		watch := adminConn(t)
+		waitLockWaits(t, watch, s.Schema(), 1)
+		deadDone := make(chan error, 1)
+		go func() { deadDone <- deadLetterTask(ctx, s, l) }()
+		waitLockWaits(t, watch, s.Schema(), 2)
+		require.NoError(t, gate.Rollback(ctx))
+
+		require.NoError(t, receive(t, purgeDone, "the purge"))
+		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), round.ErrLeaseLost, "a purged task was dead-lettered")
+		var rows int
+		require.NoError(t, watch.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+
+			") + (SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "dead_letters"}.Sanitize()+")").Scan(&rows))
+		require.Zero(t, rows, "the dead-lettering left rows of a purged instance")
+	})
 }

@@ -173,6 +173,7 @@ type statements struct {
 	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
 	enqueueActivities, claimActivity, heartbeatActivity      string
 	taskEnvelope, retryActivity, deadLetterActivity          string
+	lockTaskInstance                                         string
 	cancelActivities, listActivityTasks                      string
 	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
 	insertDeadLetter, setIncident, lockDeadLetter            string
@@ -207,6 +208,7 @@ func newStatements(schema string) *statements {
 		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
+		lockTaskInstance: q(lockTaskInstanceSQL),
 		cancelActivities: q(cancelActivitiesSQL), listActivityTasks: q(listActivityTasksSQL),
 		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
 		redriveTaskInsert: q(redriveTaskInsertSQL),

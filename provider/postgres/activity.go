@@ -225,10 +225,12 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 	}
+	// The result's instance is locked first, as in EnqueueMessages.
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockInstances, a.instances)
+	b.Queue(s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...)
 	var done, inserted, notified int64
-	err = s.rc.QueryRow(ctx, s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...).
-		Scan(&done, &inserted, &notified)
-	if err != nil {
+	if err := sendLocked(ctx, s.rc, b, &done, &inserted, &notified); err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
 	}
 	if done == 0 {
@@ -287,16 +289,8 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActiv
 	b := &pgx.Batch{}
 	b.Queue(s.sql.lockTaskInstance, p.TaskID, p.Token)
 	b.Queue(s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...)
-	br := s.rc.SendBatch(ctx, b)
 	var done int64
-	_, err = br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&done)
-	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
+	if err := sendLocked(ctx, s.rc, b, &done); err != nil {
 		return failf(err, "dead-letter activity task %s", p.TaskID)
 	}
 	if done == 0 {

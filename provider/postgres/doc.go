@@ -1,8 +1,8 @@
 // Package postgres is Chronicle's PostgreSQL provider: a [round.TxStore]
 // and [round.Notifier] on a github.com/jackc/pgx/v5 connection pool. Every
-// round runs in one transaction; instances are locked with FOR UPDATE SKIP
-// LOCKED, idempotency rests on unique keys, and workers are woken with
-// LISTEN/NOTIFY.
+// round runs in one transaction; instances are locked with FOR NO KEY
+// UPDATE SKIP LOCKED, idempotency rests on unique keys, and workers are
+// woken with LISTEN/NOTIFY.
 //
 // # Set-up
 //
@@ -63,10 +63,11 @@
 //
 // [Store.RunRound] runs a round in one READ COMMITTED transaction on one
 // pooled connection. DequeueInstance locks the instance row of the oldest
-// visible message with FOR UPDATE SKIP LOCKED, then reads the instance's
-// visible messages in a statement of its own, whose snapshot follows the
-// lock; an instance whose messages were acked meanwhile is passed over, so
-// a worker never gets an empty result while another instance has work.
+// visible message with FOR NO KEY UPDATE SKIP LOCKED, then reads the
+// instance's visible messages in a statement of its own, whose snapshot
+// follows the lock; an instance whose messages were acked meanwhile is
+// passed over, so a worker never gets an empty result while another
+// instance has work.
 // AppendHistory inserts all events in one statement under a savepoint: a
 // conflict is [round.ErrConflict] and leaves the transaction usable, and an
 // append of events already stored with the same hashes is a no-op, which
@@ -84,8 +85,19 @@
 // abandon outside a round updates the instance row (its hold) before the
 // messages; dead-lettering an activity locks its task's instance row
 // before it moves the task, so it waits for a round cancelling the task
-// or a purge deleting it, and then finds the task gone. Two writers taking the same rows in opposite orders would
-// deadlock, and PostgreSQL would abort one of them (40P01).
+// or a purge deleting it, and then finds the task gone.
+//
+// Rounds lock their instance row FOR NO KEY UPDATE. An enqueue (and an
+// activity's completion) first takes FOR KEY SHARE on the rows of the
+// instances it enqueues to, which never waits for a round. A purge locks
+// the row FOR UPDATE SKIP LOCKED: it refuses ([round.ErrInvalidState])
+// while a round holds the instance or an enqueue to it has not
+// committed, whose message it could not see, and enqueues that come
+// later wait for the purge to end and then create the instance row
+// afresh. No message outlives its instance row and reaches an instance
+// that reuses the id. Two writers taking the same rows in
+// opposite orders would deadlock, and PostgreSQL would abort one of them
+// (40P01).
 //
 // A round that fails records its failed delivery before it ends
 // ([round.Tx].AbandonMessages): it rolls back to a savepoint set right

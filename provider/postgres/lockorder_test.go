@@ -201,4 +201,83 @@ func TestConcurrentWriters(t *testing.T) {
 			") + (SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "dead_letters"}.Sanitize()+")").Scan(&rows))
 		require.Zero(t, rows, "the dead-lettering left rows of a purged instance")
 	})
+
+	t.Run("PurgeWhileAnEnqueueIsUncommitted", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		watch := adminConn(t)
+		ctx := t.Context()
+		endInstance(t, s, "inst-a")
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "p-1", "inst-p")}, Now: base}))
+
+		// A round of another instance enqueues a message to inst-a and
+		// has not committed when the purge starts.
+		enqueued, release, roundDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			roundDone <- s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+				b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", Limit: 10, InstanceID: "inst-p"})
+				if err != nil {
+					return err
+				}
+				if b == nil {
+					return errors.New("nothing to dequeue")
+				}
+				msgs := []round.Message{signal(t, "late-1", "inst-a")}
+				if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: base}); err != nil {
+					return err
+				}
+				close(enqueued)
+				<-release
+				return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "inst-p", MessageIDs: []string{"p-1"}})
+			})
+		}()
+		select {
+		case <-enqueued:
+		case err := <-roundDone:
+			require.FailNow(t, "the round ended before it enqueued", "%v", err)
+		}
+		purge := func() error {
+			purgeDone := make(chan error, 1)
+			go func() {
+				_, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
+				purgeDone <- err
+			}()
+			return receive(t, purgeDone, "the purge, which must not wait for a round")
+		}
+		// The purge cannot see the message: it refuses, as it does for an
+		// instance in a round.
+		err := purge()
+		close(release)
+		require.NoError(t, receive(t, roundDone, "the round"))
+		if err != nil {
+			require.ErrorIs(t, err, round.ErrInvalidState)
+			require.NoError(t, purge(), "the purge of an ended instance failed once the enqueue committed")
+		}
+
+		var orphans int
+		require.NoError(t, watch.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "messages"}.Sanitize()+
+			" m WHERE NOT EXISTS (SELECT 1 FROM "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+" i WHERE i.instance_id = m.instance_id)").Scan(&orphans))
+		require.Zero(t, orphans, "a message was left without its instance row, never to be dequeued")
+		// The id is reused: the new instance gets its own messages only.
+		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start(t, "start-2", "inst-a")}, Now: base}))
+		b := take(t, s, base)
+		require.NotNil(t, b)
+		require.Equal(t, "inst-a", b.InstanceID)
+		require.Len(t, b.Messages, 1, "a message of the purged instance reached the instance that reused its id")
+	})
+}
+
+// endInstance writes one event and a completed instance record of id.
+func endInstance(t *testing.T, s *postgres.Store, id string) {
+	t.Helper()
+	rec := &round.InstanceRecord{
+		InstanceID: id, ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: round.StatusCompleted,
+		CreatedAt: base, UpdatedAt: base, CompletedAt: base, LastSeq: 1,
+	}
+	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
+		if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: id, Events: sealed(t, id, 1)}); err != nil {
+			return err
+		}
+		return tx.SaveProjections(ctx, &round.Projections{InstanceID: id, Seq: 1, Instance: rec})
+	}))
 }

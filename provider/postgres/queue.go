@@ -40,6 +40,17 @@ WITH %s input AS (
 SELECT %s count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
 FROM inserted`
 
+// lockInstancesSQL takes a KEY SHARE lock on the rows of the instances
+// messages are about to be enqueued to. It waits only for a purge (FOR
+// UPDATE, then DELETE), never for a round (FOR NO KEY UPDATE), and a
+// purge skips an instance it holds until the enqueue commits: a purge
+// must not miss a message whose insert it cannot see yet, which would
+// outlive the instance row and reach an instance that reuses the id. The
+// enqueue runs in a statement of its own after it, whose snapshot sees a
+// purge the lock waited for.
+const lockInstancesSQL = `
+SELECT 1 FROM {{schema}}.instances WHERE instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
+
 // dequeueLockSQL locks the instance of the oldest visible message among
 // instances that are not held, not locked by another transaction (skipped,
 // never waited for) and not already taken by this one ($2).
@@ -52,7 +63,7 @@ WHERE m.visible_at <= $1
   AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
 ORDER BY m.visible_at, m.seq
 LIMIT 1
-FOR UPDATE OF i SKIP LOCKED`
+FOR NO KEY UPDATE OF i SKIP LOCKED`
 
 const dequeueLockByIDSQL = `
 SELECT i.instance_id, i.hold_until IS NOT NULL
@@ -60,7 +71,7 @@ FROM {{schema}}.instances i
 WHERE i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
   AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = $2 AND m.visible_at <= $1)
-FOR UPDATE SKIP LOCKED`
+FOR NO KEY UPDATE SKIP LOCKED`
 
 // dequeueFetchSQL reads the visible messages of a locked instance. It is a
 // statement of its own so that it sees every commit up to the lock: the
@@ -184,8 +195,11 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 	if err != nil {
 		return false, err
 	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockInstances, a.instances)
+	b.Queue(s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...)
 	var inserted, notified int64
-	if err := db.QueryRow(ctx, s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...).Scan(&inserted, &notified); err != nil {
+	if err := sendLocked(ctx, db, b, &inserted, &notified); err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
 	}
 	return inserted > 0, nil
@@ -293,4 +307,18 @@ func (s *Store) lockedInstances() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// sendLocked sends b, a locking statement followed by one whose single
+// row is scanned into dest, and closes it.
+func sendLocked(ctx context.Context, db dbtx, b *pgx.Batch, dest ...any) error {
+	br := db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
 }

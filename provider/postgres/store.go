@@ -173,7 +173,7 @@ type statements struct {
 	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
 	enqueueActivities, claimActivity, heartbeatActivity      string
 	taskEnvelope, retryActivity, deadLetterActivity          string
-	lockTaskInstance                                         string
+	lockTaskInstance, lockInstances                          string
 	cancelActivities, listActivityTasks                      string
 	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
 	insertDeadLetter, setIncident, lockDeadLetter            string
@@ -208,7 +208,7 @@ func newStatements(schema string) *statements {
 		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
-		lockTaskInstance: q(lockTaskInstanceSQL),
+		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),
 		cancelActivities: q(cancelActivitiesSQL), listActivityTasks: q(listActivityTasksSQL),
 		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
 		redriveTaskInsert: q(redriveTaskInsertSQL),

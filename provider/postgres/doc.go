@@ -77,6 +77,17 @@
 // [round.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
 //
+// # Undecodable rows
+//
+// A row of the messages table whose envelope does not decode (written by
+// hand, or damaged) is dead-lettered by the round that dequeues its
+// instance, in that round's transaction: the dead letter has reason
+// [round.ReasonUndecodable], an error naming the message id and the
+// decoding error, and the stored bytes in [round.DeadLetter].Raw; the row
+// is deleted, the instance's incident set, and the round goes on with the
+// instance's other messages, or the next instance. Such a letter cannot
+// be redriven ([round.ErrInvalidState]), only discarded.
+//
 // # Lock order
 //
 // The instance row is the instance's lock, and every transaction that

@@ -78,7 +78,7 @@ FOR NO KEY UPDATE SKIP LOCKED`
 // lock statement's snapshot may predate the ack of the round that held
 // the instance before.
 const dequeueFetchSQL = `
-SELECT envelope, attempts, last_error
+SELECT id, envelope, attempts, last_error
 FROM {{schema}}.messages
 WHERE instance_id = $1 AND visible_at <= $2
 ORDER BY seq
@@ -321,4 +321,26 @@ func sendLocked(ctx context.Context, db dbtx, b *pgx.Batch, dest ...any) error {
 		err = closeErr
 	}
 	return err
+}
+
+// storedMessage is a row of the messages table as dequeueFetchSQL reads
+// it, before its envelope is decoded.
+type storedMessage struct {
+	id        string
+	envelope  []byte
+	attempts  int32
+	lastError string
+}
+
+func scanStoredMessages(rows pgx.Rows) ([]storedMessage, error) {
+	defer rows.Close()
+	var out []storedMessage
+	for rows.Next() {
+		var sm storedMessage
+		if err := rows.Scan(&sm.id, &sm.envelope, &sm.attempts, &sm.lastError); err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
+	}
+	return out, rows.Err()
 }

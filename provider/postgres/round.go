@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -172,7 +173,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (
 				return failf(err, "dequeue: lock an instance")
 			}
 			t.lock(id)
-			msgs, err := t.fetch(ctx, id, p.Now, limit, held)
+			msgs, err := t.fetch(ctx, id, p, limit, held)
 			if err != nil {
 				return err
 			}
@@ -204,23 +205,58 @@ func (t *roundTx) lock(id string) {
 const dequeuedSavepoint = "chronicle_dequeued"
 
 // fetch reads the visible messages of a locked instance, clearing a hold
-// that has passed, and sets dequeuedSavepoint, in one round trip.
-func (t *roundTx) fetch(ctx context.Context, id string, now time.Time, limit int, held bool) ([]round.Message, error) {
+// that has passed, and sets dequeuedSavepoint, in one round trip. Rows
+// whose envelope does not decode are dead-lettered, with their bytes,
+// rather than failing every round that meets them.
+func (t *roundTx) fetch(ctx context.Context, id string, p *round.DequeueParams, limit int, held bool) ([]round.Message, error) {
 	b := &pgx.Batch{}
-	b.Queue(t.s.sql.dequeueFetch, id, now, limit)
+	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
 	if held {
-		b.Queue(t.s.sql.clearHold, id, now)
+		b.Queue(t.s.sql.clearHold, id, p.Now)
 	}
 	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
 	rows, err := br.Query()
-	var msgs []round.Message
+	var stored []storedMessage
 	if err == nil {
-		msgs, err = scanMessages(rows)
+		stored, err = scanStoredMessages(rows)
 	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
+	if err != nil {
+		return nil, failf(err, "dequeue messages of %s", id)
+	}
+	msgs := make([]round.Message, 0, len(stored))
+	var (
+		letters []round.DeadLetter
+		bad     []string
+	)
+	for _, sm := range stored {
+		m, err := round.UnmarshalMessage(sm.envelope)
+		if err != nil {
+			letters = append(letters, round.DeadLetter{
+				ID: round.DeadLetterID(sm.id, time.Time{}), InstanceID: id, Raw: sm.envelope,
+				Reason: round.ReasonUndecodable, Error: fmt.Sprintf("message %s: %v", sm.id, err),
+				Node: p.Owner, At: p.Now, Attempts: int(sm.attempts) + 1, Status: round.DeadLetterDead,
+			})
+			bad = append(bad, sm.id)
+			continue
+		}
+		m.Attempts, m.LastError = int(sm.attempts), sm.lastError
+		msgs = append(msgs, m)
+	}
+	if len(letters) == 0 {
+		return msgs, nil
+	}
+	for _, l := range letters {
+		t.s.log.WarnContext(ctx, "undecodable message dead-lettered", slog.String("instance", id), slog.String("error", l.Error))
+	}
+	if err := t.s.deadLetterRows(ctx, t.tx, id, letters, bad); err != nil {
+		return nil, err
+	}
+	// The dead letters go before the savepoint: an abandon keeps them.
+	_, err = t.tx.Exec(ctx, "SAVEPOINT "+dequeuedSavepoint)
 	return msgs, failf(err, "dequeue messages of %s", id)
 }
 

@@ -55,7 +55,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 
 # The PostgreSQL tests outside the fuzz package; CI runs them verbosely so
 # its output shows that they ran against the server.
-PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd)$$
+PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage)$$
 PG_PACKAGES := ./provider/postgres/ ./cmd/chronicle/ .
 
 .PHONY: ci

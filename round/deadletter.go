@@ -85,6 +85,10 @@ type DeadLetter struct {
 	Message *Message
 	// Activity is the original activity task, or nil.
 	Activity *ActivityTask
+	// Raw holds the stored bytes of an item that could not be decoded
+	// (Reason is then ReasonUndecodable, and Message and Activity are nil);
+	// such a letter can only be discarded.
+	Raw []byte
 	// Reason classifies the failure; Error has its text.
 	Reason Reason
 	Error  string

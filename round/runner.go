@@ -234,6 +234,9 @@ func (r *Runner) runTx(ctx context.Context) (*Report, error) {
 		batch *Batch
 		entry *cacheEntry
 		rep   *Report
+		// abandoned is the error of a round that committed only the
+		// abandon of its messages.
+		abandoned error
 	)
 	err := r.tx.RunRound(ctx, func(ctx context.Context, tx Tx) error {
 		b, err := tx.DequeueInstance(ctx, &DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
@@ -245,13 +248,27 @@ func (r *Runner) runTx(ctx context.Context) (*Report, error) {
 			return err
 		}
 		entry, rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, now)
-		return err
+		if err == nil || !r.abandonable(ctx, err) {
+			return err
+		}
+		// Abandon while the instance is still locked: after a rollback
+		// another worker could take the messages before the hold is set.
+		// When that fails, the rollback and failed's abandon remain.
+		if tx.AbandonMessages(ctx, r.abandonParams(b.InstanceID, b.Messages, now, err)) != nil {
+			return err
+		}
+		abandoned = err
+		return nil
 	})
 	if batch == nil {
 		if err != nil {
 			return nil, fmt.Errorf("dequeue: %w", err)
 		}
 		return nil, nil
+	}
+	if err == nil && abandoned != nil {
+		r.log.WarnContext(ctx, "round failed", slog.String("instance", batch.InstanceID), slog.Any("error", abandoned))
+		return &Report{InstanceID: batch.InstanceID, Failed: true}, fmt.Errorf("round of %s: %w", batch.InstanceID, abandoned)
 	}
 	if err == nil {
 		err = r.opts.Hooks.crash(ctx, AfterCommit, batch.InstanceID)
@@ -378,6 +395,33 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 		}
 		return &Report{InstanceID: instanceID, DeadLettered: n}, nil
 	}
+	p := r.abandonParams(instanceID, msgs, now, err)
+	var abandonErr error
+	if lease != nil {
+		abandonErr = r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: p.VisibleAt, Error: p.Error})
+		if errors.Is(abandonErr, ErrLeaseLost) {
+			abandonErr = nil
+		}
+	} else {
+		abandonErr = r.store.AbandonMessages(ctx, p)
+	}
+	if abandonErr != nil {
+		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
+	}
+	return failed, fmt.Errorf("round of %s: %w", instanceID, err)
+}
+
+// abandonable reports whether a transactional round that failed with err
+// abandons its messages before it ends: not when it crashed (nothing is
+// recorded), is dead-lettered, or its context ended.
+func (r *Runner) abandonable(ctx context.Context, err error) bool {
+	var dl *DeadLetterError
+	return !IsCrash(err) && !errors.As(err, &dl) && ctx.Err() == nil
+}
+
+// abandonParams records the failed delivery of msgs: the instance is held
+// for the retry delay of their most failed delivery.
+func (r *Runner) abandonParams(instanceID string, msgs []Message, now time.Time, err error) *AbandonMessagesParams {
 	attempts := 0
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -389,20 +433,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 	if errors.As(err, &rs) {
 		text = string(rs.DeadLetterReason()) + ": " + text
 	}
-	visible := now.Add(r.opts.RetryDelay(attempts))
-	var abandonErr error
-	if lease != nil {
-		abandonErr = r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: visible, Error: text})
-		if errors.Is(abandonErr, ErrLeaseLost) {
-			abandonErr = nil
-		}
-	} else {
-		abandonErr = r.store.AbandonMessages(ctx, &AbandonMessagesParams{InstanceID: instanceID, MessageIDs: ids, VisibleAt: visible, Error: text})
-	}
-	if abandonErr != nil {
-		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
-	}
-	return failed, fmt.Errorf("round of %s: %w", instanceID, err)
+	return &AbandonMessagesParams{InstanceID: instanceID, MessageIDs: ids, VisibleAt: now.Add(r.opts.RetryDelay(attempts)), Error: text}
 }
 
 func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []Message, dl *DeadLetterError, now time.Time, lease *Lease) (int, error) {

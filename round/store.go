@@ -271,6 +271,17 @@ type Tx interface {
 	DeadLetterMessages(ctx context.Context, p *DeadLetterMessagesParams) error
 	// AckMessages removes processed messages of the locked instance.
 	AckMessages(ctx context.Context, p *AckMessagesParams) error
+	// AbandonMessages records a failed delivery of messages of the locked
+	// instance inside the round: it undoes every write the round made
+	// since it dequeued that instance, then counts the delivery and holds
+	// the instance as [Store.AbandonMessages] does. The instance stays
+	// locked until the round ends, so no other round takes its messages
+	// before the hold is set, which an abandon after a rollback cannot
+	// promise. The round should then end, committing only the abandon. It
+	// returns an error, and the round must be rolled back, when the round
+	// dequeued more than this instance or cannot undo its writes (a broken
+	// connection).
+	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 }
 
 // LeaseStore is a Store whose rounds run in peek-lock mode.

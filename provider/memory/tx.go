@@ -22,7 +22,9 @@ type tx struct {
 	resets  []round.ResetProjectionsParams
 	letters map[*instance][]round.DeadLetter
 	acks    map[*instance][]string
-	closed  bool
+	// abandons are failed deliveries recorded inside the round.
+	abandons map[*instance]round.AbandonMessagesParams
+	closed   bool
 }
 
 var errTxClosed = errors.New("memory: transaction already ended")
@@ -130,6 +132,9 @@ func (t *tx) commit() error {
 	}
 	for in, ids := range t.acks {
 		s.removeMessages(in, ids)
+	}
+	for in, p := range t.abandons {
+		s.abandon(in, p.MessageIDs, p.VisibleAt, p.Error)
 	}
 	return nil
 }
@@ -288,6 +293,29 @@ func (t *tx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error 
 			return err
 		}
 		t.acks[in] = append(t.acks[in], p.MessageIDs...)
+		return nil
+	})
+}
+
+// AbandonMessages implements round.Tx: it drops the round's staged writes
+// and stages the abandon, which the commit applies before it unlocks the
+// instance.
+func (t *tx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return t.step(ctx, OpAbandonMessages, func() error {
+		in, err := t.holds(p.InstanceID)
+		if err != nil {
+			return err
+		}
+		if len(t.locked) != 1 {
+			return fmt.Errorf("memory: abandon of %s in a round that dequeued %d instances", p.InstanceID, len(t.locked))
+		}
+		clear(t.appends)
+		clear(t.letters)
+		clear(t.acks)
+		t.projs, t.msgs, t.tasks, t.cancels, t.resets = nil, nil, nil, nil, nil
+		t.abandons = map[*instance]round.AbandonMessagesParams{in: {
+			InstanceID: p.InstanceID, MessageIDs: append([]string(nil), p.MessageIDs...), VisibleAt: p.VisibleAt, Error: p.Error,
+		}}
 		return nil
 	})
 }

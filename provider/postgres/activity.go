@@ -69,6 +69,14 @@ WITH updated AS (
 SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($5, '') FROM updated LIMIT 1) AS n)
 FROM updated`
 
+// lockTaskInstanceSQL locks the instance row of a claimed task, waiting
+// for the round or purge that holds it: the instance row comes before the
+// task's, as in a round that cancels the task.
+const lockTaskInstanceSQL = `
+SELECT 1 FROM {{schema}}.instances
+WHERE instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2)
+FOR NO KEY UPDATE`
+
 // deadLetterActivitySQL removes a claimed task, stores its dead letter
 // (with the stored task when the letter has none) and sets the incident
 // of its instance, only while the token matches.
@@ -186,7 +194,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 		oldOwner string
 		oldUntil *time.Time
 	)
-	err := s.pool.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
+	err := s.rc.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -211,7 +219,7 @@ func leaseLost(taskID string) error {
 
 // HeartbeatActivity implements round.Store.
 func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
-	tag, err := s.pool.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
+	tag, err := s.rc.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
 	if err != nil {
 		return failf(err, "heartbeat activity task %s", p.TaskID)
 	}
@@ -228,10 +236,12 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 	}
+	// The result's instance is locked first, as in EnqueueMessages.
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockInstances, a.instances)
+	b.Queue(s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...)
 	var done, inserted, notified int64
-	err = s.pool.QueryRow(ctx, s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...).
-		Scan(&done, &inserted, &notified)
-	if err != nil {
+	if err := sendLocked(ctx, s.rc, b, &done, &inserted, &notified); err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
 	}
 	if done == 0 {
@@ -265,7 +275,7 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
 	var updated, notified int64
-	err = s.pool.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
+	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
 		Scan(&updated, &notified)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
@@ -277,15 +287,21 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 	return nil
 }
 
-// DeadLetterActivity implements round.Store in one statement.
+// DeadLetterActivity implements round.Store in one transaction and round
+// trip: it locks the task's instance row, then moves the task. A round or
+// purge that held the instance and removed the task meanwhile makes it
+// return ErrLeaseLost.
 func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
 	l := p.Letter
 	cols, err := letterColumns(&l)
 	if err != nil {
 		return fmt.Errorf("postgres: dead-letter activity task %s: %w", p.TaskID, err)
 	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockTaskInstance, p.TaskID, p.Token)
+	b.Queue(s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...)
 	var done int64
-	if err := s.pool.QueryRow(ctx, s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...).Scan(&done); err != nil {
+	if err := sendLocked(ctx, s.rc, b, &done); err != nil {
 		return failf(err, "dead-letter activity task %s", p.TaskID)
 	}
 	if done == 0 {

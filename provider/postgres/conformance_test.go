@@ -1,7 +1,12 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
@@ -11,8 +16,31 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	pgtest.URL(t)
-	providertest.Exercise(t, func(t *testing.T) round.Store {
-		return pgtest.NewStore(t, postgres.Options{})
+	url := pgtest.URL(t)
+	t.Run("ServerDefaults", func(t *testing.T) {
+		t.Parallel()
+		providertest.Exercise(t, func(t *testing.T) round.Store {
+			return pgtest.NewStore(t, postgres.Options{})
+		})
+	})
+	// A DBA may make another isolation level the default; the store must
+	// not depend on the server's default, so the suite runs again on
+	// connections whose default is REPEATABLE READ.
+	t.Run("RepeatableReadDefault", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := pgxpool.ParseConfig(url)
+		require.NoError(t, err)
+		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+		providertest.Exercise(t, func(t *testing.T) round.Store {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			var level string
+			require.NoError(t, pool.QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&level))
+			require.Equal(t, "repeatable read", level)
+			return pgtest.NewStore(t, postgres.Options{Pool: pool})
+		})
 	})
 }

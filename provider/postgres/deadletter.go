@@ -63,7 +63,8 @@ LIMIT $4`
 // letterColumns returns the stored columns of l; an empty Status is
 // stored as dead.
 func letterColumns(l *round.DeadLetter) ([]any, error) {
-	var msg, task []byte
+	// The message column keeps the bytes of an undecodable message.
+	msg, task := l.Raw, []byte(nil)
 	var err error
 	if l.Message != nil {
 		if msg, err = round.MarshalMessage(l.Message); err != nil {
@@ -101,11 +102,13 @@ func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
 	l.Reason, l.Status, l.Attempts = round.Reason(reason), round.DeadLetterStatus(status), int(attempts)
 	l.At, l.ResolvedAt = fromNullTime(at), fromNullTime(resolvedAt)
 	if msg != nil {
-		m, err := round.UnmarshalMessage(msg)
-		if err != nil {
-			return nil, fmt.Errorf("dead letter %s: %w", l.ID, err)
+		// Bytes that do not decode are shown as they are: listing dead
+		// letters must not fail on the letter of an undecodable message.
+		if m, err := round.UnmarshalMessage(msg); err != nil {
+			l.Raw = msg
+		} else {
+			l.Message = &m
 		}
-		l.Message = &m
 	}
 	if task != nil {
 		t, err := round.UnmarshalActivityTask(task)
@@ -121,21 +124,28 @@ func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
 // instance's queue and sets its incident to the last letter, in one round
 // trip.
 func (s *Store) deadLetterMessages(ctx context.Context, db dbtx, instanceID string, letters []round.DeadLetter) error {
+	var ids []string
+	for i := range letters {
+		if m := letters[i].Message; m != nil {
+			ids = append(ids, m.ID)
+		}
+	}
+	return s.deadLetterRows(ctx, db, instanceID, letters, ids)
+}
+
+// deadLetterRows is deadLetterMessages with the ids of the message rows
+// to remove given: those of undecodable rows are not in their letters.
+func (s *Store) deadLetterRows(ctx context.Context, db dbtx, instanceID string, letters []round.DeadLetter, ids []string) error {
 	if len(letters) == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}
-	var ids []string
 	for i := range letters {
-		l := &letters[i]
-		cols, err := letterColumns(l)
+		cols, err := letterColumns(&letters[i])
 		if err != nil {
 			return fmt.Errorf("postgres: dead-letter messages of %s: %w", instanceID, err)
 		}
 		b.Queue(s.sql.insertDeadLetter, cols...)
-		if l.Message != nil {
-			ids = append(ids, l.Message.ID)
-		}
 	}
 	b.Queue(s.sql.ackMessages, instanceID, ids)
 	last := letters[len(letters)-1]
@@ -196,7 +206,7 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 			if msg != nil {
 				m, err := round.UnmarshalMessage(msg)
 				if err != nil {
-					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
+					return fmt.Errorf("postgres: redrive dead letter %s: %w: its message does not decode (%v); discard it", p.ID, round.ErrInvalidState, err)
 				}
 				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
 				added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: p.Now})

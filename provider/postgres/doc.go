@@ -1,8 +1,8 @@
 // Package postgres is Chronicle's PostgreSQL provider: a [round.TxStore]
 // and [round.Notifier] on a github.com/jackc/pgx/v5 connection pool. Every
-// round runs in one transaction; instances are locked with FOR UPDATE SKIP
-// LOCKED, idempotency rests on unique keys, and workers are woken with
-// LISTEN/NOTIFY.
+// round runs in one transaction; instances are locked with FOR NO KEY
+// UPDATE SKIP LOCKED, idempotency rests on unique keys, and workers are
+// woken with LISTEN/NOTIFY.
 //
 // # Set-up
 //
@@ -65,10 +65,11 @@
 //
 // [Store.RunRound] runs a round in one READ COMMITTED transaction on one
 // pooled connection. DequeueInstance locks the instance row of the oldest
-// visible message with FOR UPDATE SKIP LOCKED, then reads the instance's
-// visible messages in a statement of its own, whose snapshot follows the
-// lock; an instance whose messages were acked meanwhile is passed over, so
-// a worker never gets an empty result while another instance has work.
+// visible message with FOR NO KEY UPDATE SKIP LOCKED, then reads the
+// instance's visible messages in a statement of its own, whose snapshot
+// follows the lock; an instance whose messages were acked meanwhile is
+// passed over, so a worker never gets an empty result while another
+// instance has work.
 // AppendHistory inserts all events in one statement under a savepoint: a
 // conflict is [round.ErrConflict] and leaves the transaction usable, and an
 // append of events already stored with the same hashes is a no-op, which
@@ -77,6 +78,57 @@
 // place: no rows is [round.ErrNotFound], a unique violation
 // [round.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
+//
+// # Undecodable rows
+//
+// A row of the messages table whose envelope does not decode (written by
+// hand, or damaged) is dead-lettered by the round that dequeues its
+// instance, in that round's transaction: the dead letter has reason
+// [round.ReasonUndecodable], an error naming the message id and the
+// decoding error, and the stored bytes in [round.DeadLetter].Raw; the row
+// is deleted, the instance's incident set, and the round goes on with the
+// instance's other messages, or the next instance. Such a letter cannot
+// be redriven ([round.ErrInvalidState]), only discarded.
+//
+// # Lock order
+//
+// The instance row is the instance's lock, and every transaction that
+// writes an instance's rows takes it first: a round locks it when it
+// dequeues, then deletes or updates messages and activity tasks; an
+// abandon outside a round updates the instance row (its hold) before the
+// messages; dead-lettering an activity locks its task's instance row
+// before it moves the task, so it waits for a round cancelling the task
+// or a purge deleting it, and then finds the task gone.
+//
+// Rounds lock their instance row FOR NO KEY UPDATE. An enqueue (and an
+// activity's completion) first takes FOR KEY SHARE on the rows of the
+// instances it enqueues to, which never waits for a round. A purge locks
+// the row FOR UPDATE SKIP LOCKED: it refuses ([round.ErrInvalidState])
+// while a round holds the instance or an enqueue to it has not
+// committed, whose message it could not see, and enqueues that come
+// later wait for the purge to end and then create the instance row
+// afresh. No message outlives its instance row and reaches an instance
+// that reuses the id. Two writers taking the same rows in
+// opposite orders would deadlock, and PostgreSQL would abort one of them
+// (40P01).
+//
+// A round that fails records its failed delivery before it ends
+// ([round.Tx].AbandonMessages): it rolls back to a savepoint set right
+// after its dequeue, which keeps the instance row locked, sets the hold
+// and counts the delivery, and commits that alone. No other worker can
+// take the messages between the rollback and the hold.
+//
+// # Isolation level
+//
+// Every transaction the store begins is READ COMMITTED, whatever the
+// server's or the pool's default_transaction_isolation: rounds and
+// helpers begin theirs at that level, and writes outside a round (enqueue,
+// claim, complete, abandon) are sent as BEGIN ISOLATION LEVEL READ
+// COMMITTED, the statement and COMMIT in one pipeline, which costs no
+// extra round trip. Single reads run as implicit transactions, where the
+// level makes no difference. Under REPEATABLE READ a round would read
+// history from a snapshot older than its lock, and concurrent claims
+// would fail with serialization errors.
 //
 // # Wake-up hints
 //

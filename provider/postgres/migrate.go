@@ -88,7 +88,7 @@ func migrationLockKey(schema string) int64 {
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, err error) {
 	ident := pgx.Identifier{schema}.Sanitize()
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(schema)); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}

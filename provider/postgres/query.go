@@ -72,7 +72,10 @@ const (
 )
 
 // purgeLockSQL locks the row of an instance to purge, unless a round
-// holds it.
+// holds it (FOR NO KEY UPDATE) or an enqueue to the instance has not
+// committed (FOR KEY SHARE): a purge cannot see that enqueue's message,
+// which would outlive the instance. Enqueues that come later wait for the
+// purge to end.
 const purgeLockSQL = `
 SELECT record_seq IS NOT NULL, coalesce(status, '') FROM {{schema}}.instances WHERE instance_id = $1
 FOR UPDATE SKIP LOCKED`
@@ -261,7 +264,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 			if !hasRecord && !hasHistory {
 				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, round.ErrNotFound)
 			}
-			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended or is in a round", p.InstanceID, round.ErrInvalidState)
+			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended, is in a round or is being sent a message", p.InstanceID, round.ErrInvalidState)
 		}
 		if err != nil {
 			return failf(err, "purge %s", p.InstanceID)

@@ -40,6 +40,17 @@ WITH %s input AS (
 SELECT %s count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
 FROM inserted`
 
+// lockInstancesSQL takes a KEY SHARE lock on the rows of the instances
+// messages are about to be enqueued to. It waits only for a purge (FOR
+// UPDATE, then DELETE), never for a round (FOR NO KEY UPDATE), and a
+// purge skips an instance it holds until the enqueue commits: a purge
+// must not miss a message whose insert it cannot see yet, which would
+// outlive the instance row and reach an instance that reuses the id. The
+// enqueue runs in a statement of its own after it, whose snapshot sees a
+// purge the lock waited for.
+const lockInstancesSQL = `
+SELECT 1 FROM {{schema}}.instances WHERE instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
+
 // dequeueLockSQL locks the instance of the oldest visible message among
 // instances that are not held, not locked by another transaction (skipped,
 // never waited for) and not already taken by this one ($2).
@@ -52,7 +63,7 @@ WHERE m.visible_at <= $1
   AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
 ORDER BY m.visible_at, m.seq
 LIMIT 1
-FOR UPDATE OF i SKIP LOCKED`
+FOR NO KEY UPDATE OF i SKIP LOCKED`
 
 const dequeueLockByIDSQL = `
 SELECT i.instance_id, i.hold_until IS NOT NULL
@@ -60,14 +71,14 @@ FROM {{schema}}.instances i
 WHERE i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
   AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = $2 AND m.visible_at <= $1)
-FOR UPDATE SKIP LOCKED`
+FOR NO KEY UPDATE SKIP LOCKED`
 
 // dequeueFetchSQL reads the visible messages of a locked instance. It is a
 // statement of its own so that it sees every commit up to the lock: the
 // lock statement's snapshot may predate the ack of the round that held
 // the instance before.
 const dequeueFetchSQL = `
-SELECT envelope, attempts, last_error
+SELECT id, envelope, attempts, last_error
 FROM {{schema}}.messages
 WHERE instance_id = $1 AND visible_at <= $2
 ORDER BY seq
@@ -184,8 +195,11 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 	if err != nil {
 		return false, err
 	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockInstances, a.instances)
+	b.Queue(s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...)
 	var inserted, notified int64
-	if err := db.QueryRow(ctx, s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...).Scan(&inserted, &notified); err != nil {
+	if err := sendLocked(ctx, db, b, &inserted, &notified); err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
 	}
 	return inserted > 0, nil
@@ -195,7 +209,7 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 // messages, creates their instances' rows and notifies the orchestration
 // channel.
 func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
-	added, err := s.enqueueMessages(ctx, s.pool, p)
+	added, err := s.enqueueMessages(ctx, s.rc, p)
 	if added {
 		s.wake(round.QueueOrchestration)
 	}
@@ -243,15 +257,17 @@ func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) (
 	return msgs, failf(err, "list messages of %s", p.InstanceID)
 }
 
-// AbandonMessages implements round.Store: in one implicit transaction it
-// counts the failed delivery on the messages still queued and moves the
-// instance's hold to VisibleAt unless it is later already. It waits for a
-// round that holds the instance to end.
+// AbandonMessages implements round.Store: in one transaction it moves the
+// instance's hold to VisibleAt unless it is later already and counts the
+// failed delivery on the messages still queued. It waits for a round that
+// holds the instance to end. The instance row is locked first, as a round
+// locks it before it deletes messages: the other order deadlocks with a
+// round acking those messages.
 func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
-	return failf(s.pool.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
+	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+	return failf(s.rc.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
 }
 
 // NextVisibleAt implements round.Store. Instances locked by rounds of
@@ -291,4 +307,40 @@ func (s *Store) lockedInstances() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// sendLocked sends b, a locking statement followed by one whose single
+// row is scanned into dest, and closes it.
+func sendLocked(ctx context.Context, db dbtx, b *pgx.Batch, dest ...any) error {
+	br := db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// storedMessage is a row of the messages table as dequeueFetchSQL reads
+// it, before its envelope is decoded.
+type storedMessage struct {
+	id        string
+	envelope  []byte
+	attempts  int32
+	lastError string
+}
+
+func scanStoredMessages(rows pgx.Rows) ([]storedMessage, error) {
+	defer rows.Close()
+	var out []storedMessage
+	for rows.Next() {
+		var sm storedMessage
+		if err := rows.Scan(&sm.id, &sm.envelope, &sm.attempts, &sm.lastError); err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
+	}
+	return out, rows.Err()
 }

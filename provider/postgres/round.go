@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx ro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := s.pool.Begin(ctx)
+	ptx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return failf(err, "begin round")
 	}
@@ -77,8 +78,10 @@ type roundTx struct {
 
 	mu     sync.Mutex
 	closed bool
-	// locked are the instances this round dequeued, in order.
-	locked []string
+	// locked are the instances this round locked, in order; batches counts
+	// those it returned, the last of which a savepoint follows.
+	locked  []string
+	batches int
 	// enqueued records which queues got work, to wake them after commit.
 	enqueuedMessages, enqueuedTasks bool
 	wakeOnEnd                       bool
@@ -170,12 +173,13 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (
 				return failf(err, "dequeue: lock an instance")
 			}
 			t.lock(id)
-			msgs, err := t.fetch(ctx, id, p.Now, limit, held)
+			msgs, err := t.fetch(ctx, id, p, limit, held)
 			if err != nil {
 				return err
 			}
 			if len(msgs) > 0 {
 				batch = &round.Batch{InstanceID: id, Messages: msgs}
+				t.batches++
 				return nil
 			}
 			if p.InstanceID != "" {
@@ -195,25 +199,64 @@ func (t *roundTx) lock(id string) {
 	t.s.mu.Unlock()
 }
 
+// dequeuedSavepoint follows the lock of the instance a dequeue returned:
+// AbandonMessages rolls back to it, undoing the round's writes but not
+// the lock.
+const dequeuedSavepoint = "chronicle_dequeued"
+
 // fetch reads the visible messages of a locked instance, clearing a hold
-// that has passed.
-func (t *roundTx) fetch(ctx context.Context, id string, now time.Time, limit int, held bool) ([]round.Message, error) {
-	if !held {
-		msgs, err := t.s.listMessages(ctx, t.tx, t.s.sql.dequeueFetch, id, now, limit)
-		return msgs, failf(err, "dequeue messages of %s", id)
-	}
+// that has passed, and sets dequeuedSavepoint, in one round trip. Rows
+// whose envelope does not decode are dead-lettered, with their bytes,
+// rather than failing every round that meets them.
+func (t *roundTx) fetch(ctx context.Context, id string, p *round.DequeueParams, limit int, held bool) ([]round.Message, error) {
 	b := &pgx.Batch{}
-	b.Queue(t.s.sql.dequeueFetch, id, now, limit)
-	b.Queue(t.s.sql.clearHold, id, now)
+	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
+	if held {
+		b.Queue(t.s.sql.clearHold, id, p.Now)
+	}
+	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
 	rows, err := br.Query()
-	var msgs []round.Message
+	var stored []storedMessage
 	if err == nil {
-		msgs, err = scanMessages(rows)
+		stored, err = scanStoredMessages(rows)
 	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
+	if err != nil {
+		return nil, failf(err, "dequeue messages of %s", id)
+	}
+	msgs := make([]round.Message, 0, len(stored))
+	var (
+		letters []round.DeadLetter
+		bad     []string
+	)
+	for _, sm := range stored {
+		m, err := round.UnmarshalMessage(sm.envelope)
+		if err != nil {
+			letters = append(letters, round.DeadLetter{
+				ID: round.DeadLetterID(sm.id, time.Time{}), InstanceID: id, Raw: sm.envelope,
+				Reason: round.ReasonUndecodable, Error: fmt.Sprintf("message %s: %v", sm.id, err),
+				Node: p.Owner, At: p.Now, Attempts: int(sm.attempts) + 1, Status: round.DeadLetterDead,
+			})
+			bad = append(bad, sm.id)
+			continue
+		}
+		m.Attempts, m.LastError = int(sm.attempts), sm.lastError
+		msgs = append(msgs, m)
+	}
+	if len(letters) == 0 {
+		return msgs, nil
+	}
+	for _, l := range letters {
+		t.s.log.WarnContext(ctx, "undecodable message dead-lettered", slog.String("instance", id), slog.String("error", l.Error))
+	}
+	if err := t.s.deadLetterRows(ctx, t.tx, id, letters, bad); err != nil {
+		return nil, err
+	}
+	// The dead letters go before the savepoint: an abandon keeps them.
+	_, err = t.tx.Exec(ctx, "SAVEPOINT "+dequeuedSavepoint)
 	return msgs, failf(err, "dequeue messages of %s", id)
 }
 
@@ -294,5 +337,30 @@ func (t *roundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) e
 		}
 		_, err := t.tx.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
 		return failf(err, "ack messages of %s", p.InstanceID)
+	})
+}
+
+// AbandonMessages implements round.Tx: it rolls back to the savepoint that
+// follows the instance's dequeue, which keeps the instance's row lock, and
+// records the failed delivery with the instance row first, the lock order
+// of every writer.
+func (t *roundTx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return t.step(func() error {
+		if err := t.requireLock(p.InstanceID); err != nil {
+			return err
+		}
+		if t.batches != 1 || t.locked[len(t.locked)-1] != p.InstanceID {
+			return fmt.Errorf("postgres: abandon of %s in a round that dequeued %d instances", p.InstanceID, t.batches)
+		}
+		b := &pgx.Batch{}
+		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
+		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
+		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+			return failf(err, "abandon messages of %s", p.InstanceID)
+		}
+		// What the round enqueued is undone: nobody needs waking for it.
+		t.enqueuedMessages, t.enqueuedTasks = false, false
+		return nil
 	})
 }

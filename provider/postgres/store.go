@@ -22,6 +22,7 @@ import (
 // number of processes may share one schema.
 type Store struct {
 	pool     *pgxpool.Pool
+	rc       rcPool
 	ownsPool bool
 	schema   string
 	log      *slog.Logger
@@ -78,6 +79,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 		s.ownsPool = true
 	}
+	s.rc = rcPool{s.pool}
 	if err := s.start(ctx, opts.MigrateOnStart); err != nil {
 		s.Close()
 		return nil, err
@@ -171,6 +173,7 @@ type statements struct {
 	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
 	enqueueActivities, claimActivity, heartbeatActivity      string
 	taskEnvelope, retryActivity, deadLetterActivity          string
+	lockTaskInstance, lockInstances                          string
 	cancelActivities, listActivityTasks                      string
 	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
 	insertDeadLetter, setIncident, lockDeadLetter            string
@@ -206,6 +209,7 @@ func newStatements(schema string) *statements {
 		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
+		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),
 		cancelActivities: q(cancelActivitiesSQL), listActivityTasks: q(listActivityTasksSQL),
 		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
 		redriveTaskInsert: q(redriveTaskInsertSQL),
@@ -225,7 +229,7 @@ func newStatements(schema string) *statements {
 // inTx runs fn in a transaction of its own and commits when fn returns
 // nil; what names the operation in the commit's error.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return failf(err, "%s: begin", what)
 	}

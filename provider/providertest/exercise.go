@@ -41,6 +41,7 @@ func Exercise(t *testing.T, factory Factory) {
 	switch probe.store.Mode() {
 	case round.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
+		t.Run("AbandonInRound", func(t *testing.T) { t.Parallel(); testAbandonInRound(t, factory) })
 	case round.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}

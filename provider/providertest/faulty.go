@@ -319,6 +319,11 @@ func (w faultyRoundTx) AckMessages(ctx context.Context, p *round.AckMessagesPara
 	return w.f.do(ctx, "AckMessages", func() error { return w.tx.AckMessages(ctx, p) })
 }
 
+// AbandonMessages injects faults around the wrapped call.
+func (w faultyRoundTx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+	return w.f.do(ctx, "AbandonMessages", func() error { return w.tx.AbandonMessages(ctx, p) })
+}
+
 type faultyLease struct {
 	faultyStore
 	faultySteps

@@ -1,0 +1,192 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Every transaction of the store runs at READ COMMITTED, whatever the
+// server's or the connection's default_transaction_isolation: the
+// statements rely on it (a statement that waited for a row lock sees the
+// row's newest version; ON CONFLICT and FOR UPDATE SKIP LOCKED never fail
+// with a serialization error; a round reads the history its lock protects,
+// not an older snapshot). Explicit transactions begin with readCommitted;
+// writes outside them go through rcPool.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// beginReadCommitted opens the transaction rcPool wraps around a write.
+const beginReadCommitted = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+// rcPool is a dbtx on the pool whose every call is one READ COMMITTED
+// transaction: BEGIN, the statements and COMMIT are sent in one pipeline,
+// so it costs no round trip more than an implicit transaction would. Only
+// single reads, for which the isolation level makes no difference, use the
+// pool directly.
+type rcPool struct{ pool *pgxpool.Pool }
+
+var _ dbtx = rcPool{}
+
+// SendBatch implements dbtx: b runs in one READ COMMITTED transaction,
+// which commits when the results are closed.
+func (p rcPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return &rcBatchResults{err: err}
+	}
+	full := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
+	full.Queue(beginReadCommitted)
+	full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
+	full.Queue("COMMIT")
+	return &rcBatchResults{ctx: ctx, conn: conn, br: conn.SendBatch(ctx, full)}
+}
+
+// Exec implements dbtx.
+func (p rcPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := p.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return tag, err
+}
+
+// QueryRow implements dbtx; the statement runs when the row is scanned.
+func (p rcPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return rcRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// Query implements dbtx; the transaction commits when the rows are closed.
+func (p rcPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := p.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &rcRows{Rows: rows, br: br}, nil
+}
+
+type rcRow struct {
+	p    rcPool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+// Scan runs the statement and scans its first row.
+func (r rcRow) Scan(dest ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(r.sql, r.args...)
+	br := r.p.SendBatch(r.ctx, b)
+	err := br.QueryRow().Scan(dest...)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// rcBatchResults are the results of the statements between BEGIN and
+// COMMIT; Close reads the rest, ends the transaction and releases the
+// connection, rolling back what a failed statement left open.
+type rcBatchResults struct {
+	ctx    context.Context
+	conn   *pgxpool.Conn
+	br     pgx.BatchResults
+	begun  bool
+	closed bool
+	err    error
+}
+
+// begin reads the result of BEGIN before the first statement's.
+func (r *rcBatchResults) begin() error {
+	if r.err == nil && !r.begun {
+		r.begun = true
+		_, r.err = r.br.Exec()
+	}
+	return r.err
+}
+
+func (r *rcBatchResults) Exec() (pgconn.CommandTag, error) {
+	if err := r.begin(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return r.br.Exec()
+}
+
+func (r *rcBatchResults) Query() (pgx.Rows, error) {
+	if err := r.begin(); err != nil {
+		return nil, err
+	}
+	return r.br.Query()
+}
+
+func (r *rcBatchResults) QueryRow() pgx.Row {
+	if err := r.begin(); err != nil {
+		return errRow{err}
+	}
+	return r.br.QueryRow()
+}
+
+func (r *rcBatchResults) Close() error {
+	if r.closed || r.conn == nil {
+		return r.err
+	}
+	r.closed = true
+	err := r.br.Close()
+	if r.err != nil {
+		err = r.err
+	}
+	if pc := r.conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+		// A statement failed: the server skipped the COMMIT.
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), rollbackTimeout)
+		_, _ = r.conn.Exec(rbCtx, "ROLLBACK")
+		cancel()
+	}
+	r.conn.Release()
+	return err
+}
+
+// Tx implements pgx.BatchResults: the transaction is not the caller's.
+func (r *rcBatchResults) Tx() pgx.Tx { return nil }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// rcRows ends the transaction of rcPool.Query when closed.
+type rcRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+	end bool
+}
+
+func (r *rcRows) Close() {
+	r.Rows.Close()
+	if !r.end {
+		r.end = true
+		r.err = r.br.Close()
+	}
+}
+
+func (r *rcRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *rcRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}

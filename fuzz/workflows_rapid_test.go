@@ -395,21 +395,21 @@ func (m *wfMachine) run(t *rapid.T) {
 	m.finish(t)
 }
 
-// wfKnownNewInstanceWait keeps shared child ids off PostgreSQL until a
-// known bug is fixed: a round that enqueues the start of a child that does
-// not exist yet waits for any other open transaction that starts the same
-// child (both insert its instances row), so a round paused by the machine
-// blocks the other node (see meanwhile).
-// TestRegressionPostgresEnqueueWaitsForNewInstance reproduces it; set this
-// to false with the fix.
+// wfKnownNewInstanceWait keeps shared child ids off PostgreSQL: a round
+// that enqueues the start of a child that does not exist yet waits for any
+// other open transaction that creates the same child's instance row
+// (PostgreSQL's unique check; documented in docs/providers.md), so a round
+// paused by the machine would block the other node (see meanwhile). The
+// memory machines cover shared child ids;
+// TestRegressionPostgresEnqueueToANewInstance covers the wait.
 const wfKnownNewInstanceWait = true
 
 // shares reports whether programs may name shared child ids on this
-// backend while the known bug above is open.
+// backend (see wfKnownNewInstanceWait).
 func (b *wfBackend) shares() bool { return !wfKnownNewInstanceWait || b.waiting == nil }
 
 // sharing returns steps, with the explicit ids of their child steps
-// dropped while a known bug keeps them off the backend (see shares).
+// dropped on a backend that keeps them off (see shares).
 func (m *wfMachine) sharing(steps []wfStep) []wfStep {
 	if m.backend.shares() {
 		return steps

@@ -141,7 +141,14 @@ func wfPostgres(t *testing.T) *wfBackend {
 		},
 		waiting: func(ctx context.Context) bool {
 			var n int
-			err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", appName).Scan(&n)
+			// Only a wait for a transaction that sits idle (the paused
+			// round's) counts: sessions also wait briefly at commit for
+			// the database-wide lock of transactions that sent NOTIFY,
+			// which tests running alongside take too.
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w
+				WHERE w.application_name = $1 AND w.wait_event_type = 'Lock'
+				AND EXISTS (SELECT 1 FROM pg_stat_activity b
+					WHERE b.pid = ANY (pg_blocking_pids(w.pid)) AND b.state = 'idle in transaction')`, appName).Scan(&n)
 			return err == nil && n > 0
 		},
 	}

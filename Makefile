@@ -3,7 +3,8 @@
 GO          ?= go
 GOBIN       ?= $(shell $(GO) env GOPATH)/bin
 STATICCHECK ?= $(GOBIN)/staticcheck
-STATICCHECK_VERSION ?= 2026.2.2
+# v0.8.2 is staticcheck 2026.2.2; the module proxy serves it by its module version
+STATICCHECK_VERSION ?= v0.8.2
 # rapid checks per property test in `make ci` (the default is 100)
 RAPID_CHECKS ?= 1000
 FUZZTIME    ?= 30s

@@ -48,14 +48,25 @@ func TestRapidWorkflowsPeekLock(t *testing.T) { testRapidWorkflows(t, wfMemory(r
 func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	printSeed(t)
 	before := wfExecutorGoroutines()
-	var total wfStats
+	var (
+		total  wfStats
+		checks int
+	)
 	rapid.Check(t, func(rt *rapid.T) {
+		checks++
 		m := newWfMachine(rt, backend)
 		defer m.close()
 		m.run(rt)
 		total.add(&m.stats)
 	})
 	t.Logf("over all checks on %s: %s", backend.name, total.String())
+	require.Empty(t, wfLeaks(before, 5*time.Second), "workflow goroutines left running")
+	if checks < wfCoverageChecks {
+		// Rare actions need more checks than a short run (the race
+		// detector's) makes to show up surely.
+		t.Logf("%d checks: too few to require that every kind of action happened", checks)
+		return
+	}
 	// The checks must have exercised what they claim to.
 	require.Positive(t, total.crashes, "no crash injected")
 	require.Positive(t, total.faults, "no fault injected")
@@ -83,8 +94,11 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 		require.Positive(t, total.leaseLost, "no paused round lost its lease")
 		require.Positive(t, total.leaseRenewed, "no paused round renewed its lease")
 	}
-	require.Empty(t, wfLeaks(before, 5*time.Second), "workflow goroutines left running")
 }
+
+// wfCoverageChecks is how many checks a run needs before it must have
+// exercised every kind of action it counts.
+const wfCoverageChecks = 100
 
 // wfStats count what the machine exercised.
 type wfStats struct {

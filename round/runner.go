@@ -485,7 +485,11 @@ func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) D
 }
 
 // roundOps are the steps of a round plus its mode's way to dead-letter,
-// pin and ack.
+// pin and ack, and whether a cold round repairs open work. The round's
+// steps (steps.go) are the same in both modes; what differs between the
+// modes is here: txOps writes in the round's transaction, leaseOps writes
+// record by record and fences its queue writes with the round's lease (the
+// append is fenced by its seq).
 type roundOps interface {
 	Steps
 	deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error
@@ -494,11 +498,18 @@ type roundOps interface {
 	// ack does not commit with their append.
 	pin(ctx context.Context, pins map[string]string) error
 	ack(ctx context.Context, instanceID string, ids []string) error
+	// repairsOpenWork reports whether a cold round enqueues again the work
+	// its history still owes: only peek-lock rounds, which may have
+	// crashed between their append and their enqueue; a transactional
+	// round commits both or neither.
+	repairsOpenWork() bool
 }
 
 type txOps struct{ Tx }
 
 func (txOps) pin(context.Context, map[string]string) error { return nil }
+
+func (txOps) repairsOpenWork() bool { return false }
 
 func (o txOps) deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error {
 	return o.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: letters})
@@ -523,6 +534,8 @@ func (o leaseOps) deadLetter(ctx context.Context, _ string, letters []DeadLetter
 func (o leaseOps) ack(ctx context.Context, _ string, ids []string) error {
 	return o.AckLease(ctx, &AckLeaseParams{Lease: o.lease, MessageIDs: ids})
 }
+
+func (leaseOps) repairsOpenWork() bool { return true }
 
 func (o leaseOps) pin(ctx context.Context, pins map[string]string) error {
 	if len(pins) == 0 {
@@ -550,238 +563,6 @@ func (o leaseOps) EnqueueActivities(ctx context.Context, p *EnqueueActivitiesPar
 	q := *p
 	q.Lease = o.lease
 	return o.LeaseStore.EnqueueActivities(ctx, &q)
-}
-
-// process runs steps 2–8 of a round on one instance. The instance's cache
-// entry is the caller's when process succeeds, and closed when it fails.
-func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
-	rep := &Report{InstanceID: id}
-	l, err := r.load(ctx, ops, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	entry := l.entry
-	defer func() {
-		if err != nil {
-			entry.close()
-		}
-	}()
-	rep.Cold = l.cold
-	if err := r.opts.Hooks.crash(ctx, AfterLoad, id); err != nil {
-		return nil, nil, err
-	}
-	// since returns the history from seq from through the round's events
-	// so far, loading the stored part the round has not read yet.
-	stored, storedFrom, baseSeq := l.events, l.from, entry.snap.LastSeq
-	var appended []history.Event
-	since := func(from int64) ([]history.Event, error) {
-		from = max(from, 1)
-		if from > baseSeq {
-			return appended[from-baseSeq-1:], nil
-		}
-		if stored == nil || storedFrom > from {
-			loaded, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: from})
-			if err != nil {
-				return nil, loadErr(id, err)
-			}
-			// In a transaction the load may see the round's own append.
-			if n := baseSeq - from + 1; int64(len(loaded)) < n || loaded[0].Seq != from {
-				return nil, fmt.Errorf("load history of %s: %w: %d events from seq %d, snapshot at seq %d", id, ErrConflict, len(loaded), from, baseSeq)
-			} else {
-				loaded = loaded[:n]
-			}
-			stored, storedFrom = loaded, from
-		}
-		old := stored[from-storedFrom : baseSeq-storedFrom+1]
-		return append(old[:len(old):len(old)], appended...), nil
-	}
-
-	snap, work := entry.snap, &Work{}
-	// A peek-lock round may have crashed between its append and its
-	// enqueue. What an execution that had already ended still owed (its
-	// parent's notice, the cancellation of its activities) is derived
-	// before this round's messages can start the next execution.
-	var ended *Work
-	if rep.Cold && r.lease != nil && snap.Ended {
-		ended = &Work{Cancels: []CancelActivitiesParams{{InstanceID: id, ExecutionID: snap.ExecutionID}}}
-		ended.parentPending = snap.Parent != nil && snap.Status.Terminal()
-		if err := ended.finish(snap); err != nil {
-			return nil, nil, err
-		}
-	}
-	var letters []DeadLetter
-	var acks []string
-	pins := map[string]string{}
-	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			letters = append(letters, r.letter(&m, ReasonUndecodable, err.Error(), now))
-			continue
-		}
-		if m.Attempts >= r.opts.MaxDeliveries {
-			l := r.letter(&m, lastReason(m.LastError), fmt.Sprintf("%d failed deliveries; last error: %s", m.Attempts, m.LastError), now)
-			l.Attempts = m.Attempts // this delivery did not try again
-			letters = append(letters, l)
-			continue
-		}
-		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
-			pins[m.ID] = snap.ExecutionID
-		}
-		normalize(&m, snap)
-		verdict, reason, why := snap.Classify(&m)
-		switch verdict {
-		case Duplicate:
-			rep.Duplicates++
-			acks = append(acks, m.ID)
-		case Stale:
-			rep.Stale++
-			acks = append(acks, m.ID)
-			r.log.DebugContext(ctx, "stale message acked", slog.String("instance", id), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
-		case Reject:
-			if reason == ReasonAlreadyRunning {
-				// A child's start whose id is taken: tell its parent.
-				n, ok, err := snap.RefusedChildStart(&m)
-				if err != nil {
-					return nil, nil, err
-				}
-				if ok {
-					work.Messages = append(work.Messages, n)
-					acks = append(acks, m.ID)
-					rep.Refused++
-					r.log.InfoContext(ctx, "child start refused", slog.String("instance", id), slog.String("message", m.ID), slog.String("why", why))
-					continue
-				}
-			}
-			letters = append(letters, r.letter(&m, reason, why, now))
-		case Accept:
-			e := r.messageEvent(snap, &m, now)
-			if err := snap.Apply(&e, work); err != nil {
-				return nil, nil, fmt.Errorf("apply message %s: %w", m.ID, err)
-			}
-			appended = append(appended, e)
-			acks = append(acks, m.ID)
-			rep.Processed++
-		}
-	}
-
-	if len(appended) > 0 {
-		in := &TurnInput{InstanceID: id, Snapshot: snap, NewEvents: appended, Now: now, Node: r.opts.Node, Cached: entry.turnState}
-		if in.Cached == nil {
-			if in.History, err = since(snap.ExecutionStartSeq); err != nil {
-				return nil, nil, err
-			}
-		}
-		out, err := r.turn(ctx, in)
-		if err != nil {
-			return nil, nil, err
-		}
-		entry.turnState = out.Cached
-		for i := range out.Events {
-			e := out.Events[i]
-			if e.Seq != snap.LastSeq+1 {
-				return nil, nil, fmt.Errorf("turn of %s produced seq %d, want %d", id, e.Seq, snap.LastSeq+1)
-			}
-			e.InstanceID, e.At = id, now
-			if e.ExecutionID == "" {
-				e.ExecutionID = snap.ExecutionID
-			}
-			if e.Actor == "" {
-				e.Actor = history.WorkerActor(r.opts.Node)
-			}
-			r.seal(snap, &e)
-			if err := snap.Apply(&e, work); err != nil {
-				return nil, nil, fmt.Errorf("turn of %s produced an invalid event: %w", id, err)
-			}
-			appended = append(appended, e)
-		}
-	}
-	if err := work.finish(snap); err != nil {
-		return nil, nil, err
-	}
-	if rep.Cold && r.lease != nil {
-		// A peek-lock round may have crashed between append and enqueue:
-		// derive what every open schedule needs and enqueue it again.
-		current, err := since(snap.ExecutionStartSeq)
-		if err != nil {
-			return nil, nil, err
-		}
-		open, err := snap.OpenWork(current)
-		if err != nil {
-			return nil, nil, err
-		}
-		work.merge(open)
-		if ended != nil {
-			work.merge(ended)
-		}
-	}
-
-	if err := ops.pin(ctx, pins); err != nil {
-		return nil, nil, fmt.Errorf("pin messages of %s: %w", id, err)
-	}
-	// Dead letters go first: they are not part of what the round appends,
-	// and a round that keeps failing later (a peek-lock round repairing
-	// projections that a broken fold cannot write, say) must still move
-	// them out of the queue.
-	if len(letters) > 0 {
-		if err := ops.deadLetter(ctx, id, letters); err != nil {
-			return nil, nil, fmt.Errorf("dead-letter messages of %s: %w", id, err)
-		}
-		rep.DeadLettered = len(letters)
-		for _, l := range letters {
-			r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
-		}
-	}
-	if len(appended) > 0 {
-		if err := ops.AppendHistory(ctx, &AppendHistoryParams{InstanceID: id, Events: appended}); err != nil {
-			return nil, nil, fmt.Errorf("append history of %s: %w", id, err)
-		}
-		rep.Appended = len(appended)
-	}
-	if err := r.opts.Hooks.crash(ctx, AfterAppend, id); err != nil {
-		return nil, nil, err
-	}
-
-	if len(appended) > 0 || rep.Cold && l.projectedSeq < snap.LastSeq {
-		p, err := r.projections(ctx, entry, appended, since)
-		if err != nil {
-			return nil, nil, err
-		}
-		if p != nil {
-			if err := ops.SaveProjections(ctx, p); err != nil {
-				return nil, nil, fmt.Errorf("save projections of %s: %w", id, err)
-			}
-		}
-	}
-	if err := r.opts.Hooks.crash(ctx, AfterProject, id); err != nil {
-		return nil, nil, err
-	}
-
-	if len(work.Messages) > 0 {
-		if err := ops.EnqueueMessages(ctx, &EnqueueMessagesParams{Messages: work.Messages, Now: now}); err != nil {
-			return nil, nil, fmt.Errorf("enqueue messages of %s: %w", id, err)
-		}
-	}
-	if len(work.Activities) > 0 {
-		if err := ops.EnqueueActivities(ctx, &EnqueueActivitiesParams{Tasks: work.Activities, Now: now}); err != nil {
-			return nil, nil, fmt.Errorf("enqueue activities of %s: %w", id, err)
-		}
-	}
-	for i := range work.Cancels {
-		if err := ops.CancelActivities(ctx, &work.Cancels[i]); err != nil {
-			return nil, nil, fmt.Errorf("cancel activities of %s: %w", id, err)
-		}
-	}
-	if err := r.opts.Hooks.crash(ctx, AfterEnqueue, id); err != nil {
-		return nil, nil, err
-	}
-
-	if err := r.opts.Hooks.crash(ctx, BeforeAck, id); err != nil {
-		return nil, nil, err
-	}
-	if err := ops.ack(ctx, id, acks); err != nil {
-		return nil, nil, fmt.Errorf("ack messages of %s: %w", id, err)
-	}
-	return entry, rep, nil
 }
 
 // turn calls the turn function, turning a panic into an error.

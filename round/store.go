@@ -473,6 +473,7 @@ type CancelActivitiesParams struct {
 type DequeueParams struct {
 	Now   time.Time
 	Owner string
+	// Limit bounds the messages returned; zero means 100.
 	Limit int
 	// InstanceID, when set, dequeues only that instance.
 	InstanceID string
@@ -511,7 +512,8 @@ type LeaseParams struct {
 	Now         time.Time
 	LockedUntil time.Time
 	Owner       string
-	Limit       int
+	// Limit bounds the messages returned; zero means 100.
+	Limit int
 	// InstanceID, when set, leases only that instance.
 	InstanceID string
 }

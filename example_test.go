@@ -82,7 +82,7 @@ func Example() {
 // A human task: the workflow opens it and waits; a user holding one of its
 // roles claims and completes it through the client API. RunOnce drives the
 // engine step by step, as tests do.
-func ExampleEngine_Complete() {
+func ExampleEngine_CompleteTask() {
 	ctx := context.Background()
 	engine, _ := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
 	defer engine.Close()
@@ -100,10 +100,10 @@ func ExampleEngine_Complete() {
 	ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
 	inbox, _ := engine.ListTasks(ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true})
 	fmt.Println("inbox:", inbox[0].TaskID)
-	fmt.Println("eve may not:", engine.Claim(ctx, "review-C-17", chronicle.User{ID: "eve"}))
-	_ = engine.Claim(ctx, "review-C-17", ana)
+	fmt.Println("eve may not:", engine.ClaimTask(ctx, "review-C-17", chronicle.User{ID: "eve"}))
+	_ = engine.ClaimTask(ctx, "review-C-17", ana)
 	drain()
-	_ = engine.Complete(ctx, "review-C-17", "approved", ana)
+	_ = engine.CompleteTask(ctx, "review-C-17", "approved", ana)
 	drain()
 
 	inst, _ := engine.Describe(ctx, "claim-17")

@@ -55,9 +55,9 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 			register(t, rb.engine, "review", reviewWorkflow)
 			rb.start(t, "review", "claim-7", claimReview{Claim: "C-7", Amount: 800})
 			rb.drain(t)
-			require.NoError(t, rb.engine.Claim(rb.ctx, "review-C-7", chronicle.User{ID: "ana", Roles: []string{"adjuster"}}))
+			require.NoError(t, rb.engine.ClaimTask(rb.ctx, "review-C-7", chronicle.User{ID: "ana", Roles: []string{"adjuster"}}))
 			rb.drain(t)
-			require.NoError(t, rb.engine.Complete(rb.ctx, "review-C-7", "approve", chronicle.User{ID: "ana"}))
+			require.NoError(t, rb.engine.CompleteTask(rb.ctx, "review-C-7", "approve", chronicle.User{ID: "ana"}))
 			rb.drain(t)
 			return rb.history(t, "claim-7")
 		},

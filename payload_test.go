@@ -99,6 +99,6 @@ func TestPayloadLimitOnEveryPath(t *testing.T) {
 		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", big), chronicle.ErrPayloadTooLarge)
 		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", raw), chronicle.ErrPayloadTooLarge)
 		ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
-		require.ErrorIs(t, b.engine.Complete(b.ctx, "review-C-1", big, ana), chronicle.ErrPayloadTooLarge)
+		require.ErrorIs(t, b.engine.CompleteTask(b.ctx, "review-C-1", big, ana), chronicle.ErrPayloadTooLarge)
 	})
 }

@@ -217,31 +217,31 @@ func (c *cli) taskAction(cmd *command, args []string, verb string, needTo, withR
 
 func runTaskClaim(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "claimed", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
-		return e.Claim(c.ctx, id, u)
+		return e.ClaimTask(c.ctx, id, u)
 	})
 }
 
 func runTaskAssign(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "assigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
-		return e.Assign(c.ctx, id, to, u)
+		return e.AssignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskReassign(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "reassigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
-		return e.Reassign(c.ctx, id, to, u)
+		return e.ReassignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskRelease(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "released", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
-		return e.Release(c.ctx, id, u)
+		return e.ReleaseTask(c.ctx, id, u)
 	})
 }
 
 func runTaskComplete(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "completed", false, true, func(e *chronicle.Engine, id string, u chronicle.User, _ string, result any) error {
-		return e.Complete(c.ctx, id, result, u)
+		return e.CompleteTask(c.ctx, id, result, u)
 	})
 }
 
@@ -293,7 +293,7 @@ func (c *cli) reportTask(taskID, verb, user string) error {
 	return nil
 }
 
-// parseResult parses a --result value as JSON for Engine.Complete: whole
+// parseResult parses a --result value as JSON for Engine.CompleteTask: whole
 // numbers become integers so that they decode into int fields.
 func parseResult(s string) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(s))

@@ -189,7 +189,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		// of its roles and it is unassigned.
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour))
-			err := e.Complete(ctx, ReviewTaskID("CLM-1001"), Review{Approved: true, Amount: 1150, Note: "estimate confirmed by photos"},
+			err := e.CompleteTask(ctx, ReviewTaskID("CLM-1001"), Review{Approved: true, Amount: 1150, Note: "estimate confirmed by photos"},
 				chronicle.User{ID: "alice", Roles: []string{"adjuster"}})
 			if err != nil {
 				return err
@@ -198,7 +198,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		},
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour + 15*time.Minute))
-			if err := e.Claim(ctx, ReviewTaskID("CLM-1003"), chronicle.User{ID: "bob", Roles: []string{"adjuster"}}); err != nil {
+			if err := e.ClaimTask(ctx, ReviewTaskID("CLM-1003"), chronicle.User{ID: "bob", Roles: []string{"adjuster"}}); err != nil {
 				return err
 			}
 			return d.Drain(ctx)

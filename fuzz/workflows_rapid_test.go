@@ -943,7 +943,7 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 	if err != nil || len(msgs) > 0 {
 		t.Fatalf("%s: %d messages after the purge (%v)", id, len(msgs), err)
 	}
-	tasks, err := m.store.ListActivityTasks(m.ctx, &round.ListActivityTasksParams{InstanceID: id})
+	tasks, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
 	if err != nil || len(tasks) > 0 {
 		t.Fatalf("%s: %d activity tasks after the purge (%v)", id, len(tasks), err)
 	}
@@ -1180,7 +1180,7 @@ func (m *wfMachine) queued(t *rapid.T) ([]round.Message, []round.QueuedActivity)
 		if err != nil {
 			t.Fatalf("%s: list messages: %v", id, err)
 		}
-		ts, err := m.store.ListActivityTasks(m.ctx, &round.ListActivityTasksParams{InstanceID: id})
+		ts, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
 		if err != nil {
 			t.Fatalf("%s: list activity tasks: %v", id, err)
 		}

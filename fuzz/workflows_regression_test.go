@@ -310,7 +310,7 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 	b.clock.Advance(leaseDuration + time.Second)
 	b.round(t, b.n2)
 	require.Equal(t, round.StatusTerminated, b.snapshot(t, "claim").Status)
-	require.Empty(t, b.store.QueuedTasks(), "the terminated execution has no activity task")
+	require.Empty(t, b.store.QueuedActivities(), "the terminated execution has no activity task")
 
 	close(pz.resumed)
 	select {
@@ -319,7 +319,7 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("zombie round did not end")
 	}
-	require.Empty(t, b.store.QueuedTasks(), "the zombie must not queue a task of the terminated execution")
+	require.Empty(t, b.store.QueuedActivities(), "the zombie must not queue a task of the terminated execution")
 }
 
 // TestRegressionPeekLockPurgeOfRestartedInstance: in peek-lock mode a

@@ -91,9 +91,9 @@ type Store interface {
 	// is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
-	// ListActivityTasks returns the queued and claimed activity tasks of an
+	// ListQueuedActivities returns the queued and claimed activity tasks of an
 	// instance in enqueue order, with their claims.
-	ListActivityTasks(ctx context.Context, p *ListActivityTasksParams) ([]QueuedActivity, error)
+	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
 
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
@@ -358,8 +358,8 @@ type EnqueueMessagesParams struct {
 	Lease *Lease
 }
 
-// ListActivityTasksParams are the params of ListActivityTasks.
-type ListActivityTasksParams struct {
+// ListQueuedActivitiesParams are the params of ListQueuedActivities.
+type ListQueuedActivitiesParams struct {
 	InstanceID string
 }
 

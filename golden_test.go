@@ -80,12 +80,12 @@ func TestGoldenHistoryAfterIncompatibleChange(t *testing.T) {
 	b := setup(t)
 	activity(t, b.engine, "score", func(_ context.Context, amount int) (int, error) { return amount / 100, nil })
 	register(t, b.engine, "loan", func(ctx *chronicle.Context, amount int) (string, error) {
-		score, err := chronicle.CallActivity[int](ctx, "score", amount)
+		score, err := chronicle.CallActivity[int](ctx, "score", amount, nil)
 		if err != nil {
 			return "", err
 		}
 		// The change: documents are no longer awaited; a fraud check runs.
-		if _, err := chronicle.CallActivity[int](ctx, "fraud-check", score); err != nil {
+		if _, err := chronicle.CallActivity[int](ctx, "fraud-check", score, nil); err != nil {
 			return "", err
 		}
 		return "", ctx.Sleep(time.Hour)

@@ -20,7 +20,7 @@ type claimReview struct {
 
 // reviewWorkflow opens a review task and returns its decision.
 func reviewWorkflow(ctx *chronicle.Context, c claimReview) (string, error) {
-	task := ctx.CreateTask("review-claim", c, chronicle.TaskOptions{TaskID: "review-" + c.Claim, Roles: []string{"adjuster", "supervisor"}})
+	task := ctx.CreateTask("review-claim", c, &chronicle.TaskOptions{TaskID: "review-" + c.Claim, Roles: []string{"adjuster", "supervisor"}})
 	decision, err := chronicle.WaitTask[string](ctx, task)
 	if err != nil {
 		return "", err
@@ -158,7 +158,7 @@ func TestHumanTasks(t *testing.T) {
 	t.Run("EndOfExecutionCancelsOpenTasks", func(t *testing.T) {
 		t.Parallel()
 		b := setupTask(t)
-		require.NoError(t, b.engine.Terminate(b.ctx, "claim-1", "claim withdrawn"))
+		require.NoError(t, b.engine.Terminate(b.ctx, "claim-1", "claim withdrawn", nil))
 		b.drain(t)
 		info := get(t, b)
 		require.Equal(t, chronicle.TaskCancelled, info.Status)
@@ -173,8 +173,8 @@ func TestHumanTasks(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		register(t, b.engine, "escalate", func(ctx *chronicle.Context, _ string) (string, error) {
-			tk := ctx.CreateTask("first-line", nil, chronicle.TaskOptions{TaskID: "first", Roles: []string{"adjuster"}})
-			if i := ctx.WhenAny(ctx.WaitTask(tk), ctx.Timer(48*time.Hour)); i == 1 {
+			tk := ctx.CreateTask("first-line", nil, &chronicle.TaskOptions{TaskID: "first", Roles: []string{"adjuster"}})
+			if i := ctx.WhenAny(ctx.WaitTask(tk), ctx.Timer(48*time.Hour, nil)); i == 1 {
 				ctx.CancelTask(tk, "escalated after 48h")
 				err := ctx.WaitTask(tk).Get(nil)
 				return "escalated", errors.Join(err, nil)

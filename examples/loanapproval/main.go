@@ -137,7 +137,7 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	for _, app := range applications {
 		// The instance id is the business reference: starting the same
 		// application twice is refused (chronicle.ErrInstanceExists).
-		if _, err := engine.Start(ctx, loanApprovalWorkflow, app, chronicle.StartOptions{
+		if _, err := engine.Start(ctx, loanApprovalWorkflow, app, &chronicle.StartOptions{
 			InstanceID: app.ID, BusinessKey: app.ID, Version: "1", Actor: "clerk.ines",
 		}); err != nil {
 			return nil, err

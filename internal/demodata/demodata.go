@@ -150,7 +150,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		o := clerk
 		o.InstanceID, o.BusinessKey, o.BusinessParts = id, id, parts
 		d.Clock.Set(Start.Add(offset))
-		if _, err := e.Start(ctx, workflow, input, o); err != nil {
+		if _, err := e.Start(ctx, workflow, input, &o); err != nil {
 			return err
 		}
 		return d.Drain(ctx)
@@ -205,7 +205,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		},
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour + 30*time.Minute))
-			if err := e.Terminate(ctx, "CLM-1004", "duplicate of CLM-1002", "ops"); err != nil {
+			if err := e.Terminate(ctx, "CLM-1004", "duplicate of CLM-1002", &chronicle.ControlOptions{Actor: "ops"}); err != nil {
 				return err
 			}
 			return d.Drain(ctx)

@@ -52,8 +52,10 @@ func New(store round.Store, opts Options) (*Engine, error) {
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
 	})
-	e.projector = projector.New()
 	var err error
+	if e.projector, err = projector.New(); err != nil {
+		return nil, err
+	}
 	e.runner, err = round.NewRunner(store, round.RunnerOptions{
 		Node: opts.NodeID, Turn: e.replayer.Turn, Project: e.projector.Project, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
 		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger,

@@ -46,9 +46,36 @@ type hooks struct {
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, hooks: h}
+	out := &stickyWriter{w: stdout}
+	c := &cli{ctx: ctx, stdout: out, stderr: stderr, hooks: h}
 	defer c.close()
-	return c.exit(c.main(args))
+	code := c.exit(c.main(args))
+	if out.err != nil && code == exitOK {
+		// The output is incomplete: say so and fail, so that a script
+		// piping it does not take it for the whole answer.
+		return c.exit(fmt.Errorf("write output: %w", out.err))
+	}
+	return code
+}
+
+// stickyWriter keeps the first error of its writer and drops every write
+// after it, so that the many small writes of a command need no check each
+// and the run still fails when its output did not get through. Writes to
+// stderr are not checked: when stderr fails there is nowhere left to say
+// so, and the exit code still tells.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+// Write implements io.Writer.
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
 
 // cli is one run of the tool.

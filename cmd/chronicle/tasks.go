@@ -305,25 +305,38 @@ func parseResult(s string) (any, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("invalid value for flag --result: more than one JSON value")
 	}
-	return numbers(v), nil
+	return numbers(v)
 }
 
-func numbers(v any) any {
+// numbers replaces the json.Numbers in v by int64 for whole numbers and
+// float64 for the others; a number that fits neither is an error.
+func numbers(v any) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
-			return i
+			return i, nil
 		}
-		f, _ := v.Float64()
-		return f
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("invalid value for flag --result: number %s is out of range", v)
+		}
+		return f, nil
 	case []any:
 		for i := range v {
-			v[i] = numbers(v[i])
+			n, err := numbers(v[i])
+			if err != nil {
+				return nil, err
+			}
+			v[i] = n
 		}
 	case map[string]any:
 		for k := range v {
-			v[k] = numbers(v[k])
+			n, err := numbers(v[k])
+			if err != nil {
+				return nil, err
+			}
+			v[k] = n
 		}
 	}
-	return v
+	return v, nil
 }

@@ -98,7 +98,7 @@ func (o *observer) Activity(chronicle.ActivityStats) { o.activities.Add(1) }
 
 // Run runs one workload on store, which must be empty of instances with the
 // ids it uses ("bench-…").
-func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
+func Run(ctx context.Context, store round.Store, c Config) (_ *Result, err error) {
 	if c.Instances <= 0 {
 		c.Instances = 100
 	}
@@ -123,7 +123,11 @@ func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
 	go func() { done <- e.Run(runCtx) }()
 	defer func() {
 		stop()
-		<-done
+		// Run returns nil once runCtx ends; anything else is a failure of
+		// the engine that the numbers must not hide.
+		if runErr := <-done; runErr != nil && err == nil {
+			err = fmt.Errorf("bench: engine: %w", runErr)
+		}
 	}()
 
 	peak := watchHeap(runCtx)

@@ -233,6 +233,9 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error)
 	if err != nil {
 		return failf(err, "%s: begin", what)
 	}
+	// After Commit, Rollback is a no-op returning pgx.ErrTxClosed; after a
+	// failure, fn's error is the one to report and the pool destroys a
+	// connection whose rollback failed.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
 		return err

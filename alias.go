@@ -11,7 +11,7 @@ import (
 type Context = replay.Context
 
 // Future is the pending result of an activity, timer, sub-workflow, signal
-// wait, task or coroutine.
+// wait, human task or coroutine.
 type Future = replay.Future
 
 // Codec encodes user payloads; [MsgpackCodec] is the default, [JSONCodec]

@@ -620,8 +620,8 @@ func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, err
 	return dl, err
 }
 
-// RedriveDeadLetter puts a dead letter's message or task back in its queue
-// with its attempts reset, recording who did it.
+// RedriveDeadLetter puts a dead letter's message or activity task back in
+// its queue with its attempts reset, recording who did it.
 func (e *Engine) RedriveDeadLetter(ctx context.Context, id, by string) error {
 	return e.resolve(ctx, id, by, round.DeadLetterRedriven)
 }

@@ -345,7 +345,9 @@ type activityState struct {
 
 // ActivityInfo describes the running activity.
 type ActivityInfo struct {
-	Name         string
+	Name string
+	// TaskID identifies the activity task: one per scheduled call, shared
+	// by its attempts.
 	TaskID       string
 	InstanceID   string
 	ExecutionID  string
@@ -371,7 +373,7 @@ var ErrNotInActivity = errors.New("chronicle: not in an activity")
 
 // Heartbeat tells the store that the activity running with ctx is alive and
 // extends its lease. Calls closer together than Options.ActivityHeartbeat
-// return at once. When the lease was lost — the task was taken over, or its
+// return at once. When the lease was lost — the activity task was taken over, or its
 // instance ended — it returns an error wrapping round.ErrLeaseLost and ctx
 // is cancelled; the activity should stop.
 func Heartbeat(ctx context.Context) error {

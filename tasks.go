@@ -91,7 +91,7 @@ const (
 	TaskCancelled = round.TaskCancelled
 )
 
-// ListTasks returns tasks in id order: an inbox is ListTasks with the
+// ListTasks returns human tasks in id order: an inbox is ListTasks with the
 // user's roles and Unassigned, or with Assignee set to the user.
 func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	return e.store.ListTasks(ctx, &round.ListTasksParams{
@@ -100,7 +100,7 @@ func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error
 	})
 }
 
-// GetTask returns one task.
+// GetTask returns one human task.
 func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) {
 	if err := e.validateID("task id", taskID); err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) 
 	return t, err
 }
 
-// TaskEvents returns the audit trail of a task: created, assigned,
+// TaskEvents returns the audit trail of a human task: created, assigned,
 // released, reassigned, completed, cancelled, each with its actor and time.
 func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, error) {
 	t, err := e.GetTask(ctx, taskID)

@@ -29,7 +29,7 @@ type Context struct {
 // the zero value, means the default queue, the engine's retry policy and
 // no per-attempt timeout.
 type ActivityOptions struct {
-	// Queue routes the task to workers serving that queue.
+	// Queue routes the activity task to workers serving that queue.
 	Queue string
 	// Retry overrides the engine's default retry policy; zero fields keep
 	// the defaults.

@@ -11,7 +11,7 @@ import (
 type Context = replay.Context
 
 // Future is the pending result of an activity, timer, sub-workflow, signal
-// wait, task or coroutine.
+// wait, human task or coroutine.
 type Future = replay.Future
 
 // Codec encodes user payloads; [MsgpackCodec] is the default, [JSONCodec]
@@ -32,6 +32,9 @@ type SubWorkflowOptions = replay.SubWorkflowOptions
 
 // WaitOptions configure a wait for a signal.
 type WaitOptions = replay.WaitOptions
+
+// TimerOptions configure a timer.
+type TimerOptions = replay.TimerOptions
 
 // TaskOptions configure a human task.
 type TaskOptions = replay.TaskOptions
@@ -94,19 +97,21 @@ const DefaultVersion = replay.DefaultVersion
 // Await waits for a future and returns its result as a T.
 func Await[T any](f Future) (T, error) { return replay.Await[T](f) }
 
-// CallActivity calls an activity and waits for its result.
-func CallActivity[Out any](ctx *Context, name string, input any, opts ...ActivityOptions) (Out, error) {
-	return replay.Await[Out](ctx.CallActivity(name, input, opts...))
+// CallActivity calls an activity and waits for its result; opts may be nil.
+func CallActivity[Out any](ctx *Context, name string, input any, opts *ActivityOptions) (Out, error) {
+	return replay.Await[Out](ctx.CallActivity(name, input, opts))
 }
 
-// CallSubWorkflow runs a child workflow and waits for its result.
-func CallSubWorkflow[Out any](ctx *Context, name string, input any, opts ...SubWorkflowOptions) (Out, error) {
-	return replay.Await[Out](ctx.CallSubWorkflow(name, input, opts...))
+// CallSubWorkflow runs a child workflow and waits for its result; opts may
+// be nil.
+func CallSubWorkflow[Out any](ctx *Context, name string, input any, opts *SubWorkflowOptions) (Out, error) {
+	return replay.Await[Out](ctx.CallSubWorkflow(name, input, opts))
 }
 
-// WaitEvent waits for the next signal named name and returns its payload.
-func WaitEvent[T any](ctx *Context, name string, opts ...WaitOptions) (T, error) {
-	return replay.Await[T](ctx.WaitEvent(name, opts...))
+// WaitEvent waits for the next signal named name and returns its payload;
+// opts may be nil.
+func WaitEvent[T any](ctx *Context, name string, opts *WaitOptions) (T, error) {
+	return replay.Await[T](ctx.WaitEvent(name, opts))
 }
 
 // WaitTask waits for a human task's completion and returns its result.

@@ -99,12 +99,10 @@ func ArchiveJSONL(dir string) ArchiveFunc {
 			return err
 		}
 		if _, err := f.Write(buf.Bytes()); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		return f.Close()
 	}

@@ -94,7 +94,7 @@ func TestPurgeArchivesAndLeavesVerifiableTombstone(t *testing.T) {
 	_, err = b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"running"}})
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument, "the operator is required")
 	failing := func(context.Context, string, []history.Event) error { return errors.New("disk full") }
-	require.NoError(t, b.engine.Terminate(b.ctx, "running", "closing"))
+	require.NoError(t, b.engine.Terminate(b.ctx, "running", "closing", nil))
 	b.drain(t)
 	rep, err = b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"running"}, By: "ops", Archive: failing})
 	require.NoError(t, err)

@@ -28,7 +28,9 @@ const (
 	ReuseTerminateAndRestart
 )
 
-// StartOptions configure Start.
+// StartOptions configure Start; a nil *StartOptions, like the zero value,
+// starts an instance with a new id, no business key, tags or version,
+// failing if the id is taken, as "system".
 type StartOptions struct {
 	// InstanceID names the instance; default a new UUIDv7.
 	InstanceID string
@@ -51,11 +53,11 @@ type StartOptions struct {
 
 // Start starts a workflow instance and returns its id. The instance runs
 // when a worker picks up its start message, which is at once when an
-// engine is running on the store.
-func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...StartOptions) (string, error) {
+// engine is running on the store. opts may be nil.
+func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (string, error) {
 	var o StartOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if _, ok := e.workflow(workflow); !ok {
 		return "", fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
@@ -125,7 +127,8 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts ...
 	return o.InstanceID, nil
 }
 
-// RaiseOptions configure RaiseEvent.
+// RaiseOptions configure RaiseEvent; a nil *RaiseOptions, like the zero
+// value, records every call as a new signal from "system".
 type RaiseOptions struct {
 	// IdempotencyKey deduplicates the signal: the instance records at most
 	// one signal per key. Default: a new key, so every call is recorded.
@@ -137,11 +140,12 @@ type RaiseOptions struct {
 }
 
 // RaiseEvent sends a signal to an instance. Workflow code receives it with
-// WaitEvent; signals that arrive before the code waits are buffered.
-func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOptions) error {
+// WaitEvent; signals that arrive before the code waits are buffered. opts
+// may be nil.
+func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts *RaiseOptions) error {
 	var o RaiseOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return err
@@ -198,37 +202,45 @@ func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
 	return false
 }
 
+// ControlOptions configure Terminate, Suspend and Resume; a nil
+// *ControlOptions, like the zero value, records the action as "system".
+type ControlOptions struct {
+	// Actor is the user who acts, recorded as "user:<Actor>".
+	Actor string
+}
+
+// actor returns the Actor of opts, "" when opts is nil.
+func (o *ControlOptions) actor() string {
+	if o == nil {
+		return ""
+	}
+	return o.Actor
+}
+
 // Terminate ends a running instance; its pending activities are cancelled
-// and its parent, if any, sees the child fail.
-func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, actor ...string) error {
+// and its parent, if any, sees the child fail. opts may be nil.
+func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
 	if err := checkText("reason", reason); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionTerminated{Reason: reason})
+	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionTerminated{Reason: reason})
 }
 
 // Suspend pauses a running instance: signals and results are recorded but
-// its code does not run until Resume.
-func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, actor ...string) error {
+// its code does not run until Resume. opts may be nil.
+func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
 	if err := checkText("reason", reason); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, false, first(actor), &history.ExecutionSuspended{Reason: reason})
+	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionSuspended{Reason: reason})
 }
 
-// Resume continues a suspended instance.
-func (e *Engine) Resume(ctx context.Context, instanceID, reason string, actor ...string) error {
+// Resume continues a suspended instance. opts may be nil.
+func (e *Engine) Resume(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
 	if err := checkText("reason", reason); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, true, first(actor), &history.ExecutionResumed{Reason: reason})
-}
-
-func first(s []string) string {
-	if len(s) > 0 {
-		return s[0]
-	}
-	return ""
+	return e.controlRequest(ctx, instanceID, true, opts.actor(), &history.ExecutionResumed{Reason: reason})
 }
 
 func (e *Engine) controlRequest(ctx context.Context, instanceID string, suspended bool, user string, attrs history.Attributes) error {
@@ -608,8 +620,8 @@ func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, err
 	return dl, err
 }
 
-// RedriveDeadLetter puts a dead letter's message or task back in its queue
-// with its attempts reset, recording who did it.
+// RedriveDeadLetter puts a dead letter's message or activity task back in
+// its queue with its attempts reset, recording who did it.
 func (e *Engine) RedriveDeadLetter(ctx context.Context, id, by string) error {
 	return e.resolve(ctx, id, by, round.DeadLetterRedriven)
 }

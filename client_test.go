@@ -15,7 +15,7 @@ import (
 )
 
 func echo(ctx *chronicle.Context, s string) (string, error) {
-	v, err := chronicle.WaitEvent[string](ctx, "go")
+	v, err := chronicle.WaitEvent[string](ctx, "go", nil)
 	return s + v, err
 }
 
@@ -23,27 +23,27 @@ func TestStartReusePolicies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	register(t, b.engine, "echo", echo)
-	_, err := b.engine.Start(b.ctx, "echo", "a", chronicle.StartOptions{InstanceID: "i"})
+	_, err := b.engine.Start(b.ctx, "echo", "a", &chronicle.StartOptions{InstanceID: "i"})
 	require.NoError(t, err)
 	// Pending (not yet run) counts as existing.
-	_, err = b.engine.Start(b.ctx, "echo", "a", chronicle.StartOptions{InstanceID: "i"})
+	_, err = b.engine.Start(b.ctx, "echo", "a", &chronicle.StartOptions{InstanceID: "i"})
 	require.ErrorIs(t, err, chronicle.ErrInstanceExists)
 	b.drain(t)
-	_, err = b.engine.Start(b.ctx, "echo", "a", chronicle.StartOptions{InstanceID: "i"})
+	_, err = b.engine.Start(b.ctx, "echo", "a", &chronicle.StartOptions{InstanceID: "i"})
 	require.ErrorIs(t, err, chronicle.ErrInstanceExists)
-	id, err := b.engine.Start(b.ctx, "echo", "b", chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseReturnExisting})
+	id, err := b.engine.Start(b.ctx, "echo", "b", &chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseReturnExisting})
 	require.NoError(t, err)
 	require.Equal(t, "i", id)
 	b.drain(t)
 	first := b.describe(t, "i").ExecutionID
 
-	_, err = b.engine.Start(b.ctx, "echo", "c", chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseTerminateAndRestart, Actor: "clerk-1"})
+	_, err = b.engine.Start(b.ctx, "echo", "c", &chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseTerminateAndRestart, Actor: "clerk-1"})
 	require.NoError(t, err)
 	b.drain(t)
 	inst := b.describe(t, "i")
 	require.Equal(t, chronicle.StatusRunning, inst.Status)
 	require.NotEqual(t, first, inst.ExecutionID)
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", nil))
 	b.drain(t)
 	require.Equal(t, "c!", result[string](t, b, "i"))
 	events := b.history(t, "i")
@@ -52,7 +52,7 @@ func TestStartReusePolicies(t *testing.T) {
 	require.Equal(t, "user:clerk-1", events[len(events)-5].Actor, "the restart's start is recorded with its actor")
 
 	// An ended instance restarts without a termination.
-	_, err = b.engine.Start(b.ctx, "echo", "d", chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseTerminateAndRestart})
+	_, err = b.engine.Start(b.ctx, "echo", "d", &chronicle.StartOptions{InstanceID: "i", Reuse: chronicle.ReuseTerminateAndRestart})
 	require.NoError(t, err)
 	b.drain(t)
 	require.Equal(t, 3, count(b.history(t, "i"), history.KindExecutionStarted))
@@ -65,18 +65,18 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 	register(t, b.engine, "echo", echo)
 	ctx := b.ctx
 
-	_, err := b.engine.Start(ctx, "no-such-workflow", "x")
+	_, err := b.engine.Start(ctx, "no-such-workflow", "x", nil)
 	require.ErrorIs(t, err, chronicle.ErrUnknownWorkflow)
-	_, err = b.engine.Start(ctx, "echo", "x", chronicle.StartOptions{InstanceID: "bad\nid"})
+	_, err = b.engine.Start(ctx, "echo", "x", &chronicle.StartOptions{InstanceID: "bad\nid"})
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	require.Contains(t, err.Error(), "instance id")
-	_, err = b.engine.Start(ctx, "echo", strings.Repeat("x", 2000))
+	_, err = b.engine.Start(ctx, "echo", strings.Repeat("x", 2000), nil)
 	require.ErrorIs(t, err, chronicle.ErrPayloadTooLarge)
-	_, err = b.engine.Start(ctx, "echo", func() {})
+	_, err = b.engine.Start(ctx, "echo", func() {}, nil)
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
-	require.ErrorIs(t, b.engine.RaiseEvent(ctx, "nobody", "go", "x"), chronicle.ErrInstanceNotFound)
-	require.ErrorIs(t, b.engine.RaiseEvent(ctx, "nobody", "", "x"), chronicle.ErrInvalidArgument)
-	require.ErrorIs(t, b.engine.Terminate(ctx, "nobody", "x"), chronicle.ErrInstanceNotFound)
+	require.ErrorIs(t, b.engine.RaiseEvent(ctx, "nobody", "go", "x", nil), chronicle.ErrInstanceNotFound)
+	require.ErrorIs(t, b.engine.RaiseEvent(ctx, "nobody", "", "x", nil), chronicle.ErrInvalidArgument)
+	require.ErrorIs(t, b.engine.Terminate(ctx, "nobody", "x", nil), chronicle.ErrInstanceNotFound)
 	_, err = b.engine.Describe(ctx, "nobody")
 	require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
 	_, err = b.engine.History(ctx, "nobody")
@@ -125,7 +125,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		// A client that knows the workflow starts it; the worker does not.
 		client := b.newEngine(t)
 		register(t, client, "echo", echo)
-		_, err := client.Start(b.ctx, "echo", "x", chronicle.StartOptions{InstanceID: "i"})
+		_, err := client.Start(b.ctx, "echo", "x", &chronicle.StartOptions{InstanceID: "i"})
 		require.NoError(t, err)
 		b.drain(t)
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
@@ -139,7 +139,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		register(t, b.engine, "echo", echo)
 		require.NoError(t, b.engine.RedriveDeadLetter(b.ctx, letters[0].ID, "ops-ana"))
 		b.drain(t)
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!"))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", nil))
 		b.drain(t)
 		require.Equal(t, "x!", result[string](t, b, "i"))
 		dl, err := b.engine.GetDeadLetter(b.ctx, letters[0].ID)
@@ -154,7 +154,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		b := setup(t)
 		type app struct{ Amount int }
 		register(t, b.engine, "typed", func(_ *chronicle.Context, a app) (int, error) { return a.Amount, nil })
-		_, err := b.engine.Start(b.ctx, "typed", chronicle.RawPayload("not msgpack of app"), chronicle.StartOptions{InstanceID: "i"})
+		_, err := b.engine.Start(b.ctx, "typed", chronicle.RawPayload("not msgpack of app"), &chronicle.StartOptions{InstanceID: "i"})
 		require.NoError(t, err)
 		b.start(t, "typed", "ok", app{Amount: 5})
 		b.drain(t)
@@ -174,7 +174,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		b.drain(t)
 		bad := round.Message{ID: "garbled", InstanceID: "i", Kind: history.KindEventRaised, CorrelationID: "k", Payload: []byte{0x92, 0xff}}
 		require.NoError(t, b.store.EnqueueMessages(b.ctx, &round.EnqueueMessagesParams{Messages: []round.Message{bad}, Now: t0}))
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!"))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", nil))
 		b.drain(t)
 		require.Equal(t, "x!", result[string](t, b, "i"), "the good message of the same round was processed")
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
@@ -213,7 +213,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf")
+			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf", nil)
 		})
 		b.start(t, "wf", "i", "")
 		b.drain(t)
@@ -253,13 +253,13 @@ func TestRunWakesOnWorkWithoutPolling(t *testing.T) {
 	b := setup(t, chronicle.Options{SafetyPoll: time.Hour})
 	activity(t, b.engine, "a", func(context.Context, string) (string, error) { return "a", nil })
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-		if _, err := chronicle.CallActivity[string](ctx, "a", ""); err != nil {
+		if _, err := chronicle.CallActivity[string](ctx, "a", "", nil); err != nil {
 			return "", err
 		}
 		if err := ctx.Sleep(10 * time.Minute); err != nil {
 			return "", err
 		}
-		return chronicle.WaitEvent[string](ctx, "go")
+		return chronicle.WaitEvent[string](ctx, "go", nil)
 	})
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
@@ -276,7 +276,7 @@ func TestRunWakesOnWorkWithoutPolling(t *testing.T) {
 		events, _ := b.engine.History(b.ctx, "i")
 		return count(events, history.KindTimerFired) == 1
 	})
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "done"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "done", nil))
 	inst, err := b.engine.Wait(b.ctx, "i")
 	require.NoError(t, err)
 	var out string

@@ -75,7 +75,7 @@ func TestColdRoundReadsOnlyTheCurrentExecution(t *testing.T) {
 			spy := newLoadSpy(mode)
 			b := setupOn(t, spy)
 			counter := func(ctx *chronicle.Context, n int) (int, error) {
-				if _, err := chronicle.WaitEvent[int](ctx, "tick"); err != nil {
+				if _, err := chronicle.WaitEvent[int](ctx, "tick", nil); err != nil {
 					return 0, err
 				}
 				if n < 3 {
@@ -87,7 +87,7 @@ func TestColdRoundReadsOnlyTheCurrentExecution(t *testing.T) {
 			b.start(t, "counter", "i", 0)
 			b.drain(t)
 			for i := 0; i < 3; i++ {
-				require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "tick", i))
+				require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "tick", i, nil))
 				b.drain(t)
 			}
 			inst := b.describe(t, "i")
@@ -102,7 +102,7 @@ func TestColdRoundReadsOnlyTheCurrentExecution(t *testing.T) {
 			restarted := b.newEngine(t)
 			register(t, restarted, "counter", counter)
 			spy.reset()
-			require.NoError(t, restarted.RaiseEvent(b.ctx, "i", "tick", 3))
+			require.NoError(t, restarted.RaiseEvent(b.ctx, "i", "tick", 3, nil))
 			drain(t, restarted)
 			require.Equal(t, 3, result[int](t, b, "i"))
 			require.GreaterOrEqual(t, spy.lowest("i"), current, "a cold round read history of ended executions")
@@ -123,7 +123,7 @@ func TestTamperedHistoryIsNotRun(t *testing.T) {
 			mem := memory.New(memory.Options{})
 			b := setupOn(t, mem)
 			waiter := func(ctx *chronicle.Context, in string) (string, error) {
-				s, err := chronicle.WaitEvent[string](ctx, "go")
+				s, err := chronicle.WaitEvent[string](ctx, "go", nil)
 				return in + s, err
 			}
 			register(t, b.engine, "waiter", waiter)
@@ -154,7 +154,7 @@ func TestTamperedHistoryIsNotRun(t *testing.T) {
 
 			restarted := b.newEngine(t) // a cold node
 			register(t, restarted, "waiter", waiter)
-			require.NoError(t, restarted.RaiseEvent(b.ctx, "w", "go", "b"))
+			require.NoError(t, restarted.RaiseEvent(b.ctx, "w", "go", "b", nil))
 			drain(t, restarted)
 			letters, err := restarted.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "w"})
 			require.NoError(t, err)

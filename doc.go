@@ -15,12 +15,12 @@
 // the outside world only through it:
 //
 //	func Approve(ctx *chronicle.Context, app Application) (Decision, error) {
-//		score, err := chronicle.CallActivity[int](ctx, "credit-check", app)
+//		score, err := chronicle.CallActivity[int](ctx, "credit-check", app, nil)
 //		if err != nil {
 //			return Decision{}, err
 //		}
 //		docs, err := chronicle.WaitEvent[Documents](ctx, "documents-uploaded",
-//			chronicle.WaitOptions{Timeout: 14 * 24 * time.Hour})
+//			&chronicle.WaitOptions{Timeout: 14 * 24 * time.Hour})
 //		if errors.Is(err, chronicle.ErrTimeout) {
 //			return Decision{Reason: "no documents"}, nil
 //		}
@@ -44,15 +44,20 @@
 //	chronicle.RegisterActivity(engine, "credit-check", CreditCheck)
 //	go engine.Run(ctx)
 //
-//	id, err := engine.Start(ctx, "approve", app, chronicle.StartOptions{InstanceID: "APP-1001"})
+//	id, err := engine.Start(ctx, "approve", app, &chronicle.StartOptions{InstanceID: "APP-1001"})
 //	err = engine.RaiseEvent(ctx, id, "documents-uploaded", docs,
-//		chronicle.RaiseOptions{IdempotencyKey: "upload-7781"})
+//		&chronicle.RaiseOptions{IdempotencyKey: "upload-7781"})
 //	inst, err := engine.Wait(ctx, id)
 //	var d Decision
 //	err = inst.Result(&d)
 //
 // Any number of engines may share one store; each instance runs on one of
 // them at a time.
+//
+// Optional settings of a call are an options struct passed by pointer as
+// its last argument ([StartOptions], [RaiseOptions], [ControlOptions],
+// [ActivityOptions], [WaitOptions], ...); nil means the defaults, which are
+// those of the zero value.
 //
 // # Determinism
 //
@@ -70,7 +75,9 @@
 //
 // Timers ([Context.Timer], [Context.Sleep]), child workflows
 // ([Context.CallSubWorkflow]), continue-as-new ([Context.ContinueAsNew]),
-// human tasks ([Context.CreateTask]), coroutines with [Context.WhenAll],
+// human tasks ([Context.CreateTask] in workflow code; [Engine.ListTasks],
+// [Engine.ClaimTask], [Engine.CompleteTask] and the other Engine methods
+// ending in Task for people), coroutines with [Context.WhenAll],
 // [Context.WhenAny] and [Context.Select], compensation with
 // [Context.NewSaga], custom status shown to users
 // ([Context.SetCustomStatus]). Operators terminate, suspend and resume

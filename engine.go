@@ -52,8 +52,10 @@ func New(store round.Store, opts Options) (*Engine, error) {
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
 	})
-	e.projector = projector.New()
 	var err error
+	if e.projector, err = projector.New(); err != nil {
+		return nil, err
+	}
 	e.runner, err = round.NewRunner(store, round.RunnerOptions{
 		Node: opts.NodeID, Turn: e.replayer.Turn, Project: e.projector.Project, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
 		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger,
@@ -343,7 +345,9 @@ type activityState struct {
 
 // ActivityInfo describes the running activity.
 type ActivityInfo struct {
-	Name         string
+	Name string
+	// TaskID identifies the activity task: one per scheduled call, shared
+	// by its attempts.
 	TaskID       string
 	InstanceID   string
 	ExecutionID  string
@@ -369,7 +373,7 @@ var ErrNotInActivity = errors.New("chronicle: not in an activity")
 
 // Heartbeat tells the store that the activity running with ctx is alive and
 // extends its lease. Calls closer together than Options.ActivityHeartbeat
-// return at once. When the lease was lost — the task was taken over, or its
+// return at once. When the lease was lost — the activity task was taken over, or its
 // instance ended — it returns an error wrapping round.ErrLeaseLost and ctx
 // is cancelled; the activity should stop.
 func Heartbeat(ctx context.Context) error {

@@ -34,11 +34,11 @@ func Example() {
 		return 700 + len(app.Applicant), nil
 	})
 	_ = chronicle.RegisterWorkflow(engine, "approve", func(ctx *chronicle.Context, app Application) (Decision, error) {
-		score, err := chronicle.CallActivity[int](ctx, "score", app)
+		score, err := chronicle.CallActivity[int](ctx, "score", app, nil)
 		if err != nil {
 			return Decision{}, err
 		}
-		docs, err := chronicle.WaitEvent[string](ctx, "documents", chronicle.WaitOptions{Timeout: 7 * 24 * time.Hour})
+		docs, err := chronicle.WaitEvent[string](ctx, "documents", &chronicle.WaitOptions{Timeout: 7 * 24 * time.Hour})
 		if err != nil {
 			return Decision{Reason: "no documents"}, nil
 		}
@@ -52,12 +52,12 @@ func Example() {
 	}()
 
 	id, err := engine.Start(ctx, "approve", Application{Applicant: "Ada", Amount: 12000},
-		chronicle.StartOptions{InstanceID: "application-42", BusinessKey: "APP-42"})
+		&chronicle.StartOptions{InstanceID: "application-42", BusinessKey: "APP-42"})
 	if err != nil {
 		panic(err)
 	}
 	if err := engine.RaiseEvent(ctx, id, "documents", "payslips",
-		chronicle.RaiseOptions{IdempotencyKey: "upload-1"}); err != nil {
+		&chronicle.RaiseOptions{IdempotencyKey: "upload-1"}); err != nil {
 		panic(err)
 	}
 	inst, err := engine.Wait(ctx, id)
@@ -82,28 +82,28 @@ func Example() {
 // A human task: the workflow opens it and waits; a user holding one of its
 // roles claims and completes it through the client API. RunOnce drives the
 // engine step by step, as tests do.
-func ExampleEngine_Complete() {
+func ExampleEngine_CompleteTask() {
 	ctx := context.Background()
 	engine, _ := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
 	defer engine.Close()
 	_ = chronicle.RegisterWorkflow(engine, "review", func(ctx *chronicle.Context, claim string) (string, error) {
-		task := ctx.CreateTask("review-claim", claim, chronicle.TaskOptions{TaskID: "review-" + claim, Roles: []string{"adjuster"}})
+		task := ctx.CreateTask("review-claim", claim, &chronicle.TaskOptions{TaskID: "review-" + claim, Roles: []string{"adjuster"}})
 		return chronicle.WaitTask[string](ctx, task)
 	})
 	drain := func() {
 		for worked, _ := engine.RunOnce(ctx); worked; worked, _ = engine.RunOnce(ctx) {
 		}
 	}
-	_, _ = engine.Start(ctx, "review", "C-17", chronicle.StartOptions{InstanceID: "claim-17"})
+	_, _ = engine.Start(ctx, "review", "C-17", &chronicle.StartOptions{InstanceID: "claim-17"})
 	drain()
 
 	ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
 	inbox, _ := engine.ListTasks(ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true})
 	fmt.Println("inbox:", inbox[0].TaskID)
-	fmt.Println("eve may not:", engine.Claim(ctx, "review-C-17", chronicle.User{ID: "eve"}))
-	_ = engine.Claim(ctx, "review-C-17", ana)
+	fmt.Println("eve may not:", engine.ClaimTask(ctx, "review-C-17", chronicle.User{ID: "eve"}))
+	_ = engine.ClaimTask(ctx, "review-C-17", ana)
 	drain()
-	_ = engine.Complete(ctx, "review-C-17", "approved", ana)
+	_ = engine.CompleteTask(ctx, "review-C-17", "approved", ana)
 	drain()
 
 	inst, _ := engine.Describe(ctx, "claim-17")
@@ -132,7 +132,7 @@ func ExampleEngine_Verify() {
 	_ = chronicle.RegisterWorkflow(engine, "hello", func(ctx *chronicle.Context, name string) (string, error) {
 		return "hello " + name, nil
 	})
-	_, _ = engine.Start(ctx, "hello", "auditor", chronicle.StartOptions{InstanceID: "greeting-1"})
+	_, _ = engine.Start(ctx, "hello", "auditor", &chronicle.StartOptions{InstanceID: "greeting-1"})
 	for worked, _ := engine.RunOnce(ctx); worked; worked, _ = engine.RunOnce(ctx) {
 	}
 	events, _ := engine.History(ctx, "greeting-1")

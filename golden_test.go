@@ -55,9 +55,9 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 			register(t, rb.engine, "review", reviewWorkflow)
 			rb.start(t, "review", "claim-7", claimReview{Claim: "C-7", Amount: 800})
 			rb.drain(t)
-			require.NoError(t, rb.engine.Claim(rb.ctx, "review-C-7", chronicle.User{ID: "ana", Roles: []string{"adjuster"}}))
+			require.NoError(t, rb.engine.ClaimTask(rb.ctx, "review-C-7", chronicle.User{ID: "ana", Roles: []string{"adjuster"}}))
 			rb.drain(t)
-			require.NoError(t, rb.engine.Complete(rb.ctx, "review-C-7", "approve", chronicle.User{ID: "ana"}))
+			require.NoError(t, rb.engine.CompleteTask(rb.ctx, "review-C-7", "approve", chronicle.User{ID: "ana"}))
 			rb.drain(t)
 			return rb.history(t, "claim-7")
 		},
@@ -80,12 +80,12 @@ func TestGoldenHistoryAfterIncompatibleChange(t *testing.T) {
 	b := setup(t)
 	activity(t, b.engine, "score", func(_ context.Context, amount int) (int, error) { return amount / 100, nil })
 	register(t, b.engine, "loan", func(ctx *chronicle.Context, amount int) (string, error) {
-		score, err := chronicle.CallActivity[int](ctx, "score", amount)
+		score, err := chronicle.CallActivity[int](ctx, "score", amount, nil)
 		if err != nil {
 			return "", err
 		}
 		// The change: documents are no longer awaited; a fraud check runs.
-		if _, err := chronicle.CallActivity[int](ctx, "fraud-check", score); err != nil {
+		if _, err := chronicle.CallActivity[int](ctx, "fraud-check", score, nil); err != nil {
 			return "", err
 		}
 		return "", ctx.Sleep(time.Hour)

@@ -40,7 +40,7 @@ func TestProjectionFoldErrorIsSeen(t *testing.T) {
 	os.Stderr = stderr
 
 	register(t, b.engine, "claim", func(ctx *chronicle.Context, _ string) (string, error) {
-		return chronicle.WaitEvent[string](ctx, "go")
+		return chronicle.WaitEvent[string](ctx, "go", nil)
 	})
 	require.NoError(t, chronicle.RegisterProjection(b.engine, "claims", 1, func(n int, e *chronicle.Event) (int, error) {
 		if e.Kind == history.KindEventRaised {
@@ -55,7 +55,7 @@ func TestProjectionFoldErrorIsSeen(t *testing.T) {
 	require.True(t, rep.OK(), "%+v", rep)
 	require.Equal(t, 1, rep.Instances)
 
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "c-1", "go", "!"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "c-1", "go", "!", nil))
 	b.drain(t)
 	logged, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -94,7 +94,7 @@ func (b *bundle) advance(t *testing.T, d time.Duration) {
 
 func (b *bundle) start(t *testing.T, workflow, id string, input any) {
 	t.Helper()
-	_, err := b.engine.Start(b.ctx, workflow, input, chronicle.StartOptions{InstanceID: id})
+	_, err := b.engine.Start(b.ctx, workflow, input, &chronicle.StartOptions{InstanceID: id})
 	require.NoError(t, err)
 }
 

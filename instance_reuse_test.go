@@ -24,7 +24,7 @@ func TestPurgedIDReusedWhileAnotherNodeCachesIt(t *testing.T) {
 			nodeB := b.newEngine(t)
 			for _, e := range []*chronicle.Engine{b.engine, nodeB} {
 				register(t, e, "once", func(ctx *chronicle.Context, in string) (string, error) {
-					return chronicle.CallActivity[string](ctx, "echo", in)
+					return chronicle.CallActivity[string](ctx, "echo", in, nil)
 				})
 				activity(t, e, "echo", func(_ context.Context, in string) (string, error) { return in, nil })
 			}
@@ -34,7 +34,7 @@ func TestPurgedIDReusedWhileAnotherNodeCachesIt(t *testing.T) {
 
 			_, err := nodeB.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"X"}, By: "ops"})
 			require.NoError(t, err)
-			_, err = nodeB.Start(b.ctx, "once", "second", chronicle.StartOptions{InstanceID: "X"})
+			_, err = nodeB.Start(b.ctx, "once", "second", &chronicle.StartOptions{InstanceID: "X"})
 			require.NoError(t, err)
 			worked, err := nodeB.RunOnce(b.ctx) // the first round and the activity
 			require.NoError(t, err)

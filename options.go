@@ -34,7 +34,7 @@ type Options struct {
 	OrchestrationWorkers int
 	// ActivityWorkers is how many activities run at once. Default 4.
 	ActivityWorkers int
-	// ActivityQueues are the task queues this engine serves. Default: the
+	// ActivityQueues are the activity queues this engine serves. Default: the
 	// default queue "".
 	ActivityQueues []string
 	// ActivityLease is how long a claimed activity task stays claimed
@@ -110,7 +110,8 @@ type RoundStats struct {
 
 // ActivityStats describe one activity attempt.
 type ActivityStats struct {
-	Name    string
+	Name string
+	// TaskID identifies the activity task (see ActivityInfo.TaskID).
 	TaskID  string
 	Attempt int
 	// Outcome is "completed", "retry" (RetryAt says when), "failed" (for

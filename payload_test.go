@@ -39,13 +39,13 @@ func TestPayloadLimitOnEveryPath(t *testing.T) {
 			return "", ctx.SideEffect(func() (any, error) { return raw, nil }, nil)
 		},
 		"task-payload-raw": func(ctx *chronicle.Context) (string, error) {
-			return chronicle.WaitTask[string](ctx, ctx.CreateTask("review", raw))
+			return chronicle.WaitTask[string](ctx, ctx.CreateTask("review", raw, nil))
 		},
 		"sub-workflow-input-raw": func(ctx *chronicle.Context) (string, error) {
-			return chronicle.CallSubWorkflow[string](ctx, "echo", raw)
+			return chronicle.CallSubWorkflow[string](ctx, "echo", raw, nil)
 		},
 		"activity-input-raw": func(ctx *chronicle.Context) (string, error) {
-			return chronicle.CallActivity[string](ctx, "a", raw)
+			return chronicle.CallActivity[string](ctx, "a", raw, nil)
 		},
 	}
 	for name, fn := range workflows {
@@ -71,7 +71,7 @@ func TestPayloadLimitOnEveryPath(t *testing.T) {
 		b := setup(t, chronicle.Options{MaxPayloadSize: limit})
 		huge := strings.Repeat("é", 10*limit)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			_, err := chronicle.CallActivity[string](ctx, "a", "")
+			_, err := chronicle.CallActivity[string](ctx, "a", "", nil)
 			return "", err
 		})
 		activity(t, b.engine, "a", func(context.Context, string) (string, error) {
@@ -92,13 +92,13 @@ func TestPayloadLimitOnEveryPath(t *testing.T) {
 		t.Parallel()
 		b := setup(t, chronicle.Options{MaxPayloadSize: limit})
 		register(t, b.engine, "review", reviewWorkflow)
-		_, err := b.engine.Start(b.ctx, "review", raw)
+		_, err := b.engine.Start(b.ctx, "review", raw, nil)
 		require.ErrorIs(t, err, chronicle.ErrPayloadTooLarge)
 		b.start(t, "review", "claim-1", claimReview{Claim: "C-1"})
 		b.drain(t)
-		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", big), chronicle.ErrPayloadTooLarge)
-		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", raw), chronicle.ErrPayloadTooLarge)
+		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", big, nil), chronicle.ErrPayloadTooLarge)
+		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "claim-1", "note", raw, nil), chronicle.ErrPayloadTooLarge)
 		ana := chronicle.User{ID: "ana", Roles: []string{"adjuster"}}
-		require.ErrorIs(t, b.engine.Complete(b.ctx, "review-C-1", big, ana), chronicle.ErrPayloadTooLarge)
+		require.ErrorIs(t, b.engine.CompleteTask(b.ctx, "review-C-1", big, ana), chronicle.ErrPayloadTooLarge)
 	})
 }

@@ -63,10 +63,10 @@ func TestPostgresEndToEnd(t *testing.T) {
 		inbox, err := b.engine.ListTasks(b.ctx, chronicle.TaskFilter{Roles: ana.Roles, Unassigned: true})
 		require.NoError(t, err)
 		require.Len(t, inbox, 1)
-		require.ErrorIs(t, b.engine.Claim(b.ctx, "review-C-1", chronicle.User{ID: "eve"}), chronicle.ErrForbidden)
-		require.NoError(t, b.engine.Claim(b.ctx, "review-C-1", ana))
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, "review-C-1", chronicle.User{ID: "eve"}), chronicle.ErrForbidden)
+		require.NoError(t, b.engine.ClaimTask(b.ctx, "review-C-1", ana))
 		b.drain(t)
-		require.NoError(t, b.engine.Complete(b.ctx, "review-C-1", "approve", ana))
+		require.NoError(t, b.engine.CompleteTask(b.ctx, "review-C-1", "approve", ana))
 		b.drain(t)
 		require.Equal(t, "approve", result[string](t, b, "claim-1"))
 		trail, err := b.engine.TaskEvents(b.ctx, "review-C-1")
@@ -81,7 +81,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 		t.Parallel()
 		b := setupPostgres(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf")
+			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf", nil)
 		})
 		b.start(t, "wf", "i", "")
 		b.drain(t)
@@ -110,18 +110,18 @@ func TestPostgresEndToEnd(t *testing.T) {
 		b := setupPostgres(t)
 		activity(t, b.engine, "a", func(context.Context, int) (int, error) { return 1, nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
-			if _, err := chronicle.CallActivity[int](ctx, "a", n); err != nil {
+			if _, err := chronicle.CallActivity[int](ctx, "a", n, nil); err != nil {
 				return 0, err
 			}
-			return chronicle.WaitEvent[int](ctx, "go")
+			return chronicle.WaitEvent[int](ctx, "go", nil)
 		})
 		b.start(t, "wf", "i", 1)
 		b.drain(t)
 		b.engine = b.newEngine(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
-			return chronicle.WaitEvent[int](ctx, "go")
+			return chronicle.WaitEvent[int](ctx, "go", nil)
 		})
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", 1))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", 1, nil))
 		for i := 0; i < 5; i++ {
 			b.advance(t, time.Minute)
 		}
@@ -139,10 +139,10 @@ func TestPostgresEndToEnd(t *testing.T) {
 		b := setupPostgres(t, chronicle.Options{SafetyPoll: time.Hour})
 		activity(t, b.engine, "a", func(context.Context, string) (string, error) { return "a", nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			if _, err := chronicle.CallActivity[string](ctx, "a", ""); err != nil {
+			if _, err := chronicle.CallActivity[string](ctx, "a", "", nil); err != nil {
 				return "", err
 			}
-			return chronicle.WaitEvent[string](ctx, "go")
+			return chronicle.WaitEvent[string](ctx, "go", nil)
 		})
 		ctx, cancel := context.WithCancel(b.ctx)
 		done := make(chan error, 1)
@@ -152,7 +152,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 			events, err := b.engine.History(b.ctx, "i")
 			return err == nil && count(events, history.KindActivityCompleted) == 1
 		})
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "done"))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "done", nil))
 		inst, err := b.engine.Wait(b.ctx, "i")
 		require.NoError(t, err)
 		require.Equal(t, chronicle.StatusCompleted, inst.Status)
@@ -170,7 +170,7 @@ func TestPostgresUndecodableHistoryRow(t *testing.T) {
 	store := pgtest.NewStore(t, postgres.Options{})
 	b := setupOn(t, store)
 	waiter := func(ctx *chronicle.Context, in string) (string, error) {
-		s, err := chronicle.WaitEvent[string](ctx, "go")
+		s, err := chronicle.WaitEvent[string](ctx, "go", nil)
 		return in + s, err
 	}
 	register(t, b.engine, "waiter", waiter)
@@ -194,8 +194,8 @@ func TestPostgresUndecodableHistoryRow(t *testing.T) {
 
 	restarted := b.newEngine(t) // a cold node loads the broken row
 	register(t, restarted, "waiter", waiter)
-	require.NoError(t, restarted.RaiseEvent(b.ctx, "bad", "go", "b"))
-	require.NoError(t, restarted.RaiseEvent(b.ctx, "good", "go", "b"))
+	require.NoError(t, restarted.RaiseEvent(b.ctx, "bad", "go", "b", nil))
+	require.NoError(t, restarted.RaiseEvent(b.ctx, "good", "go", "b", nil))
 	drain(t, restarted)
 	letters, err := restarted.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "bad"})
 	require.NoError(t, err)
@@ -213,7 +213,7 @@ func TestPostgresRoundErrorWithNUL(t *testing.T) {
 	t.Parallel()
 	b := setupPostgres(t)
 	register(t, b.engine, "waiter", func(ctx *chronicle.Context, in string) (string, error) {
-		s, err := chronicle.WaitEvent[string](ctx, "go")
+		s, err := chronicle.WaitEvent[string](ctx, "go", nil)
 		return in + s, err
 	})
 	require.NoError(t, chronicle.RegisterProjection(b.engine, "picky", 1, func(n int, e *chronicle.Event) (int, error) {
@@ -224,7 +224,7 @@ func TestPostgresRoundErrorWithNUL(t *testing.T) {
 	}))
 	b.start(t, "waiter", "w", "a")
 	b.drain(t)
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "w", "go", "b"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "w", "go", "b", nil))
 	worked, err := b.engine.RunOnce(b.ctx)
 	require.NoError(t, err)
 	require.True(t, worked)

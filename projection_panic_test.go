@@ -23,7 +23,7 @@ func TestPanickingProjectionIsDeadLettered(t *testing.T) {
 			t.Parallel()
 			b := setupOn(t, memory.New(memory.Options{Mode: mode}))
 			register(t, b.engine, "waiter", func(ctx *chronicle.Context, in string) (string, error) {
-				s, err := chronicle.WaitEvent[string](ctx, "go")
+				s, err := chronicle.WaitEvent[string](ctx, "go", nil)
 				return in + s, err
 			})
 			require.NoError(t, chronicle.RegisterProjection(b.engine, "signals", 1, func(n int, e *chronicle.Event) (int, error) {
@@ -35,8 +35,8 @@ func TestPanickingProjectionIsDeadLettered(t *testing.T) {
 			b.start(t, "waiter", "boom", "a")
 			b.start(t, "waiter", "fine", "a")
 			b.drain(t)
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "boom", "go", "b"))
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "fine", "go", "b"))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "boom", "go", "b", nil))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "fine", "go", "b", nil))
 			for i := 0; i < 4; i++ {
 				b.advance(t, 2*time.Minute) // past each retry delay
 			}

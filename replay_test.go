@@ -18,20 +18,20 @@ import (
 // loan is a workflow that touches most of the context API, used to compare
 // runs with and without the executor cache and across restarts.
 func loan(ctx *chronicle.Context, amount int) (string, error) {
-	score, err := chronicle.CallActivity[int](ctx, "score", amount)
+	score, err := chronicle.CallActivity[int](ctx, "score", amount, nil)
 	if err != nil {
 		return "", err
 	}
 	if err := ctx.SetCustomStatus("waiting for documents"); err != nil {
 		return "", err
 	}
-	docs, err := chronicle.WaitEvent[string](ctx, "documents", chronicle.WaitOptions{Timeout: 72 * time.Hour})
+	docs, err := chronicle.WaitEvent[string](ctx, "documents", &chronicle.WaitOptions{Timeout: 72 * time.Hour})
 	if err != nil {
 		return "", err
 	}
 	id := ctx.NewID()
-	a := ctx.CallActivity("notify", docs)
-	c := ctx.CallSubWorkflow("audit", amount)
+	a := ctx.CallActivity("notify", docs, nil)
+	c := ctx.CallSubWorkflow("audit", amount, nil)
 	if err := ctx.WhenAll(a, c); err != nil {
 		return "", err
 	}
@@ -60,7 +60,7 @@ func runLoan(t *testing.T, b *bundle, restart func(step int)) []history.Event {
 		func() { b.start(t, "loan", "loan-1", 4200) },
 		func() { b.drain(t) },
 		func() {
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "loan-1", "documents", "payslips", chronicle.RaiseOptions{IdempotencyKey: "u1"}))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "loan-1", "documents", "payslips", &chronicle.RaiseOptions{IdempotencyKey: "u1"}))
 			b.drain(t)
 		},
 		func() { b.advance(t, time.Minute) },
@@ -140,10 +140,10 @@ func TestNondeterminismIsReportedWithItsSeq(t *testing.T) {
 	activity(t, b.engine, "score", func(context.Context, int) (int, error) { return 1, nil })
 	activity(t, b.engine, "verify-identity", func(context.Context, int) (int, error) { return 1, nil })
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
-		if _, err := chronicle.CallActivity[int](ctx, "score", n); err != nil {
+		if _, err := chronicle.CallActivity[int](ctx, "score", n, nil); err != nil {
 			return 0, err
 		}
-		return chronicle.WaitEvent[int](ctx, "go")
+		return chronicle.WaitEvent[int](ctx, "go", nil)
 	})
 	b.start(t, "wf", "i", 1)
 	b.drain(t)
@@ -154,12 +154,12 @@ func TestNondeterminismIsReportedWithItsSeq(t *testing.T) {
 	activity(t, b.engine, "score", func(context.Context, int) (int, error) { return 1, nil })
 	activity(t, b.engine, "verify-identity", func(context.Context, int) (int, error) { return 1, nil })
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
-		if _, err := chronicle.CallActivity[int](ctx, "verify-identity", n); err != nil {
+		if _, err := chronicle.CallActivity[int](ctx, "verify-identity", n, nil); err != nil {
 			return 0, err
 		}
-		return chronicle.WaitEvent[int](ctx, "go")
+		return chronicle.WaitEvent[int](ctx, "go", nil)
 	})
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", 1))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", 1, nil))
 	var roundErr error
 	for i := 0; i < 10 && roundErr == nil; i++ {
 		_, roundErr = b.engine.RunOnce(b.ctx)
@@ -183,23 +183,23 @@ func TestVersionKeepsOldHistoriesReplaying(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	v1 := func(ctx *chronicle.Context, _ int) (string, error) {
-		if _, err := chronicle.CallActivity[string](ctx, "a", 0); err != nil {
+		if _, err := chronicle.CallActivity[string](ctx, "a", 0, nil); err != nil {
 			return "", err
 		}
-		return chronicle.WaitEvent[string](ctx, "go")
+		return chronicle.WaitEvent[string](ctx, "go", nil)
 	}
 	v2 := func(ctx *chronicle.Context, _ int) (string, error) {
-		if _, err := chronicle.CallActivity[string](ctx, "a", 0); err != nil {
+		if _, err := chronicle.CallActivity[string](ctx, "a", 0, nil); err != nil {
 			return "", err
 		}
 		// The change: new instances run an extra check before waiting.
 		version := ctx.Version("extra-check", chronicle.DefaultVersion, 1)
 		if version == 1 {
-			if _, err := chronicle.CallActivity[string](ctx, "check", 0); err != nil {
+			if _, err := chronicle.CallActivity[string](ctx, "check", 0, nil); err != nil {
 				return "", err
 			}
 		}
-		v, err := chronicle.WaitEvent[string](ctx, "go")
+		v, err := chronicle.WaitEvent[string](ctx, "go", nil)
 		return fmt.Sprintf("%s after version %d", v, version), err
 	}
 	activities := func(e *chronicle.Engine) {
@@ -217,7 +217,7 @@ func TestVersionKeepsOldHistoriesReplaying(t *testing.T) {
 	b.start(t, "wf", "new", 0)
 	b.drain(t)
 	for _, id := range []string{"old", "new"} {
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, id, "go", "done"))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, id, "go", "done", nil))
 	}
 	b.drain(t)
 	// The old instance passed the change point before the change: it keeps
@@ -246,7 +246,7 @@ func TestHeartbeatAndCancellationWhenInstanceEnds(t *testing.T) {
 		}
 	})
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ int) (int, error) {
-		return chronicle.CallActivity[int](ctx, "long", 0)
+		return chronicle.CallActivity[int](ctx, "long", 0, nil)
 	})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
@@ -261,7 +261,7 @@ func TestHeartbeatAndCancellationWhenInstanceEnds(t *testing.T) {
 		beat <- struct{}{}
 		require.NoError(t, receive(t, outcome))
 	}
-	require.NoError(t, b.engine.Terminate(b.ctx, "i", "customer withdrew"))
+	require.NoError(t, b.engine.Terminate(b.ctx, "i", "customer withdrew", nil))
 	inst, err := b.engine.Wait(b.ctx, "i")
 	require.NoError(t, err)
 	require.Equal(t, chronicle.StatusTerminated, inst.Status)

@@ -30,11 +30,11 @@ func registerChildParent(t *testing.T, e *chronicle.Engine) {
 	register(t, e, "waiter", echo)
 	register(t, e, "parent", func(ctx *chronicle.Context, in childParent) (string, error) {
 		for i := range in.Warmups {
-			if _, err := chronicle.CallActivity[int](ctx, "warmup", i); err != nil {
+			if _, err := chronicle.CallActivity[int](ctx, "warmup", i, nil); err != nil {
 				return "", err
 			}
 		}
-		out, err := chronicle.CallSubWorkflow[string](ctx, in.Child, "child", chronicle.SubWorkflowOptions{InstanceID: in.ID})
+		out, err := chronicle.CallSubWorkflow[string](ctx, in.Child, "child", &chronicle.SubWorkflowOptions{InstanceID: in.ID})
 		var se *chronicle.SubWorkflowError
 		if errors.As(err, &se) {
 			if errors.Is(err, chronicle.ErrSubWorkflowAlreadyStarted) {
@@ -110,7 +110,7 @@ func TestSubWorkflowChildIDs(t *testing.T) {
 			require.Equal(t, 1, count(b.history(t, "shared"), history.KindExecutionStarted))
 
 			// The first parent still gets its child's result.
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "!"))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "!", nil))
 			b.drain(t)
 			require.Equal(t, "child!", result[string](t, b, "p1"))
 		})
@@ -136,13 +136,13 @@ func TestSubWorkflowChildIDs(t *testing.T) {
 			require.Contains(t, f.Message, "shared is already running")
 
 			// Once the child has ended, its id may be used again.
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "!"))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "!", nil))
 			b.drain(t)
 			require.Equal(t, "child!", result[string](t, b, "p1"))
 			b.start(t, "parent", "p3", childParent{Child: "waiter", ID: "shared"})
 			b.drain(t)
 			require.Equal(t, "p3", b.describe(t, "shared").ParentID)
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "?"))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "shared", "go", "?", nil))
 			b.drain(t)
 			require.Equal(t, "child?", result[string](t, b, "p3"))
 		})

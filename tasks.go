@@ -26,7 +26,7 @@ var (
 	ErrTaskAlreadyCompleted = errors.New("chronicle: task already completed")
 )
 
-// TaskCompletedError is returned by task actions (Complete, Claim, ...) on
+// TaskCompletedError is returned by task actions (CompleteTask, ClaimTask, ...) on
 // a task that another action already completed: a completion applied to
 // history (Seq set) or one queued and not yet applied by a round (Seq 0).
 // It matches ErrTaskAlreadyCompleted and ErrTaskClosed.
@@ -91,7 +91,7 @@ const (
 	TaskCancelled = round.TaskCancelled
 )
 
-// ListTasks returns tasks in id order: an inbox is ListTasks with the
+// ListTasks returns human tasks in id order: an inbox is ListTasks with the
 // user's roles and Unassigned, or with Assignee set to the user.
 func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	return e.store.ListTasks(ctx, &round.ListTasksParams{
@@ -100,7 +100,7 @@ func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error
 	})
 }
 
-// GetTask returns one task.
+// GetTask returns one human task.
 func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) {
 	if err := e.validateID("task id", taskID); err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) 
 	return t, err
 }
 
-// TaskEvents returns the audit trail of a task: created, assigned,
+// TaskEvents returns the audit trail of a human task: created, assigned,
 // released, reassigned, completed, cancelled, each with its actor and time.
 func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, error) {
 	t, err := e.GetTask(ctx, taskID)
@@ -122,9 +122,9 @@ func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, er
 	return e.store.ListTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
 }
 
-// Claim gives an unassigned task to the acting user, who must hold one of
+// ClaimTask gives an unassigned task to the acting user, who must hold one of
 // its roles. Claiming a task one already has does nothing.
-func (e *Engine) Claim(ctx context.Context, taskID string, user User) error {
+func (e *Engine) ClaimTask(ctx context.Context, taskID string, user User) error {
 	return e.taskAction(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
 		switch {
 		case t.Assignee == user.ID:
@@ -138,9 +138,9 @@ func (e *Engine) Claim(ctx context.Context, taskID string, user User) error {
 	})
 }
 
-// Assign gives an unassigned task to assignee; the acting user must hold
+// AssignTask gives an unassigned task to assignee; the acting user must hold
 // one of its roles.
-func (e *Engine) Assign(ctx context.Context, taskID, assignee string, user User) error {
+func (e *Engine) AssignTask(ctx context.Context, taskID, assignee string, user User) error {
 	if err := e.validateID("assignee", assignee); err != nil {
 		return err
 	}
@@ -155,8 +155,8 @@ func (e *Engine) Assign(ctx context.Context, taskID, assignee string, user User)
 	})
 }
 
-// Release gives a task back to its roles; only its assignee may.
-func (e *Engine) Release(ctx context.Context, taskID string, user User) error {
+// ReleaseTask gives a task back to its roles; only its assignee may.
+func (e *Engine) ReleaseTask(ctx context.Context, taskID string, user User) error {
 	return e.taskAction(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
 		if t.Assignee != user.ID {
 			return nil, fmt.Errorf("%w: task %s is not assigned to %s", ErrForbidden, t.TaskID, user.ID)
@@ -165,9 +165,9 @@ func (e *Engine) Release(ctx context.Context, taskID string, user User) error {
 	})
 }
 
-// Reassign moves an assigned task to another user; its assignee or a
+// ReassignTask moves an assigned task to another user; its assignee or a
 // holder of one of its roles may.
-func (e *Engine) Reassign(ctx context.Context, taskID, to string, user User) error {
+func (e *Engine) ReassignTask(ctx context.Context, taskID, to string, user User) error {
 	if err := e.validateID("assignee", to); err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (e *Engine) Reassign(ctx context.Context, taskID, to string, user User) err
 	})
 }
 
-// Complete closes a task with a result, which the waiting workflow
+// CompleteTask closes a task with a result, which the waiting workflow
 // receives. Its assignee may complete it, or, while it is unassigned, a
 // holder of one of its roles.
 //
@@ -193,7 +193,7 @@ func (e *Engine) Reassign(ctx context.Context, taskID, to string, user User) err
 // rule: the first completion queued wins. The queue holds at most one
 // completion per task (its message id is derived from the task), so a
 // later call finds the winner's message there, or its event in history.
-func (e *Engine) Complete(ctx context.Context, taskID string, result any, user User) error {
+func (e *Engine) CompleteTask(ctx context.Context, taskID string, result any, user User) error {
 	data, err := e.encode("task result", result)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ type claimReview struct {
 
 // reviewWorkflow opens a review task and returns its decision.
 func reviewWorkflow(ctx *chronicle.Context, c claimReview) (string, error) {
-	task := ctx.CreateTask("review-claim", c, chronicle.TaskOptions{TaskID: "review-" + c.Claim, Roles: []string{"adjuster", "supervisor"}})
+	task := ctx.CreateTask("review-claim", c, &chronicle.TaskOptions{TaskID: "review-" + c.Claim, Roles: []string{"adjuster", "supervisor"}})
 	decision, err := chronicle.WaitTask[string](ctx, task)
 	if err != nil {
 		return "", err
@@ -62,21 +62,21 @@ func TestHumanTasks(t *testing.T) {
 		require.NoError(t, b.engine.Decode(inbox[0].Payload, &payload))
 		require.Equal(t, 1200, payload.Amount)
 
-		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
+		require.NoError(t, b.engine.ClaimTask(b.ctx, task, ana))
 		b.drain(t)
 		require.Equal(t, "ana", get(t, b).Assignee)
-		require.NoError(t, b.engine.Claim(b.ctx, task, ana), "claiming one's own task does nothing")
-		require.NoError(t, b.engine.Release(b.ctx, task, ana))
+		require.NoError(t, b.engine.ClaimTask(b.ctx, task, ana), "claiming one's own task does nothing")
+		require.NoError(t, b.engine.ReleaseTask(b.ctx, task, ana))
 		b.drain(t)
 		require.Empty(t, get(t, b).Assignee)
-		require.NoError(t, b.engine.Assign(b.ctx, task, "bo", sue))
+		require.NoError(t, b.engine.AssignTask(b.ctx, task, "bo", sue))
 		b.drain(t)
-		require.NoError(t, b.engine.Reassign(b.ctx, task, "ana", bo))
+		require.NoError(t, b.engine.ReassignTask(b.ctx, task, "ana", bo))
 		b.drain(t)
 		mine, err := b.engine.ListTasks(b.ctx, chronicle.TaskFilter{Assignee: "ana"})
 		require.NoError(t, err)
 		require.Len(t, mine, 1)
-		require.NoError(t, b.engine.Complete(b.ctx, task, "approve", ana))
+		require.NoError(t, b.engine.CompleteTask(b.ctx, task, "approve", ana))
 		b.drain(t)
 		require.Equal(t, "approve", result[string](t, b, "claim-1"))
 		info := get(t, b)
@@ -110,20 +110,20 @@ func TestHumanTasks(t *testing.T) {
 		t.Parallel()
 		b := setupTask(t)
 		before := len(b.history(t, "claim-1"))
-		require.ErrorIs(t, b.engine.Claim(b.ctx, task, eve), chronicle.ErrForbidden, "no matching role")
-		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "approve", eve), chronicle.ErrForbidden)
-		require.ErrorIs(t, b.engine.Release(b.ctx, task, ana), chronicle.ErrForbidden, "not the assignee")
-		require.ErrorIs(t, b.engine.Reassign(b.ctx, task, "bo", ana), chronicle.ErrForbidden, "not assigned yet")
-		require.ErrorIs(t, b.engine.Assign(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
-		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, task, eve), chronicle.ErrForbidden, "no matching role")
+		require.ErrorIs(t, b.engine.CompleteTask(b.ctx, task, "approve", eve), chronicle.ErrForbidden)
+		require.ErrorIs(t, b.engine.ReleaseTask(b.ctx, task, ana), chronicle.ErrForbidden, "not the assignee")
+		require.ErrorIs(t, b.engine.ReassignTask(b.ctx, task, "bo", ana), chronicle.ErrForbidden, "not assigned yet")
+		require.ErrorIs(t, b.engine.AssignTask(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
+		require.NoError(t, b.engine.ClaimTask(b.ctx, task, ana))
 		b.drain(t)
-		require.ErrorIs(t, b.engine.Claim(b.ctx, task, bo), chronicle.ErrForbidden, "assigned to someone else")
-		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "reject", bo), chronicle.ErrForbidden)
-		require.ErrorIs(t, b.engine.Assign(b.ctx, task, "bo", sue), chronicle.ErrForbidden, "assigned tasks are reassigned")
-		require.ErrorIs(t, b.engine.Reassign(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, task, bo), chronicle.ErrForbidden, "assigned to someone else")
+		require.ErrorIs(t, b.engine.CompleteTask(b.ctx, task, "reject", bo), chronicle.ErrForbidden)
+		require.ErrorIs(t, b.engine.AssignTask(b.ctx, task, "bo", sue), chronicle.ErrForbidden, "assigned tasks are reassigned")
+		require.ErrorIs(t, b.engine.ReassignTask(b.ctx, task, "bo", eve), chronicle.ErrForbidden)
 		_, err := b.engine.GetTask(b.ctx, "no-such-task")
 		require.ErrorIs(t, err, chronicle.ErrTaskNotFound)
-		require.ErrorIs(t, b.engine.Claim(b.ctx, task, chronicle.User{ID: ""}), chronicle.ErrInvalidArgument)
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, task, chronicle.User{ID: ""}), chronicle.ErrInvalidArgument)
 		b.drain(t)
 		require.Len(t, b.history(t, "claim-1"), before+2, "only the claim was recorded, with the turn it woke")
 	})
@@ -131,10 +131,10 @@ func TestHumanTasks(t *testing.T) {
 	t.Run("ClosedTask", func(t *testing.T) {
 		t.Parallel()
 		b := setupTask(t)
-		require.NoError(t, b.engine.Complete(b.ctx, task, "approve", sue), "an unassigned task can be completed by a role holder")
+		require.NoError(t, b.engine.CompleteTask(b.ctx, task, "approve", sue), "an unassigned task can be completed by a role holder")
 		b.drain(t)
-		require.ErrorIs(t, b.engine.Complete(b.ctx, task, "reject", sue), chronicle.ErrTaskClosed)
-		require.ErrorIs(t, b.engine.Claim(b.ctx, task, ana), chronicle.ErrTaskClosed)
+		require.ErrorIs(t, b.engine.CompleteTask(b.ctx, task, "reject", sue), chronicle.ErrTaskClosed)
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, task, ana), chronicle.ErrTaskClosed)
 		require.Equal(t, "approve", result[string](t, b, "claim-1"))
 	})
 
@@ -143,8 +143,8 @@ func TestHumanTasks(t *testing.T) {
 		b := setupTask(t)
 		// Both claims pass the client's check against the projection; the
 		// round applies the first and rejects the second.
-		require.NoError(t, b.engine.Claim(b.ctx, task, ana))
-		require.NoError(t, b.engine.Claim(b.ctx, task, bo))
+		require.NoError(t, b.engine.ClaimTask(b.ctx, task, ana))
+		require.NoError(t, b.engine.ClaimTask(b.ctx, task, bo))
 		b.drain(t)
 		require.Equal(t, "ana", get(t, b).Assignee)
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "claim-1"})
@@ -158,11 +158,11 @@ func TestHumanTasks(t *testing.T) {
 	t.Run("EndOfExecutionCancelsOpenTasks", func(t *testing.T) {
 		t.Parallel()
 		b := setupTask(t)
-		require.NoError(t, b.engine.Terminate(b.ctx, "claim-1", "claim withdrawn"))
+		require.NoError(t, b.engine.Terminate(b.ctx, "claim-1", "claim withdrawn", nil))
 		b.drain(t)
 		info := get(t, b)
 		require.Equal(t, chronicle.TaskCancelled, info.Status)
-		require.ErrorIs(t, b.engine.Claim(b.ctx, task, ana), chronicle.ErrTaskClosed)
+		require.ErrorIs(t, b.engine.ClaimTask(b.ctx, task, ana), chronicle.ErrTaskClosed)
 		trail, err := b.engine.TaskEvents(b.ctx, task)
 		require.NoError(t, err)
 		require.Equal(t, history.KindTaskCancelled, trail[len(trail)-1].Kind)
@@ -173,8 +173,8 @@ func TestHumanTasks(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		register(t, b.engine, "escalate", func(ctx *chronicle.Context, _ string) (string, error) {
-			tk := ctx.CreateTask("first-line", nil, chronicle.TaskOptions{TaskID: "first", Roles: []string{"adjuster"}})
-			if i := ctx.WhenAny(ctx.WaitTask(tk), ctx.Timer(48*time.Hour)); i == 1 {
+			tk := ctx.CreateTask("first-line", nil, &chronicle.TaskOptions{TaskID: "first", Roles: []string{"adjuster"}})
+			if i := ctx.WhenAny(ctx.WaitTask(tk), ctx.Timer(48*time.Hour, nil)); i == 1 {
 				ctx.CancelTask(tk, "escalated after 48h")
 				err := ctx.WaitTask(tk).Get(nil)
 				return "escalated", errors.Join(err, nil)
@@ -206,21 +206,21 @@ func testCompleteTwice(t *testing.T, b *bundle) {
 	b.drain(t)
 
 	// The first completion is queued, not yet applied by a round.
-	require.NoError(t, b.engine.Complete(b.ctx, "review-C-1", "approve", ana))
-	err := b.engine.Complete(b.ctx, "review-C-1", "reject", bo)
+	require.NoError(t, b.engine.CompleteTask(b.ctx, "review-C-1", "approve", ana))
+	err := b.engine.CompleteTask(b.ctx, "review-C-1", "reject", bo)
 	var done *chronicle.TaskCompletedError
 	require.ErrorAs(t, err, &done)
 	require.ErrorIs(t, err, chronicle.ErrTaskAlreadyCompleted)
 	require.ErrorIs(t, err, chronicle.ErrTaskClosed)
 	require.Equal(t, "ana", done.By)
 	require.Zero(t, done.Seq, "the winner is queued")
-	err = b.engine.Complete(b.ctx, "review-C-1", "approve", ana)
+	err = b.engine.CompleteTask(b.ctx, "review-C-1", "approve", ana)
 	require.ErrorIs(t, err, chronicle.ErrTaskAlreadyCompleted, "completing twice is an error for the same user too")
 	b.drain(t)
 	require.Equal(t, "approve", result[string](t, b, "claim-1"))
 
 	// Applied: the error names the event.
-	err = b.engine.Complete(b.ctx, "review-C-1", "reject", bo)
+	err = b.engine.CompleteTask(b.ctx, "review-C-1", "reject", bo)
 	require.ErrorAs(t, err, &done)
 	require.Equal(t, "ana", done.By)
 	trail, err := b.engine.TaskEvents(b.ctx, "review-C-1")
@@ -234,7 +234,7 @@ func testCompleteTwice(t *testing.T, b *bundle) {
 	for _, u := range []chronicle.User{ana, bo} {
 		go func() {
 			<-gate
-			errs <- b.engine.Complete(b.ctx, "review-C-2", u.ID, u)
+			errs <- b.engine.CompleteTask(b.ctx, "review-C-2", u.ID, u)
 		}()
 	}
 	close(gate)

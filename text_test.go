@@ -33,7 +33,7 @@ func testTextWithNUL(t *testing.T, store round.Store) {
 		require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	}
 	start := func(o chronicle.StartOptions) error {
-		_, err := b.engine.Start(b.ctx, "echo", "x", o)
+		_, err := b.engine.Start(b.ctx, "echo", "x", &o)
 		return err
 	}
 	requireText(t, start(chronicle.StartOptions{BusinessKey: "CLM\x001"}), "business key")
@@ -42,11 +42,11 @@ func testTextWithNUL(t *testing.T, store round.Store) {
 	requireText(t, start(chronicle.StartOptions{Tags: map[string]string{"a\x00": "b"}}), "tag key")
 	requireText(t, start(chronicle.StartOptions{Version: "v\x00"}), "version")
 	b.start(t, "echo", "i", "x")
-	requireText(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", chronicle.RaiseOptions{Sender: "crm\x00"}), "sender")
-	requireText(t, b.engine.Suspend(b.ctx, "i", "wait\x00"), "reason")
-	requireText(t, b.engine.Terminate(b.ctx, "i", "bad\x00"), "reason")
+	requireText(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", &chronicle.RaiseOptions{Sender: "crm\x00"}), "sender")
+	requireText(t, b.engine.Suspend(b.ctx, "i", "wait\x00", nil), "reason")
+	requireText(t, b.engine.Terminate(b.ctx, "i", "bad\x00", nil), "reason")
 	b.drain(t)
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", nil))
 	b.drain(t)
 	require.Equal(t, "x!", result[string](t, b, "i"))
 
@@ -56,17 +56,19 @@ func testTextWithNUL(t *testing.T, store round.Store) {
 		fn    func(ctx *chronicle.Context) error
 	}{
 		{"task name", func(ctx *chronicle.Context) error {
-			_, err := chronicle.WaitTask[string](ctx, ctx.CreateTask("review\x00", nil))
+			_, err := chronicle.WaitTask[string](ctx, ctx.CreateTask("review\x00", nil, nil))
 			return err
 		}},
 		{"task role", func(ctx *chronicle.Context) error {
-			_, err := chronicle.WaitTask[string](ctx, ctx.CreateTask("review", nil, chronicle.TaskOptions{Roles: []string{"adj\x00"}}))
+			_, err := chronicle.WaitTask[string](ctx, ctx.CreateTask("review", nil, &chronicle.TaskOptions{Roles: []string{"adj\x00"}}))
 			return err
 		}},
 		{"custom status", func(ctx *chronicle.Context) error { return ctx.SetCustomStatus("half\x00way") }},
-		{"timer name", func(ctx *chronicle.Context) error { return ctx.Timer(time.Minute, "t\x00").Get(nil) }},
+		{"timer name", func(ctx *chronicle.Context) error {
+			return ctx.Timer(time.Minute, &chronicle.TimerOptions{Name: "t\x00"}).Get(nil)
+		}},
 		{"event name", func(ctx *chronicle.Context) error {
-			_, err := chronicle.WaitEvent[string](ctx, "go\x00")
+			_, err := chronicle.WaitEvent[string](ctx, "go\x00", nil)
 			return err
 		}},
 	}
@@ -89,7 +91,7 @@ func testTextWithNUL(t *testing.T, store round.Store) {
 
 	// Error texts recorded from user errors are stored cleaned.
 	register(t, b.engine, "fails", func(ctx *chronicle.Context, _ string) (string, error) {
-		_, err := chronicle.CallActivity[string](ctx, "a", "")
+		_, err := chronicle.CallActivity[string](ctx, "a", "", nil)
 		return "", err
 	})
 	activity(t, b.engine, "a", func(context.Context, string) (string, error) {

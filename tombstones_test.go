@@ -33,7 +33,7 @@ func TestPurgeOfAReusedIDKeepsEveryTombstone(t *testing.T) {
 
 	b.start(t, "echo", "e-1", "first")
 	b.drain(t)
-	require.NoError(t, b.engine.Terminate(b.ctx, "e-1", "closed"))
+	require.NoError(t, b.engine.Terminate(b.ctx, "e-1", "closed", nil))
 	b.drain(t)
 	dir1 := t.TempDir()
 	ts1 := purge(dir1)
@@ -43,7 +43,7 @@ func TestPurgeOfAReusedIDKeepsEveryTombstone(t *testing.T) {
 	register(t, b.engine, "echo", echo)
 	b.start(t, "echo", "e-1", "second")
 	b.drain(t)
-	require.NoError(t, b.engine.Terminate(b.ctx, "e-1", "closed again"))
+	require.NoError(t, b.engine.Terminate(b.ctx, "e-1", "closed again", nil))
 	b.drain(t)
 	dir2 := t.TempDir()
 	ts2 := purge(dir2)

@@ -44,7 +44,7 @@ func testVisibleAfterStart(t *testing.T, inner round.TxStore) {
 		require.True(t, worked)
 	}
 
-	_, err := b.engine.Start(b.ctx, "echo", "hi", chronicle.StartOptions{InstanceID: "a", BusinessKey: "CLM-1", Version: "v2"})
+	_, err := b.engine.Start(b.ctx, "echo", "hi", &chronicle.StartOptions{InstanceID: "a", BusinessKey: "CLM-1", Version: "v2"})
 	require.NoError(t, err)
 	inst, err := b.engine.Describe(b.ctx, "a")
 	require.NoError(t, err, "an instance whose start is queued is found")
@@ -97,7 +97,7 @@ func testPanicInFirstTurnIsVisible(t *testing.T, store round.Store) {
 		var stages []string
 		return stages[len(stages)], nil // a bug in workflow code
 	})
-	_, err := b.engine.Start(b.ctx, "boom", "", chronicle.StartOptions{InstanceID: "claim-7", BusinessKey: "CLM-7"})
+	_, err := b.engine.Start(b.ctx, "boom", "", &chronicle.StartOptions{InstanceID: "claim-7", BusinessKey: "CLM-7"})
 	require.NoError(t, err)
 	for i := 0; i < 6; i++ {
 		b.advance(t, time.Minute)

@@ -23,7 +23,7 @@ func TestActivities(t *testing.T) {
 		b := setup(t)
 		activity(t, b.engine, "double", func(_ context.Context, n int) (int, error) { return 2 * n, nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
-			return chronicle.CallActivity[int](ctx, "double", n)
+			return chronicle.CallActivity[int](ctx, "double", n, nil)
 		})
 		b.start(t, "wf", "i", 21)
 		b.drain(t)
@@ -43,7 +43,7 @@ func TestActivities(t *testing.T) {
 			return fmt.Sprintf("ok on attempt %d", info.Attempt), nil
 		})
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			return chronicle.CallActivity[string](ctx, "flaky", "x")
+			return chronicle.CallActivity[string](ctx, "flaky", "x", nil)
 		})
 		b.start(t, "wf", "i", "")
 		b.drain(t)
@@ -66,7 +66,7 @@ func TestActivities(t *testing.T) {
 			return "", chronicle.NonRetryable(errors.New("applicant blacklisted"))
 		})
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			_, err := chronicle.CallActivity[string](ctx, "check", "x")
+			_, err := chronicle.CallActivity[string](ctx, "check", "x", nil)
 			var ae *chronicle.ActivityError
 			if errors.As(err, &ae) {
 				return fmt.Sprintf("%s failed after %d: %s", ae.Name, ae.Attempts, ae.Failure.Message), nil
@@ -88,7 +88,7 @@ func TestActivities(t *testing.T) {
 			panic("service crashed") // a panicking activity is a retryable failure
 		})
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			_, err := chronicle.CallActivity[string](ctx, "down", "x", chronicle.ActivityOptions{
+			_, err := chronicle.CallActivity[string](ctx, "down", "x", &chronicle.ActivityOptions{
 				Retry: chronicle.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second},
 			})
 			return "", err
@@ -114,7 +114,7 @@ func TestActivities(t *testing.T) {
 			return "", chronicle.ErrorWithType("ValidationError", errors.New("bad iban"))
 		})
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			_, err := chronicle.CallActivity[string](ctx, "validate", "x", chronicle.ActivityOptions{
+			_, err := chronicle.CallActivity[string](ctx, "validate", "x", &chronicle.ActivityOptions{
 				Retry: chronicle.RetryPolicy{NonRetryable: []string{"ValidationError"}},
 			})
 			var ae *chronicle.ActivityError
@@ -160,7 +160,7 @@ func TestSignals(t *testing.T) {
 			}
 			var got []string
 			for i := 0; i < 3; i++ {
-				v, err := chronicle.WaitEvent[string](ctx, "doc")
+				v, err := chronicle.WaitEvent[string](ctx, "doc", nil)
 				if err != nil {
 					return nil, err
 				}
@@ -172,7 +172,7 @@ func TestSignals(t *testing.T) {
 		b.drain(t)
 		for _, doc := range []string{"id-card", "payslip", "payslip", "bank-statement"} {
 			// The second payslip repeats an idempotency key: dropped.
-			require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "doc", doc, chronicle.RaiseOptions{IdempotencyKey: "key-" + doc, Sender: "portal"}))
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "doc", doc, &chronicle.RaiseOptions{IdempotencyKey: "key-" + doc, Sender: "portal"}))
 		}
 		b.drain(t)
 		require.Equal(t, chronicle.StatusRunning, b.describe(t, "i").Status, "still sleeping")
@@ -185,7 +185,7 @@ func TestSignals(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			_, err := chronicle.WaitEvent[string](ctx, "approval", chronicle.WaitOptions{Timeout: 24 * time.Hour})
+			_, err := chronicle.WaitEvent[string](ctx, "approval", &chronicle.WaitOptions{Timeout: 24 * time.Hour})
 			if errors.Is(err, chronicle.ErrTimeout) {
 				return "timed out", nil
 			}
@@ -197,14 +197,14 @@ func TestSignals(t *testing.T) {
 		require.Equal(t, "timed out", result[string](t, b, "i"))
 		// A signal after the timeout is recorded as stale at most, never
 		// consumed.
-		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "i", "approval", "late"), chronicle.ErrInstanceNotRunning)
+		require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "i", "approval", "late", nil), chronicle.ErrInstanceNotRunning)
 	})
 
 	t.Run("SignalBeforeTimeoutCancelsTimer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-			v, err := chronicle.WaitEvent[string](ctx, "approval", chronicle.WaitOptions{Timeout: 24 * time.Hour})
+			v, err := chronicle.WaitEvent[string](ctx, "approval", &chronicle.WaitOptions{Timeout: 24 * time.Hour})
 			if err != nil {
 				return "", err
 			}
@@ -212,7 +212,7 @@ func TestSignals(t *testing.T) {
 		})
 		b.start(t, "wf", "i", "")
 		b.drain(t)
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "approval", "yes"))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "approval", "yes", nil))
 		b.drain(t)
 		b.advance(t, time.Hour)
 		require.Equal(t, "yes", result[string](t, b, "i"))
@@ -235,12 +235,12 @@ func TestSubWorkflows(t *testing.T) {
 		return 1200, nil
 	})
 	register(t, b.engine, "inspection", func(ctx *chronicle.Context, car string) (int, error) {
-		return chronicle.CallActivity[int](ctx, "inspect", car)
+		return chronicle.CallActivity[int](ctx, "inspect", car, nil)
 	})
 	register(t, b.engine, "claim", func(ctx *chronicle.Context, cars []string) (string, error) {
 		var parts []string
 		for _, car := range cars {
-			amount, err := chronicle.CallSubWorkflow[int](ctx, "inspection", car)
+			amount, err := chronicle.CallSubWorkflow[int](ctx, "inspection", car, nil)
 			var se *chronicle.SubWorkflowError
 			if errors.As(err, &se) {
 				parts = append(parts, fmt.Sprintf("%s: %s", se.InstanceID, se.Failure.Message))
@@ -268,7 +268,7 @@ func TestContinueAsNewCarriesSignals(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	register(t, b.engine, "counter", func(ctx *chronicle.Context, n int) (int, error) {
-		if _, err := chronicle.WaitEvent[int](ctx, "tick"); err != nil {
+		if _, err := chronicle.WaitEvent[int](ctx, "tick", nil); err != nil {
 			return 0, err
 		}
 		if n < 2 {
@@ -281,7 +281,7 @@ func TestContinueAsNewCarriesSignals(t *testing.T) {
 	// Three ticks in one round: the first is consumed by execution 0, the
 	// other two carry over.
 	for i := 0; i < 3; i++ {
-		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "tick", i))
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "tick", i, nil))
 	}
 	b.drain(t)
 	require.Equal(t, 2, result[int](t, b, "i"))
@@ -373,7 +373,7 @@ func TestCoroutinesWhenAllWhenAnySelect(t *testing.T) {
 		var fs []chronicle.Future
 		for i, bank := range banks {
 			fs = append(fs, ctx.Go(func(ctx *chronicle.Context) error {
-				q, err := chronicle.CallActivity[int](ctx, "quote", bank)
+				q, err := chronicle.CallActivity[int](ctx, "quote", bank, nil)
 				quotes[i] = q
 				return err
 			}))
@@ -382,12 +382,12 @@ func TestCoroutinesWhenAllWhenAnySelect(t *testing.T) {
 			return nil, err
 		}
 		// Race a short and a long timer: the short one wins.
-		long, short := ctx.Timer(time.Hour), ctx.Timer(time.Minute)
+		long, short := ctx.Timer(time.Hour, nil), ctx.Timer(time.Minute, nil)
 		winner := ctx.WhenAny(long, short)
 		// Select runs the case of the first ready future.
 		picked := -1
 		ctx.Select(
-			chronicle.SelectCase{Future: ctx.Timer(2 * time.Hour), Do: func(chronicle.Future) { picked = 0 }},
+			chronicle.SelectCase{Future: ctx.Timer(2*time.Hour, nil), Do: func(chronicle.Future) { picked = 0 }},
 			chronicle.SelectCase{Future: long, Do: func(chronicle.Future) { picked = 1 }},
 		)
 		return append(quotes, winner, picked), nil
@@ -417,11 +417,11 @@ func TestSagaCompensatesInReverse(t *testing.T) {
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
 		saga := ctx.NewSaga()
 		for _, step := range []string{"reserve-funds", "book-appointment", "pay-out"} {
-			if _, err := chronicle.CallActivity[string](ctx, "do", step); err != nil {
+			if _, err := chronicle.CallActivity[string](ctx, "do", step, nil); err != nil {
 				return "", errors.Join(err, saga.Compensate("step "+step+" failed"))
 			}
 			saga.AddCompensation(step, func(ctx *chronicle.Context) error {
-				_, err := chronicle.CallActivity[string](ctx, "undo", step)
+				_, err := chronicle.CallActivity[string](ctx, "undo", step, nil)
 				return err
 			})
 		}
@@ -442,20 +442,20 @@ func TestTerminateSuspendResume(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-		v, err := chronicle.WaitEvent[string](ctx, "go")
+		v, err := chronicle.WaitEvent[string](ctx, "go", nil)
 		return v, err
 	})
 	b.start(t, "wf", "a", "")
 	b.start(t, "wf", "b", "")
 	b.drain(t)
 
-	require.NoError(t, b.engine.Suspend(b.ctx, "a", "fraud review", "auditor-7"))
+	require.NoError(t, b.engine.Suspend(b.ctx, "a", "fraud review", &chronicle.ControlOptions{Actor: "auditor-7"}))
 	b.drain(t)
 	require.Equal(t, chronicle.StatusSuspended, b.describe(t, "a").Status)
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "a", "go", "now"))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "a", "go", "now", nil))
 	b.drain(t)
 	require.Equal(t, chronicle.StatusSuspended, b.describe(t, "a").Status, "a suspended instance records signals but does not run")
-	require.NoError(t, b.engine.Resume(b.ctx, "a", "cleared", "auditor-7"))
+	require.NoError(t, b.engine.Resume(b.ctx, "a", "cleared", &chronicle.ControlOptions{Actor: "auditor-7"}))
 	b.drain(t)
 	require.Equal(t, "now", result[string](t, b, "a"))
 	events := b.history(t, "a")
@@ -467,21 +467,21 @@ func TestTerminateSuspendResume(t *testing.T) {
 	}
 	require.Equal(t, []string{"user:auditor-7", "user:auditor-7"}, actors)
 
-	require.NoError(t, b.engine.Terminate(b.ctx, "b", "duplicate application"))
+	require.NoError(t, b.engine.Terminate(b.ctx, "b", "duplicate application", nil))
 	b.drain(t)
 	inst := b.describe(t, "b")
 	require.Equal(t, chronicle.StatusTerminated, inst.Status)
 	require.Contains(t, inst.Failure.Message, "duplicate application")
-	require.ErrorIs(t, b.engine.Terminate(b.ctx, "b", "again"), chronicle.ErrInstanceNotRunning)
-	require.ErrorIs(t, b.engine.Resume(b.ctx, "a", ""), chronicle.ErrInstanceNotRunning)
+	require.ErrorIs(t, b.engine.Terminate(b.ctx, "b", "again", nil), chronicle.ErrInstanceNotRunning)
+	require.ErrorIs(t, b.engine.Resume(b.ctx, "a", "", nil), chronicle.ErrInstanceNotRunning)
 }
 
 func TestCancelTimerAndSignalRetryAfterEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
-		reminder := ctx.Timer(24*time.Hour, "reminder")
-		v, err := chronicle.WaitEvent[string](ctx, "answer")
+		reminder := ctx.Timer(24*time.Hour, &chronicle.TimerOptions{Name: "reminder"})
+		v, err := chronicle.WaitEvent[string](ctx, "answer", nil)
 		if err != nil {
 			return "", err
 		}
@@ -491,7 +491,7 @@ func TestCancelTimerAndSignalRetryAfterEnd(t *testing.T) {
 	})
 	b.start(t, "wf", "i", "")
 	b.drain(t)
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", &chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
 	b.drain(t)
 	require.Equal(t, "yes true false true", result[string](t, b, "i"))
 	b.advance(t, 25*time.Hour)
@@ -500,6 +500,6 @@ func TestCancelTimerAndSignalRetryAfterEnd(t *testing.T) {
 	require.Equal(t, 0, count(events, history.KindTimerFired), "the cancelled timer's message is stale")
 	// A client retrying the recorded signal after the end gets success; a
 	// new signal is refused.
-	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
-	require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "no", chronicle.RaiseOptions{IdempotencyKey: "form-2"}), chronicle.ErrInstanceNotRunning)
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "yes", &chronicle.RaiseOptions{IdempotencyKey: "form-1"}))
+	require.ErrorIs(t, b.engine.RaiseEvent(b.ctx, "i", "answer", "no", &chronicle.RaiseOptions{IdempotencyKey: "form-2"}), chronicle.ErrInstanceNotRunning)
 }

@@ -85,7 +85,7 @@ func TestRegressionPeekLockCancelLostWithNewExecution(t *testing.T) {
 		b := regSetup(t)
 		b.enqueue(t, b.start(t, "claim", "exec-a", "worker", 0))
 		b.round(t, b.n1)
-		require.Len(t, b.store.QueuedTasks(), 1, "the activity of exec-a is queued")
+		require.Len(t, b.store.QueuedActivities(), 1, "the activity of exec-a is queued")
 		// Engine.Start with ReuseTerminateAndRestart enqueues exactly this.
 		b.enqueue(t,
 			b.request(t, "terminate-1", "claim", "", &history.ExecutionTerminated{Reason: "restarted by ops"}),
@@ -94,21 +94,21 @@ func TestRegressionPeekLockCancelLostWithNewExecution(t *testing.T) {
 		b.round(t, b.n2)
 
 		require.Equal(t, "exec-b", b.snapshot(t, "claim").ExecutionID)
-		require.Empty(t, b.store.QueuedTasks(), "the activity of the terminated exec-a must be cancelled")
+		require.Empty(t, b.store.QueuedActivities(), "the activity of the terminated exec-a must be cancelled")
 	})
 
 	t.Run("ContinueAsNew", func(t *testing.T) {
 		b := regSetup(t)
 		b.enqueue(t, b.start(t, "claim", "exec-a", "abandoner", 0))
 		b.round(t, b.n1)
-		require.Len(t, b.store.QueuedTasks(), 1, "the activity of exec-a is queued")
+		require.Len(t, b.store.QueuedActivities(), 1, "the activity of exec-a is queued")
 		b.enqueue(t, b.request(t, "signal-1", "claim", "key-1", &history.EventRaised{Name: "go", IdempotencyKey: "key-1"}))
 		b.crashAfterAppend(t, b.n1)
 		b.round(t, b.n2)
 
 		snap := b.snapshot(t, "claim")
 		require.NotEqual(t, "exec-a", snap.ExecutionID, "exec-a continued as new")
-		require.Empty(t, b.store.QueuedTasks(), "the activity of exec-a, which continued as new, must be cancelled")
+		require.Empty(t, b.store.QueuedActivities(), "the activity of exec-a, which continued as new, must be cancelled")
 	})
 }
 
@@ -158,7 +158,7 @@ func TestRegressionPeekLockZombieCancelsNewExecution(t *testing.T) {
 	restart("terminate-2", "exec-c", "worker")
 	b.round(t, b.n1)
 	require.Equal(t, "exec-c", b.snapshot(t, "claim").ExecutionID)
-	require.Len(t, b.store.QueuedTasks(), 1, "the activity of exec-c is queued")
+	require.Len(t, b.store.QueuedActivities(), 1, "the activity of exec-c is queued")
 
 	close(pz.resumed)
 	select {
@@ -167,7 +167,7 @@ func TestRegressionPeekLockZombieCancelsNewExecution(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("zombie round did not end")
 	}
-	require.Len(t, b.store.QueuedTasks(), 1, "the zombie must not cancel the activity of exec-c")
+	require.Len(t, b.store.QueuedActivities(), 1, "the zombie must not cancel the activity of exec-c")
 }
 
 // TestRegressionPostgresEnqueueToANewInstance: an enqueue to an instance

@@ -17,15 +17,15 @@ import (
 // fuzzWorkflow touches every kind of command, so corrupt histories meet
 // every branch of the executor.
 func fuzzWorkflow(ctx *replay.Context, _ []byte) ([]byte, error) {
-	a := ctx.CallActivity("a", 1)
-	t := ctx.Timer(time.Minute, "t")
+	a := ctx.CallActivity("a", 1, nil)
+	t := ctx.Timer(time.Minute, &replay.TimerOptions{Name: "t"})
 	ctx.WhenAny(a, t)
 	_ = ctx.SetCustomStatus("s")
 	_ = ctx.SideEffect(func() (any, error) { return 1, nil }, nil)
 	_ = ctx.Version("v", replay.DefaultVersion, 1)
-	child := ctx.CallSubWorkflow("wf", nil)
-	task := ctx.CreateTask("review", nil)
-	w := ctx.WaitEvent("go", replay.WaitOptions{Timeout: time.Hour})
+	child := ctx.CallSubWorkflow("wf", nil, nil)
+	task := ctx.CreateTask("review", nil, nil)
+	w := ctx.WaitEvent("go", &replay.WaitOptions{Timeout: time.Hour})
 	f := ctx.Go(func(ctx *replay.Context) error { return ctx.Sleep(time.Second) })
 	if err := ctx.WhenAll(child, f); err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func fuzzWorkflow(ctx *replay.Context, _ []byte) ([]byte, error) {
 	_ = w.Get(nil)
 	_ = ctx.WaitTask(task).Get(nil)
 	saga := ctx.NewSaga()
-	saga.AddCompensation("undo", func(ctx *replay.Context) error { return ctx.CallActivity("undo", nil).Get(nil) })
+	saga.AddCompensation("undo", func(ctx *replay.Context) error { return ctx.CallActivity("undo", nil, nil).Get(nil) })
 	if err := saga.Compensate("fuzz"); err != nil {
 		return nil, err
 	}

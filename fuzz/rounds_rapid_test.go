@@ -578,7 +578,7 @@ func (m *machine) purgeAndReuse(t *rapid.T) {
 			t.Fatalf("%s: message %s left after the purge", id, q.ID)
 		}
 	}
-	for _, q := range m.store.QueuedTasks() {
+	for _, q := range m.store.QueuedActivities() {
 		if q.Task.InstanceID == id {
 			t.Fatalf("%s: activity task %s left after the purge", id, q.Task.ID)
 		}
@@ -642,7 +642,7 @@ func (m *machine) quiesce(t *rapid.T) {
 	m.clock.Advance(leaseDuration + time.Second)
 	m.drain(t)
 	tasks := map[string]int{}
-	for _, qt := range m.store.QueuedTasks() {
+	for _, qt := range m.store.QueuedActivities() {
 		tasks[qt.Task.ID]++
 	}
 	msgs := map[string]int{}
@@ -736,7 +736,7 @@ func (m *machine) check(t *rapid.T) {
 		m.checkProjections(t, id, events, snap)
 	}
 	// Work items never exist without the event that schedules them.
-	for _, qt := range m.store.QueuedTasks() {
+	for _, qt := range m.store.QueuedActivities() {
 		events := histories[qt.Task.InstanceID]
 		if qt.Task.ScheduledSeq > int64(len(events)) || events[qt.Task.ScheduledSeq-1].Kind != history.KindActivityScheduled {
 			t.Fatalf("task %s has no schedule event", qt.Task.ID)
@@ -810,7 +810,7 @@ func (m *machine) finish(t *rapid.T) {
 	for i := 0; i < 40; i++ {
 		m.clock.Advance(2 * time.Minute)
 		m.drain(t)
-		if len(m.store.QueuedMessages()) == 0 && len(m.store.QueuedTasks()) == 0 {
+		if len(m.store.QueuedMessages()) == 0 && len(m.store.QueuedActivities()) == 0 {
 			break
 		}
 	}
@@ -818,7 +818,7 @@ func (m *machine) finish(t *rapid.T) {
 	if q := m.store.QueuedMessages(); len(q) > 0 {
 		t.Fatalf("%d messages left, first %s %s for %s", len(q), q[0].Kind, q[0].ID, q[0].InstanceID)
 	}
-	if q := m.store.QueuedTasks(); len(q) > 0 {
+	if q := m.store.QueuedActivities(); len(q) > 0 {
 		t.Fatalf("%d tasks left", len(q))
 	}
 	for _, id := range m.store.InstanceIDs() {

@@ -246,7 +246,7 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 				out += " with " + strconv.Itoa(strings.Count(err.Error(), "undo failed")) + " failures"
 			}
 		case wfAbandon:
-			ctx.CallActivity(s.Name, fmt.Sprintf("%s.%d", s.Name, gi))
+			ctx.CallActivity(s.Name, fmt.Sprintf("%s.%d", s.Name, gi), nil)
 			out = "x:" + s.Name
 		case wfBackground:
 			ctx.Go(func(ctx *replay.Context) error {
@@ -283,8 +283,8 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 			}
 			out = "W=[" + strings.Join(res, ",") + "]"
 		case wfRace:
-			timer := ctx.Timer(time.Duration(s.Seconds)*time.Second, "race")
-			sig := ctx.WaitEvent(s.Name)
+			timer := ctx.Timer(time.Duration(s.Seconds)*time.Second, &replay.TimerOptions{Name: "race"})
+			sig := ctx.WaitEvent(s.Name, nil)
 			var err error
 			if s.Count == 1 {
 				ctx.Select(
@@ -307,7 +307,7 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 			}
 		case wfChild:
 			var child []string
-			if err := ctx.CallSubWorkflow(wfName, wfProgram{Steps: s.Child}, replay.SubWorkflowOptions{InstanceID: s.ID}).Get(&child); err != nil {
+			if err := ctx.CallSubWorkflow(wfName, wfProgram{Steps: s.Child}, &replay.SubWorkflowOptions{InstanceID: s.ID}).Get(&child); err != nil {
 				out = "c=error:" + err.Error()
 			} else {
 				out = "c=[" + strings.Join(child, ",") + "]"
@@ -351,10 +351,10 @@ func wfTaskStep(ctx *replay.Context, s wfStep, gi int) (string, error) {
 	if s.Count > 0 {
 		opts.Due = ctx.Now().Add(time.Duration(s.Count) * time.Minute)
 	}
-	task := ctx.CreateTask(s.Name, fmt.Sprintf("%s.%d", s.Name, gi), opts)
+	task := ctx.CreateTask(s.Name, fmt.Sprintf("%s.%d", s.Name, gi), &opts)
 	done := ctx.WaitTask(task)
 	if s.Seconds > 0 {
-		timer := ctx.Timer(time.Duration(s.Seconds)*time.Second, wfTaskTimerPrefix+task.ID)
+		timer := ctx.Timer(time.Duration(s.Seconds)*time.Second, &replay.TimerOptions{Name: wfTaskTimerPrefix + task.ID})
 		if ctx.WhenAny(timer, done) == 0 {
 			ctx.CancelTask(task, wfTaskTimeout)
 			return wfTaskTimeout, nil
@@ -371,12 +371,12 @@ func wfTaskStep(ctx *replay.Context, s wfStep, gi int) (string, error) {
 // wfWait waits for the signal of a step: it returns the signal's key, or
 // "timeout".
 func wfWait(ctx *replay.Context, s wfStep) (string, error) {
-	var opts []replay.WaitOptions
+	var opts *replay.WaitOptions
 	if s.Seconds > 0 {
-		opts = append(opts, replay.WaitOptions{Timeout: time.Duration(s.Seconds) * time.Second})
+		opts = &replay.WaitOptions{Timeout: time.Duration(s.Seconds) * time.Second}
 	}
 	var key string
-	err := ctx.WaitEvent(s.Name, opts...).Get(&key)
+	err := ctx.WaitEvent(s.Name, opts).Get(&key)
 	switch {
 	case errors.Is(err, replay.ErrTimeout):
 		return "timeout", nil
@@ -389,7 +389,7 @@ func wfWait(ctx *replay.Context, s wfStep) (string, error) {
 // wfCall calls the activity of a step and describes its outcome.
 func wfCall(ctx *replay.Context, s wfStep, input string) string {
 	var out string
-	err := ctx.CallActivity(s.Name, input, replay.ActivityOptions{Retry: history.RetryPolicy{MaxAttempts: s.Attempts}}).Get(&out)
+	err := ctx.CallActivity(s.Name, input, &replay.ActivityOptions{Retry: history.RetryPolicy{MaxAttempts: s.Attempts}}).Get(&out)
 	var ae *replay.ActivityError
 	switch {
 	case errors.As(err, &ae):

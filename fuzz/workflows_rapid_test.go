@@ -284,10 +284,14 @@ func (w wfRenewWatch) RenewLease(ctx context.Context, p *round.RenewLeaseParams)
 const wfCheckTimeout = 5 * time.Minute
 
 func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
+	checkProjector, err := projector.New(wfAuditProjection())
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := &wfMachine{
 		mode: backend.mode, backend: backend, clock: round.NewManualClock(t0),
 		known: map[string]bool{}, scanned: map[string]int{}, prev: map[string]wfSeen{}, checker: newWfReplayChecker(),
-		projector: projector.New(wfAuditProjection()), views: map[string]*wfView{}, taskActions: map[string]bool{},
+		projector: checkProjector, views: map[string]*wfView{}, taskActions: map[string]bool{},
 		poison: map[string]int{}, renewed: make(chan error, 16),
 	}
 	m.ctx, m.cancel = context.WithTimeout(context.Background(), wfCheckTimeout)
@@ -298,7 +302,10 @@ func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 	}
 	// The nodes' fold of the custom projection panics on poisoned
 	// signals; the checks fold with m.projector, which never panics.
-	nodeProjector := projector.New(wfAuditProjectionWith(m.poisoned))
+	nodeProjector, err := projector.New(wfAuditProjectionWith(m.poisoned))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A small cache evicts executors between rounds; none replays every
 	// round from history.
 	cacheSize := rapid.SampledFrom([]int{0, 1, 2, -1}).Draw(t, "cache size")
@@ -957,7 +964,7 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 	if err != nil || len(msgs) > 0 {
 		t.Fatalf("%s: %d messages after the purge (%v)", id, len(msgs), err)
 	}
-	tasks, err := m.store.ListActivityTasks(m.ctx, &round.ListActivityTasksParams{InstanceID: id})
+	tasks, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
 	if err != nil || len(tasks) > 0 {
 		t.Fatalf("%s: %d activity tasks after the purge (%v)", id, len(tasks), err)
 	}
@@ -1194,7 +1201,7 @@ func (m *wfMachine) queued(t *rapid.T) ([]round.Message, []round.QueuedActivity)
 		if err != nil {
 			t.Fatalf("%s: list messages: %v", id, err)
 		}
-		ts, err := m.store.ListActivityTasks(m.ctx, &round.ListActivityTasksParams{InstanceID: id})
+		ts, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
 		if err != nil {
 			t.Fatalf("%s: list activity tasks: %v", id, err)
 		}

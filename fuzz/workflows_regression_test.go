@@ -23,7 +23,7 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 	// waiter waits for the signal "go" and returns its payload.
 	"waiter": func(ctx *replay.Context, _ []byte) ([]byte, error) {
 		var got string
-		if err := ctx.WaitEvent("go").Get(&got); err != nil {
+		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
 			return nil, err
 		}
 		return history.Encode(got)
@@ -36,7 +36,7 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 			return nil, &replay.InputError{Workflow: "relay", Err: err}
 		}
 		var got string
-		if err := ctx.WaitEvent("go").Get(&got); err != nil {
+		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
 			return nil, err
 		}
 		if n == 0 {
@@ -57,22 +57,22 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 			}
 			return nil, ctx.ContinueAsNew(1)
 		}
-		return nil, ctx.WaitEvent("go").Get(nil)
+		return nil, ctx.WaitEvent("go", nil).Get(nil)
 	},
 	// caller calls "waiter" as the child "kid" and returns its output.
 	"caller": func(ctx *replay.Context, _ []byte) ([]byte, error) {
 		var got string
-		if err := ctx.CallSubWorkflow("waiter", 0, replay.SubWorkflowOptions{InstanceID: "kid"}).Get(&got); err != nil {
+		if err := ctx.CallSubWorkflow("waiter", 0, &replay.SubWorkflowOptions{InstanceID: "kid"}).Get(&got); err != nil {
 			return nil, err
 		}
 		return history.Encode(got)
 	},
 	// worker calls the activity "ok" and then waits for "go".
 	"worker": func(ctx *replay.Context, _ []byte) ([]byte, error) {
-		if err := ctx.CallActivity("ok", "x").Get(nil); err != nil {
+		if err := ctx.CallActivity("ok", "x", nil).Get(nil); err != nil {
 			return nil, err
 		}
-		return nil, ctx.WaitEvent("go").Get(nil)
+		return nil, ctx.WaitEvent("go", nil).Get(nil)
 	},
 	// abandoner calls the activity "ok" without waiting for it, waits for
 	// "go" and continues as new; the next execution waits for "go".
@@ -82,9 +82,9 @@ var regWorkflows = map[string]replay.WorkflowFunc{
 			return nil, &replay.InputError{Workflow: "abandoner", Err: err}
 		}
 		if n == 0 {
-			ctx.CallActivity("ok", "x")
+			ctx.CallActivity("ok", "x", nil)
 		}
-		if err := ctx.WaitEvent("go").Get(nil); err != nil {
+		if err := ctx.WaitEvent("go", nil).Get(nil); err != nil {
 			return nil, err
 		}
 		if n == 0 {
@@ -310,7 +310,7 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 	b.clock.Advance(leaseDuration + time.Second)
 	b.round(t, b.n2)
 	require.Equal(t, round.StatusTerminated, b.snapshot(t, "claim").Status)
-	require.Empty(t, b.store.QueuedTasks(), "the terminated execution has no activity task")
+	require.Empty(t, b.store.QueuedActivities(), "the terminated execution has no activity task")
 
 	close(pz.resumed)
 	select {
@@ -319,7 +319,7 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("zombie round did not end")
 	}
-	require.Empty(t, b.store.QueuedTasks(), "the zombie must not queue a task of the terminated execution")
+	require.Empty(t, b.store.QueuedActivities(), "the zombie must not queue a task of the terminated execution")
 }
 
 // TestRegressionPeekLockPurgeOfRestartedInstance: in peek-lock mode a

@@ -25,7 +25,7 @@ import (
 
 // The workflows machine runs on any provider through round.Store alone:
 // it knows the instances it started and the children their histories
-// schedule, reads their queues with ListMessages and ListActivityTasks,
+// schedule, reads their queues with ListMessages and ListQueuedActivities,
 // and injects faults with providertest.Faulty. A backend adds what the
 // contract has no method for: an empty store per check, and a census of
 // the whole store, which proves that the machine's view misses nothing.
@@ -59,7 +59,7 @@ func wfMemory(mode round.Mode) *wfBackend {
 		open: func(*rapid.T) round.Store { return memory.New(memory.Options{Mode: mode}) },
 		census: func(_ *rapid.T, s round.Store) wfCensus {
 			ms := s.(*memory.Store)
-			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedTasks())}
+			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedActivities())}
 		},
 	}
 }

@@ -50,8 +50,8 @@ func (u wfUser) holdsRole(roles []string) bool {
 }
 
 // wfTaskAction is an action a user may take on a task by the rules of the
-// client API (chronicle.Engine.Claim, Assign, Release, Reassign,
-// Complete) against the task record it reads.
+// client API (chronicle.Engine.ClaimTask, AssignTask, ReleaseTask, ReassignTask,
+// CompleteTask) against the task record it reads.
 type wfTaskAction struct {
 	kind string // claim, assign, release, reassign, complete
 	user wfUser

@@ -37,13 +37,16 @@ type Projector struct {
 	defs []Definition
 }
 
-// New returns a projector with the given custom projections.
-func New(defs ...Definition) *Projector {
+// New returns a projector with the given custom projections; it fails as
+// [Projector.Add] does on the first invalid or duplicate definition.
+func New(defs ...Definition) (*Projector, error) {
 	p := &Projector{}
 	for _, d := range defs {
-		_ = p.Add(d)
+		if err := p.Add(d); err != nil {
+			return nil, err
+		}
 	}
-	return p
+	return p, nil
 }
 
 // Add registers a custom projection.

@@ -25,9 +25,11 @@ type Context struct {
 	x *executor
 }
 
-// ActivityOptions configure one activity call.
+// ActivityOptions configure one activity call; a nil *ActivityOptions, like
+// the zero value, means the default queue, the engine's retry policy and
+// no per-attempt timeout.
 type ActivityOptions struct {
-	// Queue routes the task to workers serving that queue.
+	// Queue routes the activity task to workers serving that queue.
 	Queue string
 	// Retry overrides the engine's default retry policy; zero fields keep
 	// the defaults.
@@ -36,7 +38,9 @@ type ActivityOptions struct {
 	Timeout time.Duration
 }
 
-// SubWorkflowOptions configure one sub-workflow call.
+// SubWorkflowOptions configure one sub-workflow call; a nil
+// *SubWorkflowOptions, like the zero value, means a derived instance id and
+// no version.
 type SubWorkflowOptions struct {
 	// InstanceID names the child; default: the parent's instance id, its
 	// execution id and the scheduling Seq joined by "/" (see
@@ -49,10 +53,18 @@ type SubWorkflowOptions struct {
 	Version string
 }
 
-// WaitOptions configure a wait for a signal.
+// WaitOptions configure a wait for a signal; a nil *WaitOptions, like the
+// zero value, waits without a timeout.
 type WaitOptions struct {
 	// Timeout, when positive, ends the wait with ErrTimeout.
 	Timeout time.Duration
+}
+
+// TimerOptions configure a timer; a nil *TimerOptions, like the zero value,
+// makes an unnamed timer.
+type TimerOptions struct {
+	// Name labels the timer in history and timelines.
+	Name string
 }
 
 // InstanceID returns the instance's id.
@@ -116,10 +128,11 @@ type RawPayload []byte
 
 // CallActivity schedules an activity and returns its future. The activity
 // runs at least once; a failure after the retries is an *ActivityError.
-func (c *Context) CallActivity(name string, input any, opts ...ActivityOptions) Future {
+// opts may be nil.
+func (c *Context) CallActivity(name string, input any, opts *ActivityOptions) Future {
 	var o ActivityOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if err := history.ValidateID("activity name", name); err != nil {
 		return c.x.failedFuture(fmt.Errorf("chronicle: call activity: %w", err))
@@ -144,11 +157,11 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOptions) 
 // result. The child is an instance of its own; its failure or termination
 // is a *SubWorkflowError, and so is the refusal of its start when its
 // instance id is taken by a running instance (it matches
-// [ErrSubWorkflowAlreadyStarted]).
-func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOptions) Future {
+// [ErrSubWorkflowAlreadyStarted]). opts may be nil.
+func (c *Context) CallSubWorkflow(name string, input any, opts *SubWorkflowOptions) Future {
 	var o SubWorkflowOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if err := history.ValidateID("sub-workflow name", name); err != nil {
 		return c.x.failedFuture(fmt.Errorf("chronicle: call sub-workflow: %w", err))
@@ -186,11 +199,12 @@ func (c *Context) CallSubWorkflow(name string, input any, opts ...SubWorkflowOpt
 
 // Timer returns a future that resolves after d of workflow time. A durable
 // timer survives restarts; it is recorded in history and fires through the
-// store's delayed delivery. name labels it in timelines.
-func (c *Context) Timer(d time.Duration, name ...string) Future {
+// store's delayed delivery. opts may be nil; its Name labels the timer in
+// timelines.
+func (c *Context) Timer(d time.Duration, opts *TimerOptions) Future {
 	label := ""
-	if len(name) > 0 {
-		label = name[0]
+	if opts != nil {
+		label = opts.Name
 	}
 	if err := CheckText("timer name", label); err != nil {
 		return c.x.failedFuture(fmt.Errorf("chronicle: timer: %w", err))
@@ -225,13 +239,13 @@ func (c *Context) CancelTimer(timer Future) bool {
 }
 
 // Sleep waits for d of workflow time.
-func (c *Context) Sleep(d time.Duration) error { return c.Timer(d).Get(nil) }
+func (c *Context) Sleep(d time.Duration) error { return c.Timer(d, nil).Get(nil) }
 
 // WaitEvent returns a future resolved by the next signal named name raised
 // on the instance; signals raised before the wait are buffered and consumed
 // in arrival order. With a timeout the future fails with ErrTimeout when
-// the timeout passes first.
-func (c *Context) WaitEvent(name string, opts ...WaitOptions) Future {
+// the timeout passes first. opts may be nil.
+func (c *Context) WaitEvent(name string, opts *WaitOptions) Future {
 	x := c.x
 	if err := CheckText("event name", name); err != nil {
 		return x.failedFuture(fmt.Errorf("chronicle: wait event: %w", err))
@@ -245,8 +259,8 @@ func (c *Context) WaitEvent(name string, opts ...WaitOptions) Future {
 		}
 	}
 	w := &signalWaiter{name: name, f: f}
-	if len(opts) > 0 && opts[0].Timeout > 0 {
-		w.timer, _ = c.timer(opts[0].Timeout, "wait "+name)
+	if opts != nil && opts.Timeout > 0 {
+		w.timer, _ = c.timer(opts.Timeout, "wait "+name)
 		f.timer = w.timer
 		f.onGet = func() {
 			// The signal came first: cancel the timer so it does not wake

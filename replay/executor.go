@@ -529,8 +529,11 @@ func (x *executor) live(now time.Time) ([]history.Event, *executor, error) {
 	if x.ended || x.suspended {
 		return nil, nil, nil
 	}
-	turn := history.Event{Seq: x.nextSeq, ExecutionID: x.executionID, Kind: history.KindTurnStarted}
-	turn.Payload, _ = history.EncodeAttributes(&history.TurnStarted{})
+	payload, err := history.EncodeAttributes(&history.TurnStarted{})
+	if err != nil {
+		return nil, nil, err
+	}
+	turn := history.Event{Seq: x.nextSeq, ExecutionID: x.executionID, Kind: history.KindTurnStarted, Payload: payload}
 	if err := x.runTurn(turn.Seq, now, nil); err != nil {
 		return nil, nil, err
 	}
@@ -545,7 +548,10 @@ func (x *executor) live(now time.Time) ([]history.Event, *executor, error) {
 	if last.Kind != history.KindContinuedAsNew {
 		return events, nil, nil
 	}
-	a, _ := last.Attributes()
+	a, err := last.Attributes()
+	if err != nil {
+		return nil, nil, err
+	}
 	can := a.(*history.ContinuedAsNew)
 	next, more, err := x.continueAsNew(last.Seq+1, can, now)
 	if err != nil {

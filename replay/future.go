@@ -1,7 +1,7 @@
 package replay
 
 // Future is the pending result of something workflow code started: an
-// activity, a timer, a sub-workflow, a wait for a signal or a task, a
+// activity, a timer, a sub-workflow, a wait for a signal or a human task, a
 // coroutine. Get blocks the calling workflow coroutine until the result is
 // there; other coroutines run meanwhile.
 type Future interface {

@@ -11,11 +11,11 @@ import (
 // undo, and runs them in reverse order when it must.
 //
 //	saga := ctx.NewSaga()
-//	if err := ctx.CallActivity("reserve-funds", req).Get(nil); err != nil {
+//	if err := ctx.CallActivity("reserve-funds", req, nil).Get(nil); err != nil {
 //		return nil, err
 //	}
 //	saga.AddCompensation("release-funds", func(ctx *chronicle.Context) error {
-//		return ctx.CallActivity("release-funds", req).Get(nil)
+//		return ctx.CallActivity("release-funds", req, nil).Get(nil)
 //	})
 //	...
 //	if rejected {

@@ -7,7 +7,8 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 )
 
-// TaskOptions configure a human task.
+// TaskOptions configure a human task; a nil *TaskOptions, like the zero
+// value, means a derived task id, no roles, no assignee and no due time.
 type TaskOptions struct {
 	// TaskID names the task; default: derived from the instance and Seq.
 	// Task ids are unique per store: an id another instance's task has
@@ -31,11 +32,11 @@ type Task struct {
 // CreateTask opens a human task: it appears in task lists for its roles or
 // assignee, who claim, release, reassign and complete it through the
 // client API. The result of the completion is what [Context.WaitTask]
-// returns.
-func (c *Context) CreateTask(name string, payload any, opts ...TaskOptions) *Task {
+// returns. opts may be nil.
+func (c *Context) CreateTask(name string, payload any, opts *TaskOptions) *Task {
 	var o TaskOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	x := c.x
 	if err := checkTaskText(name, o); err != nil {

@@ -98,7 +98,7 @@ type ActivityWorkerOptions struct {
 	Node string
 	// Resolve finds the function of an activity name. Required.
 	Resolve func(name string) (ActivityFunc, bool)
-	// Queues lists the task queues served; empty means the default queue.
+	// Queues lists the activity queues served; empty means the default queue.
 	Queues []string
 	// Clock defaults to the wall clock.
 	Clock Clock

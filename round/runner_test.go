@@ -120,7 +120,7 @@ func TestRunnerDrivesScriptToCompletion(t *testing.T) {
 			require.Equal(t, history.KindExecutionCompleted, child[len(child)-1].Kind)
 			require.Equal(t, round.StatusCompleted, b.status(t, "claim-1/child-10"))
 			require.Empty(t, b.store.QueuedMessages())
-			require.Empty(t, b.store.QueuedTasks())
+			require.Empty(t, b.store.QueuedActivities())
 
 			snap, err := round.Fold("claim-1", events)
 			require.NoError(t, err)

@@ -91,9 +91,9 @@ type Store interface {
 	// is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
-	// ListActivityTasks returns the queued and claimed activity tasks of an
+	// ListQueuedActivities returns the queued and claimed activity tasks of an
 	// instance in enqueue order, with their claims.
-	ListActivityTasks(ctx context.Context, p *ListActivityTasksParams) ([]QueuedActivity, error)
+	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
 
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
@@ -152,16 +152,16 @@ type Store interface {
 	// by instance id, at most Limit (zero means 100) after AfterID.
 	ListInstances(ctx context.Context, p *ListInstancesParams) ([]InstanceRecord, error)
 
-	// GetTask returns a task record or ErrNotFound. Human task ids are
-	// unique across instances.
+	// GetTask returns a human task's record or ErrNotFound. Human task ids
+	// are unique across instances.
 	GetTask(ctx context.Context, taskID string) (*TaskRecord, error)
 
-	// ListTasks returns task records matching the filter, ordered by task
-	// id, at most Limit (zero means 100) after AfterID.
+	// ListTasks returns human task records matching the filter, ordered by
+	// task id, at most Limit (zero means 100) after AfterID.
 	ListTasks(ctx context.Context, p *ListTasksParams) ([]TaskRecord, error)
 
-	// ListTaskEvents returns the task events of an instance (of one task
-	// when TaskID is set) in Seq order.
+	// ListTaskEvents returns the human task events of an instance (of one
+	// task when TaskID is set) in Seq order.
 	ListTaskEvents(ctx context.Context, p *ListTaskEventsParams) ([]TaskEventRecord, error)
 
 	// GetCustomProjection returns the record of a user projection for an
@@ -230,8 +230,8 @@ type Steps interface {
 	// tasks that were completed or cancelled since.
 	EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error
 
-	// CancelActivities removes the tasks of an execution that are still
-	// queued or claimed; their leases are lost.
+	// CancelActivities removes the activity tasks of an execution that are
+	// still queued or claimed; their leases are lost.
 	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
 
 	// ResetProjections deletes the built-in projections of an instance
@@ -358,8 +358,8 @@ type EnqueueMessagesParams struct {
 	Lease *Lease
 }
 
-// ListActivityTasksParams are the params of ListActivityTasks.
-type ListActivityTasksParams struct {
+// ListQueuedActivitiesParams are the params of ListQueuedActivities.
+type ListQueuedActivitiesParams struct {
 	InstanceID string
 }
 
@@ -503,7 +503,7 @@ type AbandonMessagesParams struct {
 // NextVisibleAtParams are the params of NextVisibleAt.
 type NextVisibleAtParams struct {
 	Queue Queue
-	// Queues restricts the activity queue to these task queues.
+	// Queues restricts the activity queue to these activity queues.
 	Queues []string
 }
 
@@ -552,7 +552,7 @@ type AbandonLeaseParams struct {
 
 // ClaimActivityParams are the params of ClaimActivity.
 type ClaimActivityParams struct {
-	// Queues lists the task queues served; empty means the default queue "".
+	// Queues lists the activity queues served; empty means the default queue "".
 	Queues      []string
 	Owner       string
 	Now         time.Time

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -121,7 +123,7 @@ func (c *cli) benchStore(keep bool) (round.Store, func(), error) {
 	drop := false
 	if schema == "" {
 		suffix := make([]byte, 4)
-		_, _ = rand.Read(suffix)
+		_, _ = rand.Read(suffix) // crypto/rand.Read never returns an error: it crashes the program instead
 		schema, drop = "chronicle_bench_"+hex.EncodeToString(suffix), !keep
 	}
 	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: schema, MigrateOnStart: true})
@@ -131,10 +133,21 @@ func (c *cli) benchStore(keep bool) (round.Store, func(), error) {
 	return store, func() {
 		store.Close()
 		if drop {
-			if conn, err := pgx.Connect(c.ctx, c.storeURL); err == nil {
-				_, _ = conn.Exec(c.ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-				_ = conn.Close(c.ctx)
+			if err := dropSchema(c.ctx, c.storeURL, schema); err != nil {
+				// The numbers are printed; the run still succeeds, and the
+				// operator learns what to clean up.
+				fmt.Fprintf(c.stderr, "chronicle: drop bench schema %s: %v\n", schema, err)
 			}
 		}
 	}, nil
+}
+
+// dropSchema drops a schema the benchmark created.
+func dropSchema(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return errors.Join(err, conn.Close(ctx))
 }

@@ -86,8 +86,10 @@
 //	task release TASK --user U
 //	task complete TASK --user U [--roles R1,R2] [--result JSON]
 //
-// Show a task with its audit trail, or act on it as user U holding the
-// given roles (see docs/tasks.md for who may do what). The result of
+// Show a human task with its audit trail, or act on it as user U holding
+// the given roles (see docs/tasks.md for who may do what). "task" in the
+// tool always means a human task; the work items of activity workers
+// appear only as "activity task" items of dead letters. The result of
 // complete is JSON; whole numbers are passed as integers. An action that
 // is not allowed fails with "chronicle: forbidden: ...", one on a closed
 // task with "chronicle: task closed: ...", both with exit code 1.

@@ -252,7 +252,7 @@ func (c *cli) verifyArchive(e *chronicle.Engine, file string) error {
 		return err
 	}
 	events, err := history.ReadJSONL(f)
-	f.Close()
+	_ = f.Close() // opened read-only: Close cannot lose data, and ReadJSONL reported any read error
 	if err != nil {
 		return fmt.Errorf("read %s: %w", file, err)
 	}

@@ -46,9 +46,36 @@ type hooks struct {
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, hooks: h}
+	out := &stickyWriter{w: stdout}
+	c := &cli{ctx: ctx, stdout: out, stderr: stderr, hooks: h}
 	defer c.close()
-	return c.exit(c.main(args))
+	code := c.exit(c.main(args))
+	if out.err != nil && code == exitOK {
+		// The output is incomplete: say so and fail, so that a script
+		// piping it does not take it for the whole answer.
+		return c.exit(fmt.Errorf("write output: %w", out.err))
+	}
+	return code
+}
+
+// stickyWriter keeps the first error of its writer and drops every write
+// after it, so that the many small writes of a command need no check each
+// and the run still fails when its output did not get through. Writes to
+// stderr are not checked: when stderr fails there is nowhere left to say
+// so, and the exit code still tells.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+// Write implements io.Writer.
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
 
 // cli is one run of the tool.
@@ -159,17 +186,17 @@ func commands() []*command {
 		{"demo", "", "describe the demo data of the memory store", runDemo},
 		{"migrate", "", "create or upgrade the PostgreSQL schema", runMigrate},
 		{"instances list", "[--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]", "list instances", runInstancesList},
-		{"instance show", "ID", "show an instance: fields, result, open tasks, dead letters", runInstanceShow},
+		{"instance show", "ID", "show an instance: fields, result, open human tasks, dead letters", runInstanceShow},
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
 		{"history verify", "ID | --all | --archive FILE", "verify hash chains of stored or exported histories", runHistoryVerify},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
-		{"task show", "TASK", "show a task and its audit trail", runTaskShow},
-		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned task", runTaskClaim},
-		{"task assign", "TASK --to U2 --user U --roles R1,R2", "give an unassigned task to a user", runTaskAssign},
-		{"task reassign", "TASK --to U2 --user U [--roles R1,R2]", "move an assigned task to another user", runTaskReassign},
-		{"task release", "TASK --user U", "give a task back to its roles", runTaskRelease},
-		{"task complete", "TASK --user U [--roles R1,R2] [--result JSON]", "complete a task with a result", runTaskComplete},
+		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},
+		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned human task", runTaskClaim},
+		{"task assign", "TASK --to U2 --user U --roles R1,R2", "give an unassigned human task to a user", runTaskAssign},
+		{"task reassign", "TASK --to U2 --user U [--roles R1,R2]", "move an assigned human task to another user", runTaskReassign},
+		{"task release", "TASK --user U", "give a human task back to its roles", runTaskRelease},
+		{"task complete", "TASK --user U [--roles R1,R2] [--result JSON]", "complete a human task with a result", runTaskComplete},
 		{"dlq list", "[--instance ID] [--status S] [--after ID] [--limit N]", "list dead letters", runDLQList},
 		{"dlq show", "ID", "show a dead letter and its original work item", runDLQShow},
 		{"dlq redrive", "ID --by U", "requeue a dead letter's work item", runDLQRedrive},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -430,6 +431,9 @@ func TestParseResult(t *testing.T) {
 	require.Error(t, err)
 	_, err = parseResult(`nope`)
 	require.Error(t, err)
+	// A number beyond float64 is refused, not passed on as +Inf.
+	_, err = parseResult(`{"amount": [1e400]}`)
+	require.EqualError(t, err, "invalid value for flag --result: number 1e400 is out of range")
 }
 
 // TestDoctor checks that doctor reports what needs an operator — the
@@ -474,4 +478,24 @@ func TestDoctor(t *testing.T) {
 	r = golden(t, "doctor_projections", exitFailure, forged, "doctor")
 	require.Contains(t, r.stdout, "CLM-1001: instance: fields differ")
 	golden(t, "doctor_extra_argument", exitUsage, hooks{}, "doctor", "now")
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestOutputWriteFailure: a command whose output cannot be written fails
+// with exit code 1 and says why, instead of reporting success.
+func TestOutputWriteFailure(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help"}, {"demo"}, {"--json", "tasks", "list"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			code := run(t.Context(), args, failingWriter{}, &stderr)
+			require.Equal(t, exitFailure, code)
+			require.Regexp(t, `^chronicle: (write output: )?broken pipe\n$`, stderr.String())
+		})
+	}
 }

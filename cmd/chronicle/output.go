@@ -20,7 +20,9 @@ func (c *cli) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// printf writes to stdout.
+// printf writes to stdout. Here and in the other writers of the tool a
+// write error is not checked where it happens: the stickyWriter behind
+// c.stdout keeps it and runWith fails the run with it.
 func (c *cli) printf(format string, args ...any) {
 	fmt.Fprintf(c.stdout, format, args...)
 }

@@ -217,31 +217,31 @@ func (c *cli) taskAction(cmd *command, args []string, verb string, needTo, withR
 
 func runTaskClaim(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "claimed", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
-		return e.Claim(c.ctx, id, u)
+		return e.ClaimTask(c.ctx, id, u)
 	})
 }
 
 func runTaskAssign(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "assigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
-		return e.Assign(c.ctx, id, to, u)
+		return e.AssignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskReassign(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "reassigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
-		return e.Reassign(c.ctx, id, to, u)
+		return e.ReassignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskRelease(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "released", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
-		return e.Release(c.ctx, id, u)
+		return e.ReleaseTask(c.ctx, id, u)
 	})
 }
 
 func runTaskComplete(c *cli, cmd *command, args []string) error {
 	return c.taskAction(cmd, args, "completed", false, true, func(e *chronicle.Engine, id string, u chronicle.User, _ string, result any) error {
-		return e.Complete(c.ctx, id, result, u)
+		return e.CompleteTask(c.ctx, id, result, u)
 	})
 }
 
@@ -293,7 +293,7 @@ func (c *cli) reportTask(taskID, verb, user string) error {
 	return nil
 }
 
-// parseResult parses a --result value as JSON for Engine.Complete: whole
+// parseResult parses a --result value as JSON for Engine.CompleteTask: whole
 // numbers become integers so that they decode into int fields.
 func parseResult(s string) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -305,25 +305,38 @@ func parseResult(s string) (any, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("invalid value for flag --result: more than one JSON value")
 	}
-	return numbers(v), nil
+	return numbers(v)
 }
 
-func numbers(v any) any {
+// numbers replaces the json.Numbers in v by int64 for whole numbers and
+// float64 for the others; a number that fits neither is an error.
+func numbers(v any) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
-			return i
+			return i, nil
 		}
-		f, _ := v.Float64()
-		return f
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("invalid value for flag --result: number %s is out of range", v)
+		}
+		return f, nil
 	case []any:
 		for i := range v {
-			v[i] = numbers(v[i])
+			n, err := numbers(v[i])
+			if err != nil {
+				return nil, err
+			}
+			v[i] = n
 		}
 	case map[string]any:
 		for k := range v {
-			v[k] = numbers(v[k])
+			n, err := numbers(v[k])
+			if err != nil {
+				return nil, err
+			}
+			v[k] = n
 		}
 	}
-	return v
+	return v, nil
 }

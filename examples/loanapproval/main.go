@@ -117,7 +117,10 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = engine.Run(runCtx) // Run returns nil once runCtx ends and the work in flight is drained
+		// Run returns nil once runCtx ends and the work in flight is
+		// drained; its only error, ErrEngineRunning, cannot happen to
+		// this engine, which nothing else runs.
+		_ = engine.Run(runCtx)
 	}()
 	portalErr := make(chan error, 1)
 	p := &portal{engine: engine, out: out, inbox: inbox, applicants: map[string]applicant{
@@ -137,7 +140,7 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	for _, app := range applications {
 		// The instance id is the business reference: starting the same
 		// application twice is refused (chronicle.ErrInstanceExists).
-		if _, err := engine.Start(ctx, loanApprovalWorkflow, app, chronicle.StartOptions{
+		if _, err := engine.Start(ctx, loanApprovalWorkflow, app, &chronicle.StartOptions{
 			InstanceID: app.ID, BusinessKey: app.ID, Version: "1", Actor: "clerk.ines",
 		}); err != nil {
 			return nil, err

@@ -70,15 +70,15 @@ func (p *portal) handle(ctx context.Context, n notice) error {
 		// recorded once: the instance sees one signal.
 		opts := chronicle.RaiseOptions{IdempotencyKey: "upload-" + n.Application, Sender: "portal", Actor: who.User}
 		p.out.log("portal", "%s uploads %s for %s (idempotency key %s)", n.Applicant, strings.Join(docs.Files, ", "), n.Application, opts.IdempotencyKey)
-		if err := p.engine.RaiseEvent(ctx, n.Application, documentsSignal, docs, opts); err != nil {
+		if err := p.engine.RaiseEvent(ctx, n.Application, documentsSignal, docs, &opts); err != nil {
 			return err
 		}
 		p.out.log("portal", "the browser missed the response and sends the same upload again, same key")
-		return p.engine.RaiseEvent(ctx, n.Application, documentsSignal, docs, opts)
+		return p.engine.RaiseEvent(ctx, n.Application, documentsSignal, docs, &opts)
 	case offerIssued:
 		p.out.log("portal", "%s signs the offer for %s", n.Applicant, n.Application)
 		return p.engine.RaiseEvent(ctx, n.Application, offerSignedSignal, Signature{By: n.Applicant, Method: "e-signature"},
-			chronicle.RaiseOptions{IdempotencyKey: "signature-" + n.Application, Sender: "portal", Actor: who.User})
+			&chronicle.RaiseOptions{IdempotencyKey: "signature-" + n.Application, Sender: "portal", Actor: who.User})
 	}
 	return fmt.Errorf("unknown notice %q", n.Kind)
 }

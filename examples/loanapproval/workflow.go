@@ -129,7 +129,7 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 	// and the engine retries it by the policy above. Retries are not
 	// recorded one by one; history keeps the outcome and its attempt count.
 	score, err := chronicle.CallActivity[int](ctx, creditCheckActivity, CreditRequest{Application: app.ID, Applicant: app.Applicant},
-		chronicle.ActivityOptions{Retry: creditCheckRetry})
+		&chronicle.ActivityOptions{Retry: creditCheckRetry})
 	if err != nil {
 		// Attempts exhausted: the workflow fails and the instance shows
 		// the error. Nothing was reserved yet, so there is nothing to undo.
@@ -141,12 +141,12 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 	// the saga remembers how to undo each step and runs the undo steps in
 	// reverse order when asked to compensate.
 	saga := ctx.NewSaga()
-	reservation, err := chronicle.CallActivity[string](ctx, reserveFundsActivity, FundsRequest{Application: app.ID, Amount: app.Amount})
+	reservation, err := chronicle.CallActivity[string](ctx, reserveFundsActivity, FundsRequest{Application: app.ID, Amount: app.Amount}, nil)
 	if err != nil {
 		return Decision{}, err
 	}
 	saga.AddCompensation(releaseFundsActivity, func(ctx *chronicle.Context) error {
-		_, err := chronicle.CallActivity[string](ctx, releaseFundsActivity, reservation)
+		_, err := chronicle.CallActivity[string](ctx, releaseFundsActivity, reservation, nil)
 		return err
 	})
 	reject := func(reason string) (Decision, error) {
@@ -163,7 +163,7 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 
 	// 3. Value the property in a sub-workflow: a child instance with its
 	// own history, here "<parent id>/<seq>".
-	valuation, err := chronicle.CallSubWorkflow[Valuation](ctx, propertyValuationWorkflow, app.Property)
+	valuation, err := chronicle.CallSubWorkflow[Valuation](ctx, propertyValuationWorkflow, app.Property, nil)
 	if err != nil {
 		return reject("the property could not be valued: " + err.Error())
 	}
@@ -178,11 +178,11 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 	if err := ctx.SetCustomStatus("waiting for documents"); err != nil {
 		return Decision{}, err
 	}
-	docsArrived := ctx.WaitEvent(documentsSignal, chronicle.WaitOptions{Timeout: app.DocumentWindow})
+	docsArrived := ctx.WaitEvent(documentsSignal, &chronicle.WaitOptions{Timeout: app.DocumentWindow})
 	deadline := ctx.Now().Add(app.DocumentWindow)
 	if _, err := chronicle.CallActivity[string](ctx, requestDocumentsActivity, DocumentRequest{
 		Application: app.ID, Applicant: app.Applicant, Email: app.Email, Deadline: deadline,
-	}); err != nil {
+	}, nil); err != nil {
 		return Decision{}, err
 	}
 	var docs Documents
@@ -209,10 +209,10 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 	if err := ctx.SetCustomStatus("waiting for signature"); err != nil {
 		return Decision{}, err
 	}
-	signed := ctx.WaitEvent(offerSignedSignal, chronicle.WaitOptions{Timeout: app.OfferWindow})
+	signed := ctx.WaitEvent(offerSignedSignal, &chronicle.WaitOptions{Timeout: app.OfferWindow})
 	offer, err := chronicle.CallActivity[Offer](ctx, issueOfferActivity, OfferRequest{
 		Application: app.ID, Applicant: app.Applicant, Amount: app.Amount, CreditScore: score,
-	})
+	}, nil)
 	if err != nil {
 		return reject("the offer could not be issued: " + err.Error())
 	}
@@ -239,7 +239,7 @@ func (w *workflows) loanApproval(ctx *chronicle.Context, app Application) (Decis
 // propertyValuation is the "property-valuation" workflow, run as a child
 // of loan-approval. It could as well be started on its own.
 func (w *workflows) propertyValuation(ctx *chronicle.Context, property string) (Valuation, error) {
-	value, err := chronicle.CallActivity[int](ctx, appraisePropertyActivity, property)
+	value, err := chronicle.CallActivity[int](ctx, appraisePropertyActivity, property, nil)
 	if err != nil {
 		return Valuation{}, err
 	}

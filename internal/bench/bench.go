@@ -98,7 +98,7 @@ func (o *observer) Activity(chronicle.ActivityStats) { o.activities.Add(1) }
 
 // Run runs one workload on store, which must be empty of instances with the
 // ids it uses ("bench-…").
-func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
+func Run(ctx context.Context, store round.Store, c Config) (_ *Result, err error) {
 	if c.Instances <= 0 {
 		c.Instances = 100
 	}
@@ -123,7 +123,11 @@ func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
 	go func() { done <- e.Run(runCtx) }()
 	defer func() {
 		stop()
-		<-done
+		// Run returns nil once runCtx ends; anything else is a failure of
+		// the engine that the numbers must not hide.
+		if runErr := <-done; runErr != nil && err == nil {
+			err = fmt.Errorf("bench: engine: %w", runErr)
+		}
 	}()
 
 	peak := watchHeap(runCtx)
@@ -136,7 +140,7 @@ func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
 		name := map[string]string{W1: "sequence", W2: "fanout"}[c.Workload]
 		ids := make([]string, c.Instances)
 		for i := range ids {
-			if ids[i], err = e.Start(ctx, name, i, chronicle.StartOptions{InstanceID: fmt.Sprintf("bench-%s-%d", c.Workload, i)}); err != nil {
+			if ids[i], err = e.Start(ctx, name, i, &chronicle.StartOptions{InstanceID: fmt.Sprintf("bench-%s-%d", c.Workload, i)}); err != nil {
 				return nil, err
 			}
 		}
@@ -161,7 +165,7 @@ func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
 		runtime.ReadMemStats(&base)
 		for i := 0; i < c.Instances; i++ {
 			id := fmt.Sprintf("bench-idle-%d", i)
-			if _, err := e.Start(ctx, "listener", 1, chronicle.StartOptions{InstanceID: id}); err != nil {
+			if _, err := e.Start(ctx, "listener", 1, &chronicle.StartOptions{InstanceID: id}); err != nil {
 				return nil, err
 			}
 		}
@@ -200,7 +204,7 @@ func Run(ctx context.Context, store round.Store, c Config) (*Result, error) {
 // signals raises n signals, one at a time, on a workflow that waits for
 // them in a loop, and records for each how long until its round ran.
 func signals(ctx context.Context, e *chronicle.Engine, obs *observer, n int) error {
-	id, err := e.Start(ctx, "listener", n, chronicle.StartOptions{InstanceID: "bench-W3"})
+	id, err := e.Start(ctx, "listener", n, &chronicle.StartOptions{InstanceID: "bench-W3"})
 	if err != nil {
 		return err
 	}
@@ -212,7 +216,7 @@ func signals(ctx context.Context, e *chronicle.Engine, obs *observer, n int) err
 		obs.mu.Lock()
 		obs.raised[id] = time.Now()
 		obs.mu.Unlock()
-		if err := e.RaiseEvent(ctx, id, "ping", i); err != nil {
+		if err := e.RaiseEvent(ctx, id, "ping", i, nil); err != nil {
 			return err
 		}
 		select {
@@ -275,7 +279,7 @@ func register(e *chronicle.Engine) error {
 		chronicle.RegisterWorkflow(e, "sequence", func(ctx *chronicle.Context, n int) (int, error) {
 			for i := 0; i < 3; i++ {
 				var err error
-				if n, err = chronicle.CallActivity[int](ctx, "step", n); err != nil {
+				if n, err = chronicle.CallActivity[int](ctx, "step", n, nil); err != nil {
 					return 0, err
 				}
 			}
@@ -284,13 +288,13 @@ func register(e *chronicle.Engine) error {
 		chronicle.RegisterWorkflow(e, "fanout", func(ctx *chronicle.Context, n int) (int, error) {
 			fs := make([]chronicle.Future, 20)
 			for i := range fs {
-				fs[i] = ctx.CallActivity("step", n+i)
+				fs[i] = ctx.CallActivity("step", n+i, nil)
 			}
 			return n, ctx.WhenAll(fs...)
 		}),
 		chronicle.RegisterWorkflow(e, "listener", func(ctx *chronicle.Context, n int) (int, error) {
 			for i := 0; i < n; i++ {
-				if _, err := chronicle.WaitEvent[int](ctx, "ping"); err != nil {
+				if _, err := chronicle.WaitEvent[int](ctx, "ping", nil); err != nil {
 					return 0, err
 				}
 			}

@@ -150,7 +150,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		o := clerk
 		o.InstanceID, o.BusinessKey, o.BusinessParts = id, id, parts
 		d.Clock.Set(Start.Add(offset))
-		if _, err := e.Start(ctx, workflow, input, o); err != nil {
+		if _, err := e.Start(ctx, workflow, input, &o); err != nil {
 			return err
 		}
 		return d.Drain(ctx)
@@ -189,7 +189,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		// of its roles and it is unassigned.
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour))
-			err := e.Complete(ctx, ReviewTaskID("CLM-1001"), Review{Approved: true, Amount: 1150, Note: "estimate confirmed by photos"},
+			err := e.CompleteTask(ctx, ReviewTaskID("CLM-1001"), Review{Approved: true, Amount: 1150, Note: "estimate confirmed by photos"},
 				chronicle.User{ID: "alice", Roles: []string{"adjuster"}})
 			if err != nil {
 				return err
@@ -198,14 +198,14 @@ func (d *Demo) seed(ctx context.Context) error {
 		},
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour + 15*time.Minute))
-			if err := e.Claim(ctx, ReviewTaskID("CLM-1003"), chronicle.User{ID: "bob", Roles: []string{"adjuster"}}); err != nil {
+			if err := e.ClaimTask(ctx, ReviewTaskID("CLM-1003"), chronicle.User{ID: "bob", Roles: []string{"adjuster"}}); err != nil {
 				return err
 			}
 			return d.Drain(ctx)
 		},
 		func() error {
 			d.Clock.Set(Start.Add(time.Hour + 30*time.Minute))
-			if err := e.Terminate(ctx, "CLM-1004", "duplicate of CLM-1002", "ops"); err != nil {
+			if err := e.Terminate(ctx, "CLM-1004", "duplicate of CLM-1002", &chronicle.ControlOptions{Actor: "ops"}); err != nil {
 				return err
 			}
 			return d.Drain(ctx)

@@ -101,7 +101,7 @@ func TestSeed(t *testing.T) {
 	t.Run("ReviewCompletesAClaim", func(t *testing.T) {
 		t.Parallel()
 		d := seed(t)
-		err := d.Engine.Complete(ctx, demodata.ReviewTaskID("CLM-1002"), demodata.Review{Approved: true, Amount: 3900},
+		err := d.Engine.CompleteTask(ctx, demodata.ReviewTaskID("CLM-1002"), demodata.Review{Approved: true, Amount: 3900},
 			chronicle.User{ID: "alice", Roles: []string{"adjuster"}})
 		require.NoError(t, err)
 		require.NoError(t, d.Drain(ctx))

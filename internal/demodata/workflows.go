@@ -133,7 +133,7 @@ func claimWorkflow(ctx *chronicle.Context, c Claim) (Settlement, error) {
 	if err := ctx.SetCustomStatus("assessing damage"); err != nil {
 		return Settlement{}, err
 	}
-	estimate, err := chronicle.CallActivity[int](ctx, AssessDamageActivity, c)
+	estimate, err := chronicle.CallActivity[int](ctx, AssessDamageActivity, c, nil)
 	if err != nil {
 		return Settlement{}, err
 	}
@@ -141,7 +141,7 @@ func claimWorkflow(ctx *chronicle.Context, c Claim) (Settlement, error) {
 		return Settlement{}, err
 	}
 	task := ctx.CreateTask(ReviewTaskName, ReviewRequest{Claim: c.Number, Claimed: c.Amount, Estimate: estimate},
-		chronicle.TaskOptions{TaskID: ReviewTaskID(c.Number), Roles: reviewRoles, Due: ctx.Now().Add(72 * time.Hour)})
+		&chronicle.TaskOptions{TaskID: ReviewTaskID(c.Number), Roles: reviewRoles, Due: ctx.Now().Add(72 * time.Hour)})
 	review, err := chronicle.WaitTask[Review](ctx, task)
 	if err != nil {
 		return Settlement{}, err
@@ -154,7 +154,7 @@ func claimWorkflow(ctx *chronicle.Context, c Claim) (Settlement, error) {
 	if err := ctx.SetCustomStatus("paying"); err != nil {
 		return Settlement{}, err
 	}
-	s.Payment, err = chronicle.CallActivity[string](ctx, PayClaimActivity, Payment{Claim: c.Number, Amount: review.Amount})
+	s.Payment, err = chronicle.CallActivity[string](ctx, PayClaimActivity, Payment{Claim: c.Number, Amount: review.Amount}, nil)
 	if err != nil {
 		return Settlement{}, err
 	}
@@ -165,7 +165,7 @@ func claimWorkflow(ctx *chronicle.Context, c Claim) (Settlement, error) {
 // loanWorkflow checks the applicant's credit, waits out a cooling-off
 // period on a durable timer and pays the loan out.
 func loanWorkflow(ctx *chronicle.Context, app LoanApplication) (LoanDecision, error) {
-	score, err := chronicle.CallActivity[int](ctx, CreditCheckActivity, app.Applicant)
+	score, err := chronicle.CallActivity[int](ctx, CreditCheckActivity, app.Applicant, nil)
 	if err != nil {
 		return LoanDecision{}, err
 	}
@@ -176,10 +176,10 @@ func loanWorkflow(ctx *chronicle.Context, app LoanApplication) (LoanDecision, er
 	if err := ctx.SetCustomStatus("cooling-off period"); err != nil {
 		return LoanDecision{}, err
 	}
-	if err := ctx.Timer(CoolingOff, "cooling-off").Get(nil); err != nil {
+	if err := ctx.Timer(CoolingOff, &chronicle.TimerOptions{Name: "cooling-off"}).Get(nil); err != nil {
 		return LoanDecision{}, err
 	}
-	d.Disbursement, err = chronicle.CallActivity[string](ctx, DisburseLoanActivity, app)
+	d.Disbursement, err = chronicle.CallActivity[string](ctx, DisburseLoanActivity, app, nil)
 	if err != nil {
 		return LoanDecision{}, err
 	}
@@ -190,14 +190,14 @@ func loanWorkflow(ctx *chronicle.Context, app LoanApplication) (LoanDecision, er
 // kycWorkflow verifies a customer's identity; it fails when the identity
 // cannot be verified.
 func kycWorkflow(ctx *chronicle.Context, p Person) (string, error) {
-	return chronicle.CallActivity[string](ctx, VerifyIdentityActivity, p, chronicle.ActivityOptions{
+	return chronicle.CallActivity[string](ctx, VerifyIdentityActivity, p, &chronicle.ActivityOptions{
 		Retry: chronicle.RetryPolicy{MaxAttempts: 2, InitialInterval: time.Minute, Multiplier: 2, MaxInterval: time.Minute},
 	})
 }
 
 // refundWorkflow issues a refund.
 func refundWorkflow(ctx *chronicle.Context, r RefundRequest) (string, error) {
-	return chronicle.CallActivity[string](ctx, IssueRefundActivity, r)
+	return chronicle.CallActivity[string](ctx, IssueRefundActivity, r, nil)
 }
 
 // The activities are deterministic so that the demo data is the same on

@@ -225,7 +225,10 @@ func decide(st *state, snap *round.Snapshot, now time.Time) []history.Event {
 		case Timer:
 			add("", &history.TimerCreated{FireAt: now.Add(s.Delay)})
 		case Child:
-			input, _ := history.Encode(&Script{Steps: s.Child})
+			input, err := history.Encode(&Script{Steps: s.Child})
+			if err != nil {
+				panic(err) // a Script always encodes, like the attributes of event
+			}
 			seq := st.nextSeq + int64(max(len(out), 1))
 			child := s.ChildID
 			if child == "" {

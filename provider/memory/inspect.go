@@ -26,9 +26,9 @@ func (s *Store) QueuedMessages() []round.Message {
 	return out
 }
 
-// QueuedTasks returns every queued or claimed activity task, in enqueue
+// QueuedActivities returns every queued or claimed activity task, in enqueue
 // order.
-func (s *Store) QueuedTasks() []round.QueuedActivity {
+func (s *Store) QueuedActivities() []round.QueuedActivity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := make([]*task, 0, len(s.tasks))
@@ -46,11 +46,11 @@ func (s *Store) QueuedTasks() []round.QueuedActivity {
 	return out
 }
 
-// ListActivityTasks implements round.Store.
-func (s *Store) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
+// ListQueuedActivities implements round.Store.
+func (s *Store) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
 	var out []round.QueuedActivity
-	err := s.do(ctx, OpListActivityTasks, func() error {
-		for _, q := range s.QueuedTasks() {
+	err := s.do(ctx, OpListQueuedActivities, func() error {
+		for _, q := range s.QueuedActivities() {
 			if q.Task.InstanceID == p.InstanceID {
 				out = append(out, q)
 			}

@@ -21,7 +21,6 @@ const (
 	OpEnqueueMessages     Op = "EnqueueMessages"
 	OpLoadHistory         Op = "LoadHistory"
 	OpListMessages        Op = "ListMessages"
-	OpListActivityTasks   Op = "ListActivityTasks"
 	OpAbandonMessages     Op = "AbandonMessages"
 	OpNextVisibleAt       Op = "NextVisibleAt"
 	OpClaimActivity       Op = "ClaimActivity"
@@ -57,6 +56,9 @@ const (
 	OpPurgeInstance       Op = "PurgeInstance"
 	OpGetTombstone        Op = "GetTombstone"
 	OpListTombstones      Op = "ListTombstones"
+
+	// OpListQueuedActivities lists an instance's activity tasks.
+	OpListQueuedActivities Op = "ListQueuedActivities"
 )
 
 // Fault is an injected failure.

@@ -97,15 +97,15 @@ WITH done AS (
 )
 SELECT count(*) FROM done`
 
-const listActivityTasksSQL = `
+const listQueuedActivitiesSQL = `
 SELECT envelope, coalesce(owner, ''), locked_until
 FROM {{schema}}.activity_tasks
 WHERE instance_id = $1
 ORDER BY seq`
 
-// ListActivityTasks implements round.Store.
-func (s *Store) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
-	rows, err := s.pool.Query(ctx, s.sql.listActivityTasks, p.InstanceID)
+// ListQueuedActivities implements round.Store.
+func (s *Store) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listQueuedActivities, p.InstanceID)
 	if err != nil {
 		return nil, failf(err, "list activity tasks of %s", p.InstanceID)
 	}

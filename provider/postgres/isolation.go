@@ -67,6 +67,8 @@ func (p rcPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	br := p.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err != nil {
+		// The query's error is the one to report; Close only ends the
+		// batch and gives the connection back.
 		_ = br.Close()
 		return nil, err
 	}
@@ -146,6 +148,8 @@ func (r *rcBatchResults) Close() error {
 	if pc := r.conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
 		// A statement failed: the server skipped the COMMIT.
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), rollbackTimeout)
+		// The statement's error is returned; should the ROLLBACK fail too,
+		// Release destroys a connection left inside a transaction.
 		_, _ = r.conn.Exec(rbCtx, "ROLLBACK")
 		cancel()
 	}

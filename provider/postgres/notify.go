@@ -124,6 +124,8 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected 
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
+		// The connection is discarded either way; listenOnce reports
+		// why it stopped, and a failed Close adds nothing to act on.
 		_ = conn.Close(closeCtx)
 	}()
 	queues := make(map[string]round.Queue, len(s.channels))

@@ -43,6 +43,9 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx ro
 	defer func() {
 		if !committed {
 			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			// The round's error is returned; a failed rollback leaves the
+			// connection inside a transaction, and the pool destroys such a
+			// connection on release rather than reuse it.
 			_ = ptx.Rollback(rbCtx)
 			cancel()
 		}

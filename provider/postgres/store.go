@@ -174,7 +174,7 @@ type statements struct {
 	enqueueActivities, claimActivity, heartbeatActivity      string
 	taskEnvelope, retryActivity, deadLetterActivity          string
 	lockTaskInstance, lockInstances                          string
-	cancelActivities, listActivityTasks                      string
+	cancelActivities, listQueuedActivities                   string
 	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
 	insertDeadLetter, setIncident, lockDeadLetter            string
 	resolveDeadLetter, refreshIncident                       string
@@ -210,7 +210,7 @@ func newStatements(schema string) *statements {
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
 		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),
-		cancelActivities: q(cancelActivitiesSQL), listActivityTasks: q(listActivityTasksSQL),
+		cancelActivities: q(cancelActivitiesSQL), listQueuedActivities: q(listQueuedActivitiesSQL),
 		redriveTaskDelete: q(redriveTaskDeleteSQL), redriveTaskIDs: q(redriveTaskIDsSQL),
 		redriveTaskInsert: q(redriveTaskInsertSQL),
 		insertDeadLetter:  q(insertDeadLetterSQL), setIncident: q(setIncidentSQL), lockDeadLetter: q(lockDeadLetterSQL),
@@ -233,6 +233,9 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error)
 	if err != nil {
 		return failf(err, "%s: begin", what)
 	}
+	// After Commit, Rollback is a no-op returning pgx.ErrTxClosed; after a
+	// failure, fn's error is the one to report and the pool destroys a
+	// connection whose rollback failed.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
 		return err

@@ -353,9 +353,9 @@ func testActivities(t *testing.T, factory Factory) {
 	})
 }
 
-// testListActivityTasks covers the operator's view of an instance's
+// testListQueuedActivities covers the operator's view of an instance's
 // activity tasks.
-func testListActivityTasks(t *testing.T, factory Factory) {
+func testListQueuedActivities(t *testing.T, factory Factory) {
 	t.Run("QueuedAndClaimedTasksOfOneInstance", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
@@ -363,7 +363,7 @@ func testListActivityTasks(t *testing.T, factory Factory) {
 		l := b.claim(t, at(time.Second))
 		require.NotNil(t, l)
 		require.Equal(t, "i-1", l.Task.InstanceID)
-		got, err := b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "i-1"})
+		got, err := b.store.ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		require.Equal(t, int64(3), got[0].Task.ScheduledSeq)
@@ -373,10 +373,10 @@ func testListActivityTasks(t *testing.T, factory Factory) {
 		require.Empty(t, got[1].Owner)
 		require.True(t, got[1].LockedUntil.IsZero())
 		b.complete(t, l, at(2*time.Second))
-		got, err = b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "i-1"})
+		got, err = b.store.ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		got, err = b.store.ListActivityTasks(t.Context(), &round.ListActivityTasksParams{InstanceID: "none"})
+		got, err = b.store.ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "none"})
 		require.NoError(t, err)
 		require.Empty(t, got)
 	})

@@ -111,10 +111,10 @@ func (w faultyStore) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtPa
 	return at, ok, err
 }
 
-// ListActivityTasks injects faults around the wrapped call.
-func (w faultyStore) ListActivityTasks(ctx context.Context, p *round.ListActivityTasksParams) ([]round.QueuedActivity, error) {
+// ListQueuedActivities injects faults around the wrapped call.
+func (w faultyStore) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
 	var v []round.QueuedActivity
-	err := w.f.do(ctx, "ListActivityTasks", func() (err error) { v, err = w.s.ListActivityTasks(ctx, p); return err })
+	err := w.f.do(ctx, "ListQueuedActivities", func() (err error) { v, err = w.s.ListQueuedActivities(ctx, p); return err })
 	return v, err
 }
 

@@ -79,7 +79,7 @@ func probe(url string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close(ctx) }()
+	defer func() { _ = conn.Close(ctx) }() // a probe: only the ping's answer matters
 	return conn.Ping(ctx)
 }
 
@@ -107,7 +107,7 @@ func Drop(t testing.TB, url, schema string) {
 		t.Errorf("pgtest: drop schema %s: %v", schema, err)
 		return
 	}
-	defer func() { _ = conn.Close(ctx) }()
+	defer func() { _ = conn.Close(ctx) }() // the drop's own error is reported below
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", schema, err)
 	}

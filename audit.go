@@ -54,7 +54,7 @@ func (e *Engine) VerifyAll(ctx context.Context) ([]VerifyResult, error) {
 	var out []VerifyResult
 	after := ""
 	for {
-		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{AfterID: after, Limit: 500})
+		recs, err := e.listInstances(ctx, &round.ListInstancesParams{AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +154,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		if limit <= 0 {
 			limit = 1000
 		}
-		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{Terminal: true, UpdatedBefore: o.CompletedBefore, Limit: limit})
+		recs, err := e.listInstances(ctx, &round.ListInstancesParams{Terminal: true, UpdatedBefore: o.CompletedBefore, Limit: limit})
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 				continue
 			}
 		}
-		ts, err := e.store.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
+		ts, err := e.purgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
 		switch {
 		case errors.Is(err, round.ErrInvalidState), errors.Is(err, round.ErrNotFound):
 			rep.Skipped[id] = err.Error()
@@ -206,7 +206,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 
 // GetTombstone returns the tombstone of a purged instance.
 func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error) {
-	ts, err := e.store.GetTombstone(ctx, instanceID)
+	ts, err := e.getTombstone(ctx, instanceID)
 	if errors.Is(err, round.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no tombstone for %s", ErrInstanceNotFound, instanceID)
 	}
@@ -217,7 +217,7 @@ func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombston
 // oldest first: an id reused after a purge keeps the proof of each
 // archived history. It is empty when the id was never purged.
 func (e *Engine) ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error) {
-	return e.store.ListTombstones(ctx, instanceID)
+	return e.listTombstones(ctx, instanceID)
 }
 
 // VerifyArchive checks an archived history against its tombstone: the
@@ -336,7 +336,7 @@ func (e *Engine) CheckHealth(ctx context.Context) (*HealthReport, error) {
 	}
 	after = ""
 	for {
-		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}

@@ -332,10 +332,13 @@ func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRe
 // of an instance, or nil: the start of an instance whose first turn
 // panicked, say, which left no record.
 func (e *Engine) deadStart(ctx context.Context, instanceID string) (*round.DeadLetter, error) {
+	if _, err := e.deadLetterStore(); err != nil {
+		return nil, nil // a store without dead-letter reads cannot tell
+	}
 	var found *round.DeadLetter
 	after := ""
 	for {
-		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: instanceID, Status: round.DeadLetterDead, AfterID: after, Limit: 100})
+		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: instanceID, Status: round.DeadLetterDead, AfterID: after, Limit: 100})
 		if err != nil {
 			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 		}
@@ -608,12 +611,12 @@ type DeadLetterFilter struct {
 
 // ListDeadLetters returns dead letters in id order.
 func (e *Engine) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	return e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: f.InstanceID, Status: f.Status, AfterID: f.AfterID, Limit: f.Limit})
+	return e.listDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: f.InstanceID, Status: f.Status, AfterID: f.AfterID, Limit: f.Limit})
 }
 
 // GetDeadLetter returns one dead letter.
 func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error) {
-	dl, err := e.store.GetDeadLetter(ctx, id)
+	dl, err := e.getDeadLetter(ctx, id)
 	if errors.Is(err, round.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)
 	}
@@ -637,7 +640,7 @@ func (e *Engine) resolve(ctx context.Context, id, by string, status round.DeadLe
 	if err != nil {
 		return err
 	}
-	err = e.store.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: id, Status: status, By: actor, Now: e.now()})
+	err = e.resolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: id, Status: status, By: actor, Now: e.now()})
 	switch {
 	case errors.Is(err, round.ErrNotFound):
 		return fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)

@@ -49,7 +49,7 @@ func RegisterProjection[S any](e *Engine, name string, version int, fold func(st
 // instance and the Seq it was folded to.
 func Projection[S any](ctx context.Context, e *Engine, name, instanceID string) (S, int64, error) {
 	var s S
-	rec, err := e.store.GetCustomProjection(ctx, name, instanceID)
+	rec, err := e.getCustomProjection(ctx, name, instanceID)
 	if errors.Is(err, round.ErrNotFound) {
 		return s, 0, fmt.Errorf("%w: projection %s of %s", ErrInstanceNotFound, name, instanceID)
 	}
@@ -89,7 +89,7 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	}
 	var out []*Instance
 	if f.Status != StatusPending {
-		recs, err := e.store.ListInstances(ctx, &round.ListInstancesParams{
+		recs, err := e.listInstances(ctx, &round.ListInstancesParams{
 			Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
 			CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: limit,
 		})
@@ -125,7 +125,7 @@ func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance,
 	newest := map[string]*round.DeadLetter{}
 	after := ""
 	for {
-		letters, err := e.store.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +286,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	case !want.Instance.Equal(rec):
 		add("instance: fields differ from the fold at seq %d: %s", want.Instance.LastSeq, strings.Join(want.Instance.Diff(rec), ", "))
 	}
-	stored, err := e.store.ListTasks(ctx, &round.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
+	stored, err := e.listTasks(ctx, &round.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	for id := range byID {
 		add("task %s: stored but not in history", id)
 	}
-	storedEvents, err := e.store.ListTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: instanceID})
+	storedEvents, err := e.listTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: instanceID})
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 		add("task events: %d stored, fold gives %d", len(storedEvents), len(want.TaskEvents))
 	}
 	for _, c := range want.CustomRecords {
-		got, err := e.store.GetCustomProjection(ctx, c.Name, instanceID)
+		got, err := e.getCustomProjection(ctx, c.Name, instanceID)
 		switch {
 		case errors.Is(err, round.ErrNotFound):
 			add("projection %s: missing", c.Name)

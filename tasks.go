@@ -94,7 +94,7 @@ const (
 // ListTasks returns human tasks in id order: an inbox is ListTasks with the
 // user's roles and Unassigned, or with Assignee set to the user.
 func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
-	return e.store.ListTasks(ctx, &round.ListTasksParams{
+	return e.listTasks(ctx, &round.ListTasksParams{
 		InstanceID: f.InstanceID, Status: f.Status, Assignee: f.Assignee, Roles: f.Roles,
 		Unassigned: f.Unassigned, AfterID: f.AfterID, Limit: f.Limit,
 	})
@@ -105,7 +105,7 @@ func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) 
 	if err := e.validateID("task id", taskID); err != nil {
 		return nil, err
 	}
-	t, err := e.store.GetTask(ctx, taskID)
+	t, err := e.getTask(ctx, taskID)
 	if errors.Is(err, round.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrTaskNotFound, taskID)
 	}
@@ -119,7 +119,7 @@ func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, er
 	if err != nil {
 		return nil, err
 	}
-	return e.store.ListTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
+	return e.listTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
 }
 
 // ClaimTask gives an unassigned task to the acting user, who must hold one of

@@ -184,7 +184,7 @@ type wfMachine struct {
 	backend *wfBackend
 	// store is the store itself: clients, zombies and checks use it;
 	// nodes use it through providertest.Faulty with m.injected.
-	store   round.Store
+	store   round.FullStore
 	clock   *round.ManualClock
 	nodes   []*wfNode
 	ids     []string        // top-level instances

@@ -35,7 +35,7 @@ type wfBackend struct {
 	name string
 	mode round.Mode
 	// open returns an empty store for one check.
-	open func(t *rapid.T) round.Store
+	open func(t *rapid.T) round.FullStore
 	// census tells what the whole store holds.
 	census func(t *rapid.T, s round.Store) wfCensus
 	// waiting, when set, tells whether a call of the test waits for a
@@ -56,7 +56,7 @@ func wfMemory(mode round.Mode) *wfBackend {
 	return &wfBackend{
 		name: "memory " + mode.String(),
 		mode: mode,
-		open: func(*rapid.T) round.Store { return memory.New(memory.Options{Mode: mode}) },
+		open: func(*rapid.T) round.FullStore { return memory.New(memory.Options{Mode: mode}) },
 		census: func(_ *rapid.T, s round.Store) wfCensus {
 			ms := s.(*memory.Store)
 			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedActivities())}
@@ -112,7 +112,7 @@ func wfPostgres(t *testing.T) *wfBackend {
 	return &wfBackend{
 		name: "postgres",
 		mode: round.ModeTransactional,
-		open: func(t *rapid.T) round.Store {
+		open: func(t *rapid.T) round.FullStore {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// Without arguments Exec uses the simple protocol, which runs

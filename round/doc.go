@@ -30,9 +30,12 @@
 // in the engine's nouns, take a *Params struct, never call time.Now (times
 // come in the params) and translate driver errors into [ErrConflict],
 // [ErrLeaseLost], [ErrNotFound], [ErrInvalidMessage] and [ErrInvalidState].
-// [Notifier] is optional: a store that can hint that work arrived lets
-// workers sleep until then. provider/providertest.Exercise is the
-// conformance suite every store passes.
+// [Store] is the required core. The rest are optional capabilities the
+// engine discovers by type assertion: [Notifier] (hints that work
+// arrived), [QueryStore], [DeadLetterStore], [PurgeStore] and
+// [InspectStore]; [FullStore] has them all. provider/providertest.Exercise
+// is the conformance suite every store passes; it skips the cases of the
+// capabilities a store lacks and says so.
 //
 // Defaults a store applies: a zero Limit of a dequeue, lease or list means
 // 100; zero VisibleAt and EnqueuedAt of an enqueue mean Now.

@@ -24,6 +24,9 @@ var (
 	// ErrInvalidState: an operation is not allowed in the record's current
 	// state (redriving a discarded dead letter, say).
 	ErrInvalidState = errors.New("round: invalid state")
+	// ErrUnsupported: the store does not have the optional capability the
+	// call needs (a wrapper of a store without it answers so).
+	ErrUnsupported = errors.New("round: not supported by the store")
 )
 
 // Mode says how a provider makes a round all-or-nothing.
@@ -48,7 +51,8 @@ func (m Mode) String() string {
 	return "unknown"
 }
 
-// Store is the contract every provider implements, in either mode. All
+// Store is the core every provider implements, in either mode: what the
+// engine needs to run workflows and activities. All
 // methods may be called concurrently from any number of goroutines and
 // processes. None calls time.Now: times come in the params. When ctx ends a
 // method returns its error; what it did is then either all or nothing.
@@ -91,10 +95,6 @@ type Store interface {
 	// is empty.
 	NextVisibleAt(ctx context.Context, p *NextVisibleAtParams) (at time.Time, ok bool, err error)
 
-	// ListQueuedActivities returns the queued and claimed activity tasks of an
-	// instance in enqueue order, with their claims.
-	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
-
 	// ClaimActivity leases the oldest visible activity task of the given
 	// queues that is unclaimed or whose claim expired at or before Now, with
 	// a new token, and returns it; it returns nil, nil when there is none.
@@ -121,33 +121,24 @@ type Store interface {
 	// store. ErrLeaseLost as CompleteActivity.
 	DeadLetterActivity(ctx context.Context, p *DeadLetterActivityParams) error
 
-	// ListDeadLetters returns dead letters in id order, filtered by the
-	// params.
-	ListDeadLetters(ctx context.Context, p *ListDeadLettersParams) ([]DeadLetter, error)
-
-	// GetDeadLetter returns one dead letter or ErrNotFound.
-	GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error)
-
-	// ResolveDeadLetter redrives or discards a dead letter, recording who and
-	// when. Redrive requeues the item as new: a message with Attempts 0 and
-	// VisibleAt and EnqueuedAt Now (so a second death gets a new
-	// [DeadLetterID]), an activity task claimable at Now with its Attempt
-	// kept. Discarding an activity task enqueues, in the same step, its
-	// failed result ([DiscardedActivityResult]) so its workflow goes on;
-	// discarding a child's start message enqueues, in the same step, the
-	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
-	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
-	// nothing, when the dead letter was already resolved or Status is
-	// neither redriven nor discarded.
-	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
-
 	// GetInstance returns the instance record or ErrNotFound.
 	GetInstance(ctx context.Context, instanceID string) (*InstanceRecord, error)
 
 	// GetSnapshot returns the stored runtime snapshot of an instance (its
 	// encoding and the Seq it was folded to) or ErrNotFound.
 	GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error)
+}
 
+// The optional capabilities of a store: the engine discovers them by type
+// assertion, as it does [Notifier], and answers a call that needs one the
+// store lacks with a typed error; the conformance suite runs the cases of
+// the capabilities a store has and says which it skipped. A provider can
+// ship the core [Store] first.
+
+// QueryStore lists and reads projections: instances, human tasks and their
+// events, custom projections. Human-task actions need it (they authorize
+// against the task record).
+type QueryStore interface {
 	// ListInstances returns instance records matching the filter, ordered
 	// by instance id, at most Limit (zero means 100) after AfterID.
 	ListInstances(ctx context.Context, p *ListInstancesParams) ([]InstanceRecord, error)
@@ -167,7 +158,35 @@ type Store interface {
 	// GetCustomProjection returns the record of a user projection for an
 	// instance or ErrNotFound.
 	GetCustomProjection(ctx context.Context, name, instanceID string) (*CustomRecord, error)
+}
 
+// DeadLetterStore lets operators list, inspect, redrive and discard dead
+// letters. Writing them is part of the core (rounds and activity workers
+// dead-letter what they cannot process).
+type DeadLetterStore interface {
+	// ListDeadLetters returns dead letters in id order, filtered by the
+	// params.
+	ListDeadLetters(ctx context.Context, p *ListDeadLettersParams) ([]DeadLetter, error)
+
+	// GetDeadLetter returns one dead letter or ErrNotFound.
+	GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error)
+
+	// ResolveDeadLetter redrives or discards a dead letter, recording who and
+	// when. Redrive requeues the item as new: a message with Attempts 0 and
+	// VisibleAt and EnqueuedAt Now (so a second death gets a new
+	// [DeadLetterID]), an activity task claimable at Now with its Attempt
+	// kept. Discarding an activity task enqueues, in the same step, its
+	// failed result ([DiscardedActivityResult]) so its workflow goes on;
+	// discarding a child's start message enqueues, in the same step, the
+	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
+	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
+	// nothing, when the dead letter was already resolved or Status is
+	// neither redriven nor discarded.
+	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
+}
+
+// PurgeStore deletes ended instances and keeps their tombstones.
+type PurgeStore interface {
 	// PurgeInstance deletes an ended instance — history, projections, task
 	// records and events, queued messages and activity tasks, dead letters —
 	// and keeps a tombstone with the last Seq and hash of its history, in
@@ -192,6 +211,23 @@ type Store interface {
 	// purge and purged again keeps the tombstone of each purge, so every
 	// archived history can be checked against its own.
 	ListTombstones(ctx context.Context, instanceID string) ([]Tombstone, error)
+}
+
+// InspectStore shows what tests need to see of the activity queue.
+type InspectStore interface {
+	// ListQueuedActivities returns the queued and claimed activity tasks of an
+	// instance in enqueue order, with their claims.
+	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
+}
+
+// FullStore is a store with every capability, as the memory and PostgreSQL
+// providers are.
+type FullStore interface {
+	Store
+	QueryStore
+	DeadLetterStore
+	PurgeStore
+	InspectStore
 }
 
 // Steps are the writes of a round, shared by both modes. In transactional

@@ -49,7 +49,7 @@ type Demo struct {
 	// Engine has the demo's workflows and activities registered.
 	Engine *chronicle.Engine
 	// Store holds the demo data.
-	Store round.Store
+	Store round.FullStore
 	// Clock is the engine's clock; it moves only when told.
 	Clock *round.ManualClock
 }
@@ -89,7 +89,7 @@ func (c *counter) next() string {
 
 // Seed creates the demo engine on store, which must be empty, and fills the
 // store with the demo instances. Call [Demo.Close] when done with it.
-func Seed(ctx context.Context, store round.Store) (*Demo, error) {
+func Seed(ctx context.Context, store round.FullStore) (*Demo, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: demodata: nil store", chronicle.ErrInvalidArgument)
 	}

@@ -112,6 +112,7 @@ type Store struct {
 var (
 	_ round.TxStore    = (*Store)(nil)
 	_ round.LeaseStore = (*Store)(nil)
+	_ round.FullStore  = (*Store)(nil)
 	_ round.Notifier   = (*Store)(nil)
 )
 

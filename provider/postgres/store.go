@@ -46,8 +46,9 @@ type Store struct {
 }
 
 var (
-	_ round.TxStore  = (*Store)(nil)
-	_ round.Notifier = (*Store)(nil)
+	_ round.TxStore   = (*Store)(nil)
+	_ round.FullStore = (*Store)(nil)
+	_ round.Notifier  = (*Store)(nil)
 )
 
 // New returns a store on the pool or URL of opts. With MigrateOnStart it

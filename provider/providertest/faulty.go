@@ -114,7 +114,7 @@ func (w faultyStore) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtPa
 // ListQueuedActivities injects faults around the wrapped call.
 func (w faultyStore) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
 	var v []round.QueuedActivity
-	err := w.f.do(ctx, "ListQueuedActivities", func() (err error) { v, err = w.s.ListQueuedActivities(ctx, p); return err })
+	err := w.f.do(ctx, "ListQueuedActivities", func() (err error) { v, err = w.inspect().ListQueuedActivities(ctx, p); return err })
 	return v, err
 }
 
@@ -148,20 +148,20 @@ func (w faultyStore) DeadLetterActivity(ctx context.Context, p *round.DeadLetter
 // ListDeadLetters injects faults around the wrapped call.
 func (w faultyStore) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
 	var v []round.DeadLetter
-	err := w.f.do(ctx, "ListDeadLetters", func() (err error) { v, err = w.s.ListDeadLetters(ctx, p); return err })
+	err := w.f.do(ctx, "ListDeadLetters", func() (err error) { v, err = w.deadLetters().ListDeadLetters(ctx, p); return err })
 	return v, err
 }
 
 // GetDeadLetter injects faults around the wrapped call.
 func (w faultyStore) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
 	var v *round.DeadLetter
-	err := w.f.do(ctx, "GetDeadLetter", func() (err error) { v, err = w.s.GetDeadLetter(ctx, id); return err })
+	err := w.f.do(ctx, "GetDeadLetter", func() (err error) { v, err = w.deadLetters().GetDeadLetter(ctx, id); return err })
 	return v, err
 }
 
 // ResolveDeadLetter injects faults around the wrapped call.
 func (w faultyStore) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
-	return w.f.do(ctx, "ResolveDeadLetter", func() error { return w.s.ResolveDeadLetter(ctx, p) })
+	return w.f.do(ctx, "ResolveDeadLetter", func() error { return w.deadLetters().ResolveDeadLetter(ctx, p) })
 }
 
 // GetInstance injects faults around the wrapped call.
@@ -180,56 +180,56 @@ func (w faultyStore) GetSnapshot(ctx context.Context, instanceID string) (data [
 // ListInstances injects faults around the wrapped call.
 func (w faultyStore) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
 	var v []round.InstanceRecord
-	err := w.f.do(ctx, "ListInstances", func() (err error) { v, err = w.s.ListInstances(ctx, p); return err })
+	err := w.f.do(ctx, "ListInstances", func() (err error) { v, err = w.queries().ListInstances(ctx, p); return err })
 	return v, err
 }
 
 // GetTask injects faults around the wrapped call.
 func (w faultyStore) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
 	var v *round.TaskRecord
-	err := w.f.do(ctx, "GetTask", func() (err error) { v, err = w.s.GetTask(ctx, taskID); return err })
+	err := w.f.do(ctx, "GetTask", func() (err error) { v, err = w.queries().GetTask(ctx, taskID); return err })
 	return v, err
 }
 
 // ListTasks injects faults around the wrapped call.
 func (w faultyStore) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
 	var v []round.TaskRecord
-	err := w.f.do(ctx, "ListTasks", func() (err error) { v, err = w.s.ListTasks(ctx, p); return err })
+	err := w.f.do(ctx, "ListTasks", func() (err error) { v, err = w.queries().ListTasks(ctx, p); return err })
 	return v, err
 }
 
 // ListTaskEvents injects faults around the wrapped call.
 func (w faultyStore) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
 	var v []round.TaskEventRecord
-	err := w.f.do(ctx, "ListTaskEvents", func() (err error) { v, err = w.s.ListTaskEvents(ctx, p); return err })
+	err := w.f.do(ctx, "ListTaskEvents", func() (err error) { v, err = w.queries().ListTaskEvents(ctx, p); return err })
 	return v, err
 }
 
 // GetCustomProjection injects faults around the wrapped call.
 func (w faultyStore) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
 	var v *round.CustomRecord
-	err := w.f.do(ctx, "GetCustomProjection", func() (err error) { v, err = w.s.GetCustomProjection(ctx, name, instanceID); return err })
+	err := w.f.do(ctx, "GetCustomProjection", func() (err error) { v, err = w.queries().GetCustomProjection(ctx, name, instanceID); return err })
 	return v, err
 }
 
 // PurgeInstance injects faults around the wrapped call.
 func (w faultyStore) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
 	var v *round.Tombstone
-	err := w.f.do(ctx, "PurgeInstance", func() (err error) { v, err = w.s.PurgeInstance(ctx, p); return err })
+	err := w.f.do(ctx, "PurgeInstance", func() (err error) { v, err = w.purges().PurgeInstance(ctx, p); return err })
 	return v, err
 }
 
 // GetTombstone injects faults around the wrapped call.
 func (w faultyStore) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
 	var v *round.Tombstone
-	err := w.f.do(ctx, "GetTombstone", func() (err error) { v, err = w.s.GetTombstone(ctx, instanceID); return err })
+	err := w.f.do(ctx, "GetTombstone", func() (err error) { v, err = w.purges().GetTombstone(ctx, instanceID); return err })
 	return v, err
 }
 
 // ListTombstones injects faults around the wrapped call.
 func (w faultyStore) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
 	var v []round.Tombstone
-	err := w.f.do(ctx, "ListTombstones", func() (err error) { v, err = w.s.ListTombstones(ctx, instanceID); return err })
+	err := w.f.do(ctx, "ListTombstones", func() (err error) { v, err = w.purges().ListTombstones(ctx, instanceID); return err })
 	return v, err
 }
 
@@ -381,3 +381,33 @@ var (
 	_ round.TxStore    = faultyTx{}
 	_ round.LeaseStore = faultyLease{}
 )
+
+// The wrapped store's optional capabilities: a missing one answers every
+// call with round.ErrUnsupported.
+func (w faultyStore) queries() round.QueryStore {
+	if s, ok := w.s.(round.QueryStore); ok {
+		return s
+	}
+	return unsupported{}
+}
+
+func (w faultyStore) deadLetters() round.DeadLetterStore {
+	if s, ok := w.s.(round.DeadLetterStore); ok {
+		return s
+	}
+	return unsupported{}
+}
+
+func (w faultyStore) purges() round.PurgeStore {
+	if s, ok := w.s.(round.PurgeStore); ok {
+		return s
+	}
+	return unsupported{}
+}
+
+func (w faultyStore) inspect() round.InspectStore {
+	if s, ok := w.s.(round.InspectStore); ok {
+		return s
+	}
+	return unsupported{}
+}

@@ -259,7 +259,7 @@ func sortedLetters(ls ...[]round.DeadLetter) []round.DeadLetter {
 // listLetters returns ListDeadLetters(p).
 func (b *bundle) listLetters(t *testing.T, p round.ListDeadLettersParams) []round.DeadLetter {
 	t.Helper()
-	ls, err := b.store.ListDeadLetters(t.Context(), &p)
+	ls, err := b.deadLetters(t).ListDeadLetters(t.Context(), &p)
 	require.NoError(t, err)
 	return ls
 }
@@ -267,7 +267,7 @@ func (b *bundle) listLetters(t *testing.T, p round.ListDeadLettersParams) []roun
 // getLetter returns GetDeadLetter(id), which must exist.
 func (b *bundle) getLetter(t *testing.T, id string) round.DeadLetter {
 	t.Helper()
-	dl, err := b.store.GetDeadLetter(t.Context(), id)
+	dl, err := b.deadLetters(t).GetDeadLetter(t.Context(), id)
 	require.NoError(t, err)
 	require.NotNil(t, dl)
 	return *dl
@@ -276,7 +276,7 @@ func (b *bundle) getLetter(t *testing.T, id string) round.DeadLetter {
 // resolve calls ResolveDeadLetter.
 func (b *bundle) resolve(t *testing.T, id string, status round.DeadLetterStatus, by string, now time.Time) error {
 	t.Helper()
-	return b.store.ResolveDeadLetter(t.Context(), &round.ResolveDeadLetterParams{ID: id, Status: status, By: by, Now: now})
+	return b.deadLetters(t).ResolveDeadLetter(t.Context(), &round.ResolveDeadLetterParams{ID: id, Status: status, By: by, Now: now})
 }
 
 // incident returns the Incident of the instance record, which must exist.

@@ -20,7 +20,7 @@ func testNotFound(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, round.ErrNotFound, "GetInstance")
 		_, _, err = b.store.GetSnapshot(ctx, "no-such-instance")
 		require.ErrorIs(t, err, round.ErrNotFound, "GetSnapshot")
-		_, err = b.store.GetDeadLetter(ctx, "no-such-letter")
+		_, err = b.deadLetters(t).GetDeadLetter(ctx, "no-such-letter")
 		require.ErrorIs(t, err, round.ErrNotFound, "GetDeadLetter")
 		require.ErrorIs(t, b.resolve(t, "no-such-letter", round.DeadLetterRedriven, "user:ops", base), round.ErrNotFound, "ResolveDeadLetter")
 

@@ -72,7 +72,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.NotNil(t, l)
 		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
 		purge := func(now time.Time) error {
-			_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: now})
+			_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: now})
 			return err
 		}
 
@@ -109,7 +109,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		late := signal(t, "m-2", "i-1")
 		late.VisibleAt = at(30 * 24 * time.Hour)
 		b.enqueue(t, base, late)
-		_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(2 * leaseFor)})
+		_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(2 * leaseFor)})
 		require.NoError(t, err)
 	})
 

@@ -98,7 +98,7 @@ func testProjections(t *testing.T, factory Factory) {
 		}
 		stored := func() round.CustomRecord {
 			t.Helper()
-			rec, err := b.store.GetCustomProjection(t.Context(), "totals", "inst-a")
+			rec, err := b.queries(t).GetCustomProjection(t.Context(), "totals", "inst-a")
 			require.NoError(t, err)
 			return *rec
 		}
@@ -144,16 +144,16 @@ func testProjections(t *testing.T, factory Factory) {
 			_, _, err = b.store.GetSnapshot(t.Context(), "i-2")
 			require.ErrorIs(t, err, round.ErrNotFound, "a refused write saved some of its records")
 		}
-		got, err := b.store.GetTask(t.Context(), "task-1")
+		got, err := b.queries(t).GetTask(t.Context(), "task-1")
 		require.NoError(t, err)
 		require.Equal(t, p1.Tasks[0], *got, "the first instance's task changed")
-		recs, err := b.store.ListTasks(t.Context(), &round.ListTasksParams{})
+		recs, err := b.queries(t).ListTasks(t.Context(), &round.ListTasksParams{})
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 
 		// The owner itself moves its task on.
 		b.save(t, projections(t, "i-1", 4, "one more", true))
-		got, err = b.store.GetTask(t.Context(), "task-1")
+		got, err = b.queries(t).GetTask(t.Context(), "task-1")
 		require.NoError(t, err)
 		require.Equal(t, int64(4), got.Seq)
 	})

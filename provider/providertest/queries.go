@@ -29,7 +29,7 @@ func testQueries(t *testing.T, factory Factory) {
 		mk("i-3", "loan", "L-1", round.StatusFailed, 3*time.Hour)
 		mk("i-4", "claim", "C-1", round.StatusSuspended, 4*time.Hour)
 		ids := func(p round.ListInstancesParams) []string {
-			recs, err := b.store.ListInstances(t.Context(), &p)
+			recs, err := b.queries(t).ListInstances(t.Context(), &p)
 			require.NoError(t, err)
 			var out []string
 			for _, r := range recs {
@@ -47,7 +47,7 @@ func testQueries(t *testing.T, factory Factory) {
 		require.Equal(t, []string{"i-1", "i-2"}, ids(round.ListInstancesParams{Limit: 2}))
 		require.Equal(t, []string{"i-3", "i-4"}, ids(round.ListInstancesParams{AfterID: "i-2", Limit: 2}))
 		require.Empty(t, ids(round.ListInstancesParams{Name: "none"}))
-		recs, err := b.store.ListInstances(t.Context(), &round.ListInstancesParams{BusinessKey: "L-1"})
+		recs, err := b.queries(t).ListInstances(t.Context(), &round.ListInstancesParams{BusinessKey: "L-1"})
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 		want := record("i-3", 5, "i-3")
@@ -74,7 +74,7 @@ func testQueries(t *testing.T, factory Factory) {
 		b.save(t, p)
 		b.save(t, &round.Projections{InstanceID: "i-2", Seq: 9, Tasks: []round.TaskRecord{task("t-3", "i-2", round.TaskCompleted, "bo", "clerk")}})
 		ids := func(p round.ListTasksParams) []string {
-			recs, err := b.store.ListTasks(t.Context(), &p)
+			recs, err := b.queries(t).ListTasks(t.Context(), &p)
 			require.NoError(t, err)
 			var out []string
 			for _, r := range recs {
@@ -90,19 +90,19 @@ func testQueries(t *testing.T, factory Factory) {
 		require.Equal(t, []string{"t-2", "t-3"}, ids(round.ListTasksParams{Roles: []string{"supervisor", "clerk"}}))
 		require.Equal(t, []string{"t-2"}, ids(round.ListTasksParams{AfterID: "t-1", Limit: 1}))
 
-		got, err := b.store.GetTask(t.Context(), "t-2")
+		got, err := b.queries(t).GetTask(t.Context(), "t-2")
 		require.NoError(t, err)
 		require.Equal(t, task("t-2", "i-1", round.TaskOpen, "ana", "underwriter", "supervisor"), *got)
-		_, err = b.store.GetTask(t.Context(), "t-none")
+		_, err = b.queries(t).GetTask(t.Context(), "t-none")
 		require.ErrorIs(t, err, round.ErrNotFound)
 
-		events, err := b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		events, err := b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, events, 3)
 		require.Equal(t, int64(3), events[0].Seq)
 		require.Equal(t, int64(4), events[2].Seq)
 		require.Equal(t, p.TaskEvents[0], events[2])
-		events, err = b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1", TaskID: "t-1"})
+		events, err = b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1", TaskID: "t-1"})
 		require.NoError(t, err)
 		require.Len(t, events, 1)
 	})
@@ -111,7 +111,7 @@ func testQueries(t *testing.T, factory Factory) {
 		t.Parallel()
 		b := setup(t, factory)
 		b.save(t, projections(t, "i-1", 5, "v1", true))
-		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		rec, err := b.queries(t).GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, round.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
 		// An older fold does not overwrite, not even of a new version; a
@@ -121,17 +121,17 @@ func testQueries(t *testing.T, factory Factory) {
 		p = projections(t, "i-1", 3, "v2", false)
 		p.Custom[0].Version = 2
 		b.save(t, p)
-		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		rec, err = b.queries(t).GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, []byte("v1"), rec.Data)
 		p = projections(t, "i-1", 6, "v2", false)
 		p.Custom[0].Version = 2
 		b.save(t, p)
-		rec, err = b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		rec, err = b.queries(t).GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, 2, rec.Version)
 		require.Equal(t, []byte("v2"), rec.Data)
-		_, err = b.store.GetCustomProjection(t.Context(), "none", "i-1")
+		_, err = b.queries(t).GetCustomProjection(t.Context(), "none", "i-1")
 		require.ErrorIs(t, err, round.ErrNotFound)
 	})
 
@@ -151,13 +151,13 @@ func testQueries(t *testing.T, factory Factory) {
 			// A rebuild writes an older fold than the one it replaces.
 			return s.SaveProjections(ctx, projections(t, "i-1", 3, "fresh", true))
 		}))
-		kept, err := b.store.GetCustomProjection(t.Context(), "kept", "i-1")
+		kept, err := b.queries(t).GetCustomProjection(t.Context(), "kept", "i-1")
 		require.NoError(t, err, "custom projections the rebuild does not name are kept")
 		require.Equal(t, []byte("kept"), kept.Data)
 		_, seq := b.snapshotOf(t, "i-1")
 		require.Equal(t, int64(3), seq)
 		require.Equal(t, "claim-fresh", b.instanceOf(t, "i-1").BusinessKey)
-		rec, err := b.store.GetCustomProjection(t.Context(), "totals", "i-1")
+		rec, err := b.queries(t).GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
 		require.Equal(t, []byte("fresh"), rec.Data)
 		require.Equal(t, "claim-other", b.instanceOf(t, "i-2").BusinessKey, "other instances are untouched")
@@ -180,10 +180,10 @@ func testPurge(t *testing.T, factory Factory) {
 		// Another instance stays.
 		require.NoError(t, b.appendEvents(t.Context(), "i-2", chain("i-2", nil, startEvent(t, execID))))
 
-		ts, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		ts, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 2, LastHash: events[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"}, *ts)
-		got, err := b.store.GetTombstone(t.Context(), "i-1")
+		got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
 		require.NoError(t, err)
 		require.Equal(t, ts, got)
 
@@ -192,20 +192,20 @@ func testPurge(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, round.ErrNotFound)
 		_, _, err = b.store.GetSnapshot(t.Context(), "i-1")
 		require.ErrorIs(t, err, round.ErrNotFound)
-		_, err = b.store.GetTask(t.Context(), "task-1")
+		_, err = b.queries(t).GetTask(t.Context(), "task-1")
 		require.ErrorIs(t, err, round.ErrNotFound)
-		evs, err := b.store.ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		evs, err := b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, evs)
 		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, msgs)
 		require.Nil(t, b.claim(t, at(time.Hour)), "activity tasks of a purged instance are gone")
-		letters, err := b.store.ListDeadLetters(t.Context(), &round.ListDeadLettersParams{InstanceID: "i-1"})
+		letters, err := b.deadLetters(t).ListDeadLetters(t.Context(), &round.ListDeadLettersParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, letters)
 		require.Len(t, b.load(t, "i-2", 1), 1)
-		_, err = b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		_, err = b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
 		require.ErrorIs(t, err, round.ErrNotFound, "purging twice")
 	})
 
@@ -214,7 +214,7 @@ func testPurge(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		purge := func(now time.Time, by string) round.Tombstone {
 			t.Helper()
-			ts, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
+			ts, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
 			require.NoError(t, err)
 			return *ts
 		}
@@ -230,10 +230,10 @@ func testPurge(t *testing.T, factory Factory) {
 		ts2 := purge(at(2*time.Hour), "user:ana")
 		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 1, LastHash: second[0].Hash, PurgedAt: at(2 * time.Hour), PurgedBy: "user:ana"}, ts2)
 
-		got, err := b.store.GetTombstone(t.Context(), "i-1")
+		got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
 		require.NoError(t, err)
 		require.Equal(t, ts2, *got, "GetTombstone returns the latest purge's")
-		all, err := b.store.ListTombstones(t.Context(), "i-1")
+		all, err := b.purges(t).ListTombstones(t.Context(), "i-1")
 		require.NoError(t, err)
 		require.Equal(t, []round.Tombstone{
 			{InstanceID: "i-1", LastSeq: 2, LastHash: first[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"},
@@ -241,7 +241,7 @@ func testPurge(t *testing.T, factory Factory) {
 		}, all, "the first purge's tombstone was lost")
 		require.Equal(t, ts1, all[0])
 
-		none, err := b.store.ListTombstones(t.Context(), "i-2")
+		none, err := b.purges(t).ListTombstones(t.Context(), "i-2")
 		require.NoError(t, err)
 		require.Empty(t, none)
 	})
@@ -253,12 +253,12 @@ func testPurge(t *testing.T, factory Factory) {
 		p := projections(t, "i-1", 1, "running", true)
 		p.Instance.Status = round.StatusRunning
 		b.save(t, p)
-		_, err := b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
 		require.ErrorIs(t, err, round.ErrInvalidState)
 		require.Len(t, b.load(t, "i-1", 1), 1, "nothing was deleted")
-		_, err = b.store.PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour)})
+		_, err = b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour)})
 		require.ErrorIs(t, err, round.ErrNotFound)
-		_, err = b.store.GetTombstone(t.Context(), "i-1")
+		_, err = b.purges(t).GetTombstone(t.Context(), "i-1")
 		require.ErrorIs(t, err, round.ErrNotFound)
 	})
 }

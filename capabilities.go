@@ -1,0 +1,142 @@
+package chronicle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/round"
+)
+
+// ErrUnsupported is matched by the error of a call that needs a capability
+// the engine's store does not have (see [UnsupportedError]).
+var ErrUnsupported = errors.New("chronicle: not supported by the store")
+
+// UnsupportedError names the optional store capability a call needs and the
+// engine's store lacks: [round.QueryStore] (instance lists, human tasks,
+// custom projections), [round.DeadLetterStore] (listing and resolving dead
+// letters) or [round.PurgeStore] (purge and tombstones). Workflows and
+// activities run on the core [round.Store] alone.
+type UnsupportedError struct {
+	// Capability is the interface the store does not implement.
+	Capability string
+}
+
+// Error implements error.
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("chronicle: the store does not implement %s", e.Capability)
+}
+
+// Is matches [ErrUnsupported].
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+func (e *Engine) queryStore() (round.QueryStore, error) {
+	if s, ok := e.store.(round.QueryStore); ok {
+		return s, nil
+	}
+	return nil, &UnsupportedError{Capability: "round.QueryStore"}
+}
+
+func (e *Engine) deadLetterStore() (round.DeadLetterStore, error) {
+	if s, ok := e.store.(round.DeadLetterStore); ok {
+		return s, nil
+	}
+	return nil, &UnsupportedError{Capability: "round.DeadLetterStore"}
+}
+
+func (e *Engine) purgeStore() (round.PurgeStore, error) {
+	if s, ok := e.store.(round.PurgeStore); ok {
+		return s, nil
+	}
+	return nil, &UnsupportedError{Capability: "round.PurgeStore"}
+}
+
+// Forwarders to the optional capabilities, with the store methods' signatures.
+
+func (e *Engine) listInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+	s, err := e.queryStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListInstances(ctx, p)
+}
+
+func (e *Engine) getTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+	s, err := e.queryStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.GetTask(ctx, taskID)
+}
+
+func (e *Engine) listTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+	s, err := e.queryStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListTasks(ctx, p)
+}
+
+func (e *Engine) listTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+	s, err := e.queryStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListTaskEvents(ctx, p)
+}
+
+func (e *Engine) getCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
+	s, err := e.queryStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.GetCustomProjection(ctx, name, instanceID)
+}
+
+func (e *Engine) listDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
+	s, err := e.deadLetterStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListDeadLetters(ctx, p)
+}
+
+func (e *Engine) getDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
+	s, err := e.deadLetterStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.GetDeadLetter(ctx, id)
+}
+
+func (e *Engine) purgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
+	s, err := e.purgeStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.PurgeInstance(ctx, p)
+}
+
+func (e *Engine) getTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
+	s, err := e.purgeStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.GetTombstone(ctx, instanceID)
+}
+
+func (e *Engine) listTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+	s, err := e.purgeStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListTombstones(ctx, instanceID)
+}
+
+func (e *Engine) resolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+	s, err := e.deadLetterStore()
+	if err != nil {
+		return err
+	}
+	return s.ResolveDeadLetter(ctx, p)
+}

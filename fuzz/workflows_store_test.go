@@ -34,8 +34,9 @@ import (
 type wfBackend struct {
 	name string
 	mode round.Mode
-	// open returns an empty store for one check.
-	open func(t *rapid.T) round.Store
+	// open returns an empty store for one check; a memory store calls
+	// fault at the start of every operation (see memory.Options.Fault).
+	open func(t *rapid.T, fault func(memory.Op) *memory.Fault) round.Store
 	// census tells what the whole store holds.
 	census func(t *rapid.T, s round.Store) wfCensus
 	// waiting, when set, tells whether a call of the test waits for a
@@ -56,7 +57,9 @@ func wfMemory(mode round.Mode) *wfBackend {
 	return &wfBackend{
 		name: "memory " + mode.String(),
 		mode: mode,
-		open: func(*rapid.T) round.Store { return memory.New(memory.Options{Mode: mode}) },
+		open: func(_ *rapid.T, fault func(memory.Op) *memory.Fault) round.Store {
+			return memory.New(memory.Options{Mode: mode, Fault: fault})
+		},
 		census: func(_ *rapid.T, s round.Store) wfCensus {
 			ms := s.(*memory.Store)
 			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedTasks())}
@@ -112,7 +115,7 @@ func wfPostgres(t *testing.T) *wfBackend {
 	return &wfBackend{
 		name: "postgres",
 		mode: round.ModeTransactional,
-		open: func(t *rapid.T) round.Store {
+		open: func(t *rapid.T, _ func(memory.Op) *memory.Fault) round.Store {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// Without arguments Exec uses the simple protocol, which runs

@@ -1,0 +1,76 @@
+package fuzz_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"pgregory.net/rapid"
+
+	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/providertest"
+)
+
+// Peek-lock steps that write several records, by who calls them: the
+// round, the activity worker, an operator. A mid-step crash stops one of
+// them after some of its writes, as a document store whose atomic unit is
+// one record would be left (see "Peek-lock mode: one record at a time" in
+// docs/providers.md).
+var (
+	midStepRoundOps = []memory.Op{
+		memory.OpSaveProjections, memory.OpSaveProjections, memory.OpEnqueueMessages, memory.OpEnqueueActivities,
+		memory.OpPinMessages, memory.OpCancelActivities, memory.OpAckLease, memory.OpAckLease, memory.OpAbandonLease,
+		memory.OpDeadLetterLeased, memory.OpResetProjections,
+	}
+	midStepActivityOps = []memory.Op{memory.OpCompleteActivity, memory.OpCompleteActivity, memory.OpDeadLetterActivity}
+)
+
+// midStep plans one crash inside a multi-record step of a peek-lock memory
+// store: the step returns an error after its k-th record write. The error
+// wraps both memory.ErrInjected and providertest.ErrInjected, so the
+// machines' checks of injected faults accept it.
+type midStep struct {
+	mu    sync.Mutex
+	op    memory.Op
+	after int
+	fired bool
+}
+
+// errMidStep is the error of a mid-step crash.
+var errMidStep = errors.New("crash between two record writes")
+
+// plan draws, one time in three, a step among ops and the write after
+// which it crashes; ops is empty outside peek-lock mode.
+func (c *midStep) plan(t *rapid.T, ops []memory.Op) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.op, c.fired = "", false
+	if len(ops) == 0 || rapid.IntRange(0, 2).Draw(t, "mid-step crash?") > 0 {
+		return
+	}
+	c.op = rapid.SampledFrom(ops).Draw(t, "mid-step op")
+	c.after = rapid.IntRange(1, 4).Draw(t, "crash after write")
+}
+
+// clear ends the plan and reports whether its crash happened.
+func (c *midStep) clear() (fired bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.op = ""
+	fired, c.fired = c.fired, false
+	return fired
+}
+
+// fault is the store's fault hook for the planned crash, once.
+func (c *midStep) fault(op memory.Op) *memory.Fault {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.op == "" || c.op != op {
+		return nil
+	}
+	c.op, c.fired = "", true
+	return &memory.Fault{
+		AfterWrites: c.after,
+		Err:         fmt.Errorf("%w: %w: %w: %s after write %d", errMidStep, memory.ErrInjected, providertest.ErrInjected, op, c.after),
+	}
+}

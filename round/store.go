@@ -272,7 +272,11 @@ type Steps interface {
 	EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error
 
 	// CancelActivities removes the tasks of an execution that are still
-	// queued or claimed; their leases are lost.
+	// queued or claimed; their leases are lost. In peek-lock mode the tasks
+	// are chosen when the fence (p.Lease) is checked and removed by id one
+	// at a time, never by a filter applied at removal time: a round that
+	// loses its lease between the check and a removal must not remove a
+	// task its successor enqueued (a task of a new execution, say).
 	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
 
 	// ResetProjections deletes the built-in projections of an instance

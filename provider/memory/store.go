@@ -88,12 +88,19 @@ type Options struct {
 	// Fault, when set, is called at the start of every operation; a non-nil
 	// Fault makes it fail. It may be called concurrently.
 	Fault func(op Op) *Fault
+	// BetweenWrites, when set, is called in peek-lock mode before each
+	// record write of a step, with how many of its writes are done (0:
+	// after its reads and fence checks), and without the store's lock: a
+	// test can run other work there, as another process would run between
+	// two document writes.
+	BetweenWrites func(op Op, done int)
 }
 
 // Store is the memory provider. Create it with [New].
 type Store struct {
-	mode  round.Mode
-	fault func(Op) *Fault
+	mode    round.Mode
+	fault   func(Op) *Fault
+	between func(op Op, done int)
 
 	mu        sync.Mutex
 	nextSeq   int64
@@ -127,7 +134,7 @@ func New(opts Options) *Store {
 		opts.Mode = round.ModeTransactional
 	}
 	return &Store{
-		mode: opts.Mode, fault: opts.Fault,
+		mode: opts.Mode, fault: opts.Fault, between: opts.BetweenWrites,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
 		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]round.Tombstone{},

@@ -13,6 +13,7 @@ import (
 // mode the step holds s.mu throughout and is atomic.
 type writes struct {
 	s      *Store
+	op     Op
 	atomic bool
 	fault  *Fault
 	n      int
@@ -33,6 +34,9 @@ func (w *writes) read(fn func() error) error {
 // and counts it; it returns the planned fault's error after the
 // AfterWrites-th write, and the step must then return it at once.
 func (w *writes) write(fn func() error) error {
+	if !w.atomic && w.s.between != nil {
+		w.s.between(w.op, w.n)
+	}
 	if err := w.read(fn); err != nil {
 		return err
 	}
@@ -58,7 +62,7 @@ func (s *Store) step(ctx context.Context, op Op, fn func(w *writes) error) error
 	if f != nil && !f.AfterEffect && f.AfterWrites <= 0 {
 		return f.Err
 	}
-	w := &writes{s: s, atomic: s.mode != round.ModePeekLock}
+	w := &writes{s: s, op: op, atomic: s.mode != round.ModePeekLock}
 	if f != nil && f.AfterWrites > 0 && !w.atomic {
 		w.fault = f
 	}

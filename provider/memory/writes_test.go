@@ -139,3 +139,54 @@ func TestPeekLockWritesOneRecordAtATime(t *testing.T) {
 		require.Equal(t, "m-1", l.Messages[0].ID)
 	})
 }
+
+// TestPeekLockZombieCancelBetweenFenceAndDelete: a document store checks a
+// cancel's fence (the instance's lease) with a read and deletes each task
+// with its own write, so a round can lose its lease between the two. Its
+// successor starts a new execution and enqueues that execution's task; the
+// zombie's cancel of every execution but its own must not delete it: a
+// fenced cancel chooses its tasks with the fence check and deletes them by
+// id, never by a predicate evaluated at delete time.
+func TestPeekLockZombieCancelBetweenFenceAndDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var (
+		s       *memory.Store
+		zombie  *round.Lease
+		stalled = true
+	)
+	task := func(id, exec string) round.ActivityTask {
+		return round.ActivityTask{ID: id, InstanceID: "inst-a", ExecutionID: exec, ScheduledSeq: 3, Name: "a",
+			Retry: round.DefaultRetryPolicy, Timeout: time.Minute}
+	}
+	s = memory.New(memory.Options{Mode: round.ModePeekLock, BetweenWrites: func(op memory.Op, done int) {
+		if op != memory.OpCancelActivities || done != 0 || !stalled {
+			return
+		}
+		stalled = false
+		// The zombie passed its fence check; its lease runs out and the
+		// successor leases the instance and enqueues its new execution's
+		// task.
+		now := zombie.LockedUntil
+		succ, err := s.LeaseInstance(ctx, &round.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n2"})
+		require.NoError(t, err)
+		require.NotNil(t, succ)
+		require.NoError(t, s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task("task-new", "exec-2")}, Now: now, Lease: succ}))
+	}})
+	start, err := round.NewMessage("m-1", "inst-a", "", "", &history.EventRaised{Name: "s"})
+	require.NoError(t, err)
+	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start}, Now: base}))
+	zombie, err = s.LeaseInstance(ctx, &round.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n1"})
+	require.NoError(t, err)
+	require.NotNil(t, zombie)
+	require.NoError(t, s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task("task-old", "exec-0")}, Now: base, Lease: zombie}))
+
+	// The zombie cancels every execution's tasks but exec-1's.
+	err = s.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-1", Lease: zombie})
+	require.NoError(t, err)
+	var left []string
+	for _, q := range s.QueuedTasks() {
+		left = append(left, q.Task.ID)
+	}
+	require.Equal(t, []string{"task-new"}, left, "the zombie's cancel deleted the task its successor enqueued")
+}

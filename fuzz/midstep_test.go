@@ -23,6 +23,13 @@ var (
 		memory.OpDeadLetterLeased, memory.OpResetProjections,
 	}
 	midStepActivityOps = []memory.Op{memory.OpCompleteActivity, memory.OpCompleteActivity, memory.OpDeadLetterActivity}
+	// midStepPauseOps are the multi-record steps a round takes while it
+	// renews its lease, where a paused round can turn zombie (a failed
+	// round abandons or dead-letters after its renewals stopped).
+	midStepPauseOps = []memory.Op{
+		memory.OpSaveProjections, memory.OpEnqueueMessages, memory.OpEnqueueActivities, memory.OpPinMessages,
+		memory.OpCancelActivities, memory.OpAckLease,
+	}
 )
 
 // midStep plans one crash inside a multi-record step of a peek-lock memory
@@ -34,6 +41,9 @@ type midStep struct {
 	op    memory.Op
 	after int
 	fired bool
+	// stall, when set, stalls the next step of op stall.op before its
+	// write stall.done+1 (see between).
+	stall *pause
 }
 
 // errMidStep is the error of a mid-step crash.
@@ -59,6 +69,45 @@ func (c *midStep) clear() (fired bool) {
 	c.op = ""
 	fired, c.fired = c.fired, false
 	return fired
+}
+
+// pauseRound sets up pz, a pause of a round inside a multi-record step
+// instead of at a crash point: the step stalls between two of its record
+// writes, so that the round turns zombie there. ops is empty outside
+// peek-lock mode, and then pz is left as it is.
+func (c *midStep) pauseRound(t *rapid.T, pz *pause, ops []memory.Op) (armed bool) {
+	if len(ops) == 0 || !rapid.Bool().Draw(t, "pause between writes?") {
+		return false
+	}
+	pz.at = ""
+	pz.op = rapid.SampledFrom(ops).Draw(t, "pause in step")
+	pz.done = rapid.IntRange(0, 2).Draw(t, "pause after writes")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stall = pz
+	return true
+}
+
+// unpause drops a stall that no step reached.
+func (c *midStep) unpause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stall = nil
+}
+
+// between is the store's BetweenWrites hook: it stalls the planned step
+// before its write done+1 until the pause is resumed, once.
+func (c *midStep) between(op memory.Op, done int) {
+	c.mu.Lock()
+	pz := c.stall
+	if pz == nil || pz.op != op || pz.done != done {
+		c.mu.Unlock()
+		return
+	}
+	c.stall = nil
+	c.mu.Unlock()
+	close(pz.paused)
+	<-pz.resumed
 }
 
 // fault is the store's fault hook for the planned crash, once.

@@ -61,6 +61,7 @@ func testRapidRounds(t *testing.T, mode round.Mode) {
 	if mode == round.ModePeekLock {
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
 		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
+		require.Positive(t, total.midZombies, "no round went on as a zombie between two record writes")
 	}
 	require.Positive(t, total.refused, "no child start refused because its id was taken")
 	require.Positive(t, total.deadWorkers, "no activity worker died holding a claim")
@@ -74,7 +75,7 @@ func testRapidRounds(t *testing.T, mode round.Mode) {
 type stats struct {
 	rounds, crashes, faults, zombieRounds, zombieRejected, duplicates, stale, completed, failed, parked int
 	purged, purgeRefused, refused, deadWorkers, leaseLost, leaseRenewed                                 int
-	midStep, midPurge                                                                                   int
+	midStep, midPurge, midZombies                                                                       int
 }
 
 func (s *stats) add(o *stats) {
@@ -96,14 +97,15 @@ func (s *stats) add(o *stats) {
 	s.leaseRenewed += o.leaseRenewed
 	s.midStep += o.midStep
 	s.midPurge += o.midPurge
+	s.midZombies += o.midZombies
 }
 
 func (s *stats) String() string {
 	return fmt.Sprintf("%d rounds, %d crashes, %d injected faults, %d zombie rounds (%d rejected), %d duplicates and %d stale messages dropped; instances: %d completed, %d failed or terminated, %d parked; "+
 		"%d purged and their ids reused (%d purges refused, %d crashed half-way), %d child starts refused (id taken), %d workers died holding a claim, %d paused rounds lost their lease and %d renewed it, "+
-		"%d crashes between two record writes",
+		"%d crashes and %d zombie rounds between two record writes",
 		s.rounds, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale, s.completed, s.failed, s.parked,
-		s.purged, s.purgeRefused, s.midPurge, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed, s.midStep)
+		s.purged, s.purgeRefused, s.midPurge, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed, s.midStep, s.midZombies)
 }
 
 var (
@@ -147,7 +149,7 @@ type machine struct {
 
 func newMachine(t *rapid.T, mode round.Mode) *machine {
 	m := &machine{mode: mode, clock: round.NewManualClock(t0), prev: map[string][]history.Event{}, ctx: context.Background(), renewed: make(chan error, 16)}
-	m.store = memory.New(memory.Options{Mode: mode, Fault: m.injected})
+	m.store = memory.New(memory.Options{Mode: mode, Fault: m.injected, BetweenWrites: m.mid.between})
 	var store round.Store = m.store
 	if mode == round.ModePeekLock {
 		store = wfRenewWatch{m.store, m.renewed}
@@ -478,9 +480,11 @@ func (m *machine) pausedRound(t *rapid.T) {
 		paused:  make(chan struct{}),
 		resumed: make(chan struct{}),
 	}
-	a.mu.Lock()
-	a.pause = pz
-	a.mu.Unlock()
+	if m.mode != round.ModePeekLock || !m.mid.pauseRound(t, pz, midStepPauseOps) {
+		a.mu.Lock()
+		a.pause = pz
+		a.mu.Unlock()
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.runner.RunOnce(m.ctx)
@@ -516,6 +520,14 @@ func (m *machine) pausedRound(t *rapid.T) {
 		a.mu.Lock()
 		a.pause = nil
 		a.mu.Unlock()
+		m.mid.unpause()
+	}
+	if pz.op != "" {
+		select {
+		case <-pz.paused:
+			m.stats.midZombies++
+		default:
+		}
 	}
 	if !allowedRoundError(errA) {
 		t.Fatalf("zombie round on %s: %v", a.name, errA)

@@ -83,6 +83,7 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	if backend.mode == round.ModePeekLock {
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
 		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
+		require.Positive(t, total.midZombies, "no round went on as a zombie between two record writes")
 		require.Positive(t, total.leaseLost, "no paused round lost its lease")
 		require.Positive(t, total.leaseRenewed, "no paused round renewed its lease")
 	}
@@ -97,7 +98,7 @@ type wfStats struct {
 	timeouts, signalled, racesTimer, racesSignal, carried, turns                     int
 	tasks, tasksCompleted, taskTimeouts, taskMoves, taskRaces, rejected, projections int
 	purged, purgeRefused, refused, panics, deadWorkers, leaseLost, leaseRenewed      int
-	midStep, midPurge                                                                int
+	midStep, midPurge, midZombies                                                    int
 }
 
 func (s *wfStats) add(o *wfStats) {
@@ -142,6 +143,7 @@ func (s *wfStats) add(o *wfStats) {
 	s.leaseRenewed += o.leaseRenewed
 	s.midStep += o.midStep
 	s.midPurge += o.midPurge
+	s.midZombies += o.midZombies
 }
 
 func (s *wfStats) String() string {
@@ -153,14 +155,14 @@ func (s *wfStats) String() string {
 		"%d projection sets checked against the fold of history; "+
 		"%d instances purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d projection folds panicked, "+
 		"%d workers died holding a claim, %d paused rounds lost their lease and %d renewed it; "+
-		"%d crashes between two record writes of a step, %d purges crashed half-way and finished again",
+		"%d crashes and %d zombie rounds between two record writes of a step, %d purges crashed half-way and finished again",
 		s.rounds, s.cold, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale,
 		s.activities, s.retries, s.zombieTasks, s.zombieTasksRejected,
 		s.completed, s.children, s.terminated, s.failed, s.parked, s.continued, s.restarted,
 		s.signalled, s.timeouts, s.racesSignal, s.racesTimer, s.carried, s.turns,
 		s.tasks, s.tasksCompleted, s.taskTimeouts, s.taskMoves, s.taskRaces, s.rejected, s.projections,
 		s.purged, s.purgeRefused, s.refused, s.panics, s.deadWorkers, s.leaseLost, s.leaseRenewed,
-		s.midStep, s.midPurge)
+		s.midStep, s.midZombies, s.midPurge)
 }
 
 // wfNode is one process: a round runner with its own replayer (and so its
@@ -288,7 +290,7 @@ func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 		poison: map[string]int{}, renewed: make(chan error, 16),
 	}
 	m.ctx, m.cancel = context.WithTimeout(context.Background(), wfCheckTimeout)
-	m.store = backend.open(t, m.mid.fault)
+	m.store = backend.open(t, &m.mid)
 	faulty := providertest.Faulty(m.store, m.injected)
 	if ls, ok := faulty.(round.LeaseStore); ok && m.mode == round.ModePeekLock {
 		faulty = wfRenewWatch{ls, m.renewed}
@@ -733,9 +735,11 @@ func (m *wfMachine) pausedRound(t *rapid.T) {
 		paused:  make(chan struct{}),
 		resumed: make(chan struct{}),
 	}
-	a.mu.Lock()
-	a.pause = pz
-	a.mu.Unlock()
+	if m.mode != round.ModePeekLock || !m.mid.pauseRound(t, pz, midStepPauseOps) {
+		a.mu.Lock()
+		a.pause = pz
+		a.mu.Unlock()
+	}
 	type result struct {
 		rep *round.Report
 		err error
@@ -762,6 +766,14 @@ func (m *wfMachine) pausedRound(t *rapid.T) {
 		a.mu.Lock()
 		a.pause = nil
 		a.mu.Unlock()
+		m.mid.unpause()
+	}
+	if pz.op != "" {
+		select {
+		case <-pz.paused:
+			m.stats.midZombies++
+		default:
+		}
 	}
 	m.faultMu.Lock()
 	m.cutOff = false

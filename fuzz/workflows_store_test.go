@@ -34,9 +34,9 @@ import (
 type wfBackend struct {
 	name string
 	mode round.Mode
-	// open returns an empty store for one check; a memory store calls
-	// fault at the start of every operation (see memory.Options.Fault).
-	open func(t *rapid.T, fault func(memory.Op) *memory.Fault) round.Store
+	// open returns an empty store for one check; a memory store crashes
+	// or stalls its steps between two record writes as mid plans.
+	open func(t *rapid.T, mid *midStep) round.Store
 	// census tells what the whole store holds.
 	census func(t *rapid.T, s round.Store) wfCensus
 	// waiting, when set, tells whether a call of the test waits for a
@@ -57,8 +57,8 @@ func wfMemory(mode round.Mode) *wfBackend {
 	return &wfBackend{
 		name: "memory " + mode.String(),
 		mode: mode,
-		open: func(_ *rapid.T, fault func(memory.Op) *memory.Fault) round.Store {
-			return memory.New(memory.Options{Mode: mode, Fault: fault})
+		open: func(_ *rapid.T, mid *midStep) round.Store {
+			return memory.New(memory.Options{Mode: mode, Fault: mid.fault, BetweenWrites: mid.between})
 		},
 		census: func(_ *rapid.T, s round.Store) wfCensus {
 			ms := s.(*memory.Store)
@@ -115,7 +115,7 @@ func wfPostgres(t *testing.T) *wfBackend {
 	return &wfBackend{
 		name: "postgres",
 		mode: round.ModeTransactional,
-		open: func(t *rapid.T, _ func(memory.Op) *memory.Fault) round.Store {
+		open: func(t *rapid.T, _ *midStep) round.Store {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// Without arguments Exec uses the simple protocol, which runs

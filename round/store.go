@@ -51,7 +51,10 @@ func (m Mode) String() string {
 // Store is the contract every provider implements, in either mode. All
 // methods may be called concurrently from any number of goroutines and
 // processes. None calls time.Now: times come in the params. When ctx ends a
-// method returns its error; what it did is then either all or nothing.
+// method returns its error; what it did is then either all or nothing, or
+// in peek-lock mode, for a method that writes several records, the first
+// of its record writes in the order its doc states (see [Steps]), as after
+// a crash.
 //
 // A Store also implements [TxStore] (when Mode is ModeTransactional) or
 // [LeaseStore] (when Mode is ModePeekLock).

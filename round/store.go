@@ -63,7 +63,8 @@ type Store interface {
 	Mode() Mode
 
 	// EnqueueMessages adds orchestration messages outside a round (client
-	// requests). It is atomic and idempotent by Message.ID: an id already
+	// requests). It is atomic (in peek-lock mode per message: one record
+	// write each, in order) and idempotent by Message.ID: an id already
 	// queued is left as it is. Zero VisibleAt and EnqueuedAt take Now.
 	EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error
 
@@ -81,7 +82,8 @@ type Store interface {
 	// queued (ids no longer queued are ignored), and holds the instance
 	// until VisibleAt: none of its messages, not even ones enqueued later,
 	// is dequeued before then, so a failure never reorders an instance's
-	// messages.
+	// messages. In peek-lock mode each message's count is written first
+	// and the instance's hold last.
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 
 	// NextVisibleAt returns the earliest time at which an instance can be
@@ -117,10 +119,12 @@ type Store interface {
 	// peek-lock mode the result is written first and the task removed
 	// last (conditional on Token): a crash between them leaves the task
 	// claimed until its claim runs out, and its next attempt enqueues a
-	// result of the same id ([ActivityResultID]).
+	// result of the same id ([ActivityResultID]); a claim taken over
+	// between the token check and the result write may leave that result
+	// queued with ErrLeaseLost returned.
 	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
 
-	// RetryActivity atomically releases a leased task for another attempt:
+	// RetryActivity atomically (one record write) releases a leased task for another attempt:
 	// Attempt+1, VisibleAt, LastError. ErrLeaseLost as CompleteActivity.
 	RetryActivity(ctx context.Context, p *RetryActivityParams) error
 

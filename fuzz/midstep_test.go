@@ -1,6 +1,7 @@
 package fuzz_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/providertest"
+	"github.com/chronicleflow/chronicle/round"
 )
 
 // Peek-lock steps that write several records, by who calls them: the
@@ -122,4 +124,25 @@ func (c *midStep) fault(op memory.Op) *memory.Fault {
 		AfterWrites: c.after,
 		Err:         fmt.Errorf("%w: %w: %w: %s after write %d", errMidStep, memory.ErrInjected, providertest.ErrInjected, op, c.after),
 	}
+}
+
+// purge purges an instance on store; in peek-lock mode (peekLock set) it
+// may crash half-way: then meanwhile runs (a round, which must not take
+// the half-purged instance), and the operator purges again, which must
+// finish the purge with the same tombstone. crashed tells whether it did.
+func (c *midStep) purge(ctx context.Context, t *rapid.T, store round.Store, p *round.PurgeInstanceParams, peekLock bool, meanwhile func(*rapid.T)) (ts *round.Tombstone, crashed bool, err error) {
+	if peekLock {
+		c.plan(t, []memory.Op{memory.OpPurgeInstance})
+	}
+	ts, err = store.PurgeInstance(ctx, p)
+	c.clear()
+	if !errors.Is(err, errMidStep) {
+		return ts, false, err
+	}
+	meanwhile(t)
+	ts, err = store.PurgeInstance(ctx, p)
+	if err != nil {
+		t.Fatalf("%s: purge again after a crash half-way: %v", p.InstanceID, err)
+	}
+	return ts, true, nil
 }

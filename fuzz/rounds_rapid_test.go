@@ -578,21 +578,10 @@ func (m *machine) purgeAndReuse(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
 	events := m.load(t, id)
-	if m.mode == round.ModePeekLock {
-		m.mid.plan(t, []memory.Op{memory.OpPurgeInstance})
-	}
-	ts, err := m.store.PurgeInstance(m.ctx, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()})
-	m.mid.clear()
-	if errors.Is(err, errMidStep) {
-		// The purge stopped half-way; a round runs meanwhile (it must
-		// not take the half-purged instance), and the operator purges
-		// again, which finishes the purge with the same tombstone.
+	ts, crashed, err := m.mid.purge(m.ctx, t, m.store, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()},
+		m.mode == round.ModePeekLock, m.round)
+	if crashed {
 		m.stats.midPurge++
-		m.round(t)
-		ts, err = m.store.PurgeInstance(m.ctx, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()})
-		if err != nil {
-			t.Fatalf("%s: purge again after a crash half-way: %v", id, err)
-		}
 	}
 	switch {
 	case errors.Is(err, round.ErrInvalidState):

@@ -6,9 +6,13 @@
 // other — through the round runner and the projector on the memory
 // provider, in both modes, and on PostgreSQL, while injecting crashes at
 // every crash point, duplicate and delayed deliveries, lease expiry with
-// zombie workers and commit-then-report-failure faults, and check the
-// invariants of docs/architecture.md after every step, every projection equal to
-// the fold of history included.
+// zombie workers and commit-then-report-failure faults — in peek-lock
+// mode also crashes and zombie rounds between two record writes of a
+// step (docs/providers.md, "Peek-lock mode: one record at a time") — and
+// check the invariants of docs/architecture.md after every step, every
+// projection equal to the fold of history included (in peek-lock mode a
+// projection record may be ahead of the snapshot, each a fold at its own
+// seq).
 //
 // regression_test.go and workflows_regression_test.go hold plain
 // reproductions of the bugs the rapid tests found, so they stay fixed.

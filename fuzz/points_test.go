@@ -4,12 +4,17 @@ import (
 	"context"
 	"sync"
 
+	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
 
-// pause stalls a round at a crash point until resumed is closed.
+// pause stalls a round at a crash point (or, when op is set, in that step
+// of a memory store before its write done+1; see midStep) until resumed is
+// closed.
 type pause struct {
 	at      round.CrashPoint
+	op      memory.Op
+	done    int
 	paused  chan struct{}
 	resumed chan struct{}
 }

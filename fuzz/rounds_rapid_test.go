@@ -58,6 +58,11 @@ func testRapidRounds(t *testing.T, mode round.Mode) {
 	require.Positive(t, total.duplicates, "no duplicate dropped")
 	require.Positive(t, total.completed, "no instance completed")
 	require.Positive(t, total.purged, "no instance purged and its id reused")
+	if mode == round.ModePeekLock {
+		require.Positive(t, total.midStep, "no crash between two record writes of a step")
+		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
+		require.Positive(t, total.midZombies, "no round went on as a zombie between two record writes")
+	}
 	require.Positive(t, total.refused, "no child start refused because its id was taken")
 	require.Positive(t, total.deadWorkers, "no activity worker died holding a claim")
 	if mode == round.ModePeekLock {
@@ -70,6 +75,7 @@ func testRapidRounds(t *testing.T, mode round.Mode) {
 type stats struct {
 	rounds, crashes, faults, zombieRounds, zombieRejected, duplicates, stale, completed, failed, parked int
 	purged, purgeRefused, refused, deadWorkers, leaseLost, leaseRenewed                                 int
+	midStep, midPurge, midZombies                                                                       int
 }
 
 func (s *stats) add(o *stats) {
@@ -89,13 +95,17 @@ func (s *stats) add(o *stats) {
 	s.deadWorkers += o.deadWorkers
 	s.leaseLost += o.leaseLost
 	s.leaseRenewed += o.leaseRenewed
+	s.midStep += o.midStep
+	s.midPurge += o.midPurge
+	s.midZombies += o.midZombies
 }
 
 func (s *stats) String() string {
 	return fmt.Sprintf("%d rounds, %d crashes, %d injected faults, %d zombie rounds (%d rejected), %d duplicates and %d stale messages dropped; instances: %d completed, %d failed or terminated, %d parked; "+
-		"%d purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d workers died holding a claim, %d paused rounds lost their lease and %d renewed it",
+		"%d purged and their ids reused (%d purges refused, %d crashed half-way), %d child starts refused (id taken), %d workers died holding a claim, %d paused rounds lost their lease and %d renewed it, "+
+		"%d crashes and %d zombie rounds between two record writes",
 		s.rounds, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale, s.completed, s.failed, s.parked,
-		s.purged, s.purgeRefused, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed)
+		s.purged, s.purgeRefused, s.midPurge, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed, s.midStep, s.midZombies)
 }
 
 var (
@@ -127,6 +137,8 @@ type machine struct {
 	faultMu sync.Mutex
 	fault   memory.Op
 	after   bool
+	// mid crashes a peek-lock step between two of its record writes.
+	mid midStep
 	// cutOff makes every lease renewal fail (see wfMachine.cutOff);
 	// renewed receives the outcome of every renewal.
 	cutOff  bool
@@ -137,7 +149,7 @@ type machine struct {
 
 func newMachine(t *rapid.T, mode round.Mode) *machine {
 	m := &machine{mode: mode, clock: round.NewManualClock(t0), prev: map[string][]history.Event{}, ctx: context.Background(), renewed: make(chan error, 16)}
-	m.store = memory.New(memory.Options{Mode: mode, Fault: m.injected})
+	m.store = memory.New(memory.Options{Mode: mode, Fault: m.injected, BetweenWrites: m.mid.between})
 	var store round.Store = m.store
 	if mode == round.ModePeekLock {
 		store = wfRenewWatch{m.store, m.renewed}
@@ -170,6 +182,9 @@ func (m *machine) injected(op memory.Op) *memory.Fault {
 	defer m.faultMu.Unlock()
 	if op == memory.OpRenewLease && m.cutOff {
 		return &memory.Fault{}
+	}
+	if f := m.mid.fault(op); f != nil {
+		return f
 	}
 	if m.fault == "" || m.fault != op {
 		return nil
@@ -349,14 +364,19 @@ func (m *machine) round(t *rapid.T) {
 	} else {
 		m.planFault(t, memory.OpAppendHistory, memory.OpSaveProjections, memory.OpEnqueueMessages, memory.OpEnqueueActivities,
 			memory.OpAckLease, memory.OpLeaseInstance, memory.OpDeadLetterLeased, memory.OpCancelActivities, memory.OpAbandonLease, memory.OpGetSnapshot)
+		m.mid.plan(t, midStepRoundOps)
 	}
 	rep, err := n.runner.RunOnce(m.ctx)
 	m.clearFault()
+	m.mid.clear()
 	n.mu.Lock()
 	n.crashAt = ""
 	n.mu.Unlock()
 	m.count(rep)
-	if round.IsCrash(err) {
+	if errors.Is(err, errMidStep) {
+		m.stats.midStep++
+	}
+	if round.IsCrash(err) || errors.Is(err, errMidStep) {
 		m.stats.crashes++
 		n.runner.Forget() // the process restarts with an empty cache
 	}
@@ -368,8 +388,15 @@ func (m *machine) round(t *rapid.T) {
 func (m *machine) activity(t *rapid.T) {
 	n := rapid.SampledFrom(m.nodes).Draw(t, "node")
 	m.planFault(t, memory.OpClaimActivity, memory.OpCompleteActivity, memory.OpRetryActivity, memory.OpHeartbeatActivity)
+	if m.mode == round.ModePeekLock {
+		m.mid.plan(t, midStepActivityOps)
+	}
 	_, err := n.worker.RunOnce(m.ctx)
 	m.clearFault()
+	m.mid.clear()
+	if errors.Is(err, errMidStep) {
+		m.stats.midStep++
+	}
 	if err != nil && !errors.Is(err, memory.ErrInjected) {
 		t.Fatalf("activity on %s: %v", n.name, err)
 	}
@@ -453,9 +480,11 @@ func (m *machine) pausedRound(t *rapid.T) {
 		paused:  make(chan struct{}),
 		resumed: make(chan struct{}),
 	}
-	a.mu.Lock()
-	a.pause = pz
-	a.mu.Unlock()
+	if m.mode != round.ModePeekLock || !m.mid.pauseRound(t, pz, midStepPauseOps) {
+		a.mu.Lock()
+		a.pause = pz
+		a.mu.Unlock()
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.runner.RunOnce(m.ctx)
@@ -491,6 +520,14 @@ func (m *machine) pausedRound(t *rapid.T) {
 		a.mu.Lock()
 		a.pause = nil
 		a.mu.Unlock()
+		m.mid.unpause()
+	}
+	if pz.op != "" {
+		select {
+		case <-pz.paused:
+			m.stats.midZombies++
+		default:
+		}
 	}
 	if !allowedRoundError(errA) {
 		t.Fatalf("zombie round on %s: %v", a.name, errA)
@@ -541,7 +578,11 @@ func (m *machine) purgeAndReuse(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
 	events := m.load(t, id)
-	ts, err := m.store.PurgeInstance(m.ctx, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()})
+	ts, crashed, err := m.mid.purge(m.ctx, t, m.store, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()},
+		m.mode == round.ModePeekLock, m.round)
+	if crashed {
+		m.stats.midPurge++
+	}
 	switch {
 	case errors.Is(err, round.ErrInvalidState):
 		if m.mode == round.ModeTransactional {
@@ -796,6 +837,16 @@ func (m *machine) checkProjections(t *rapid.T, id string, events []history.Event
 	rec, err := m.store.GetInstance(m.ctx, id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The snapshot is written last, one record at a time in peek-lock
+	// mode: the instance record may be ahead of it, never behind.
+	if rec.LastSeq < seq || rec.LastSeq > int64(len(events)) {
+		t.Fatalf("%s: instance record at seq %d, snapshot at %d, history at %d", id, rec.LastSeq, seq, len(events))
+	}
+	if rec.LastSeq != seq {
+		if want, err = round.Fold(id, events[:rec.LastSeq]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !want.Record().Equal(rec) {
 		t.Fatalf("%s: stored instance differs from the fold of history:\nwant %+v\ngot  %+v", id, want.Record(), rec)

@@ -34,8 +34,9 @@ import (
 type wfBackend struct {
 	name string
 	mode round.Mode
-	// open returns an empty store for one check.
-	open func(t *rapid.T) round.FullStore
+	// open returns an empty store for one check; a memory store crashes
+	// or stalls its steps between two record writes as mid plans.
+	open func(t *rapid.T, mid *midStep) round.FullStore
 	// census tells what the whole store holds.
 	census func(t *rapid.T, s round.Store) wfCensus
 	// waiting, when set, tells whether a call of the test waits for a
@@ -56,7 +57,9 @@ func wfMemory(mode round.Mode) *wfBackend {
 	return &wfBackend{
 		name: "memory " + mode.String(),
 		mode: mode,
-		open: func(*rapid.T) round.FullStore { return memory.New(memory.Options{Mode: mode}) },
+		open: func(_ *rapid.T, mid *midStep) round.FullStore {
+			return memory.New(memory.Options{Mode: mode, Fault: mid.fault, BetweenWrites: mid.between})
+		},
 		census: func(_ *rapid.T, s round.Store) wfCensus {
 			ms := s.(*memory.Store)
 			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedActivities())}
@@ -112,7 +115,7 @@ func wfPostgres(t *testing.T) *wfBackend {
 	return &wfBackend{
 		name: "postgres",
 		mode: round.ModeTransactional,
-		open: func(t *rapid.T) round.FullStore {
+		open: func(t *rapid.T, _ *midStep) round.FullStore {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// Without arguments Exec uses the simple protocol, which runs

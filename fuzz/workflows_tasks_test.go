@@ -398,3 +398,95 @@ func wfTaskEventEqual(a, b *round.TaskEventRecord) bool {
 func wfCustomEqual(a, b *round.CustomRecord) bool {
 	return a.Name == b.Name && a.Version == b.Version && a.InstanceID == b.InstanceID && a.Seq == b.Seq && bytes.Equal(a.Data, b.Data)
 }
+
+// checkLagging checks the projections of a peek-lock instance whose
+// snapshot (at seq, 0: none stored) is behind its history: a round
+// crashed before or between its projection writes, which a store whose
+// atomic unit is one record writes one by one, the snapshot last. Every
+// other record is then the fold of history at some Seq from seq to the
+// end (each is written only forward), and none is missing that the fold
+// at seq has.
+func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, seq int64) {
+	last := int64(len(events))
+	views := map[int64]*projector.View{}
+	at := func(x int64) *projector.View {
+		if v, ok := views[x]; ok {
+			return v
+		}
+		v, err := m.projector.FoldAt(id, events, x)
+		if err != nil {
+			t.Fatalf("%s: fold at seq %d: %v", id, x, err)
+		}
+		views[x] = v
+		return v
+	}
+	from := max(seq, 1)
+	rec, err := m.store.GetInstance(m.ctx, id)
+	switch {
+	case errors.Is(err, round.ErrNotFound) && seq == 0:
+	case err != nil:
+		t.Fatalf("%s: instance record: %v", id, err)
+	case rec.LastSeq < from || rec.LastSeq > last:
+		t.Fatalf("%s: instance record at seq %d, snapshot at %d, history at %d", id, rec.LastSeq, seq, last)
+	case !at(rec.LastSeq).Snapshot.Record().Equal(rec):
+		want := at(rec.LastSeq).Snapshot.Record()
+		t.Fatalf("%s: stored instance differs from the fold of history at seq %d in %v:\nwant %+v\ngot  %+v", id, rec.LastSeq, want.Diff(rec), want, rec)
+	}
+	custom, err := m.store.GetCustomProjection(m.ctx, wfAuditName, id)
+	switch {
+	case errors.Is(err, round.ErrNotFound) && seq == 0:
+	case err != nil:
+		t.Fatalf("%s: custom projection: %v", id, err)
+	default:
+		x := custom.Seq
+		if x < from || x > last {
+			t.Fatalf("%s: custom record at seq %d, snapshot at %d, history at %d", id, x, seq, last)
+		}
+		if want := at(x).CustomRecords; len(want) != 1 || !wfCustomEqual(&want[0], custom) {
+			t.Fatalf("%s: stored custom record differs from the fold of history at seq %d:\nwant %+v\ngot  %+v", id, x, want, custom)
+		}
+	}
+	tasks, err := m.store.ListTasks(m.ctx, &round.ListTasksParams{InstanceID: id, Limit: 10000})
+	if err != nil {
+		t.Fatalf("%s: list tasks: %v", id, err)
+	}
+	stored := map[string]bool{}
+	for i := range tasks {
+		stored[tasks[i].TaskID] = true
+		found := false
+		for x := from; x <= last && !found; x++ {
+			for j := range at(x).Tasks {
+				if at(x).Tasks[j].TaskID == tasks[i].TaskID && wfTaskDiff(&at(x).Tasks[j], &tasks[i]) == nil {
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("%s: stored task record %+v is no fold of history from seq %d to %d", id, tasks[i], from, last)
+		}
+	}
+	taskEvents, err := m.store.ListTaskEvents(m.ctx, &round.ListTaskEventsParams{InstanceID: id})
+	if err != nil {
+		t.Fatalf("%s: list task events: %v", id, err)
+	}
+	all := at(last).TaskEvents
+	for i := range taskEvents {
+		if !slices.ContainsFunc(all, func(e round.TaskEventRecord) bool { return wfTaskEventEqual(&e, &taskEvents[i]) }) {
+			t.Fatalf("%s: stored task event %+v is not in the fold of history", id, taskEvents[i])
+		}
+	}
+	if seq == 0 {
+		return
+	}
+	for _, w := range at(seq).Tasks {
+		if !stored[w.TaskID] {
+			t.Fatalf("%s: task record %s of the fold at seq %d is missing", id, w.TaskID, seq)
+		}
+	}
+	for _, w := range at(seq).TaskEvents {
+		if !slices.ContainsFunc(taskEvents, func(e round.TaskEventRecord) bool { return wfTaskEventEqual(&w, &e) }) {
+			t.Fatalf("%s: task event %+v of the fold at seq %d is missing", id, w, seq)
+		}
+	}
+}

@@ -55,7 +55,10 @@ func (m Mode) String() string {
 // engine needs to run workflows and activities. All
 // methods may be called concurrently from any number of goroutines and
 // processes. None calls time.Now: times come in the params. When ctx ends a
-// method returns its error; what it did is then either all or nothing.
+// method returns its error; what it did is then either all or nothing, or
+// in peek-lock mode, for a method that writes several records, the first
+// of its record writes in the order its doc states (see [Steps]), as after
+// a crash.
 //
 // A Store also implements [TxStore] (when Mode is ModeTransactional) or
 // [LeaseStore] (when Mode is ModePeekLock).
@@ -64,7 +67,8 @@ type Store interface {
 	Mode() Mode
 
 	// EnqueueMessages adds orchestration messages outside a round (client
-	// requests). It is atomic and idempotent by Message.ID: an id already
+	// requests). It is atomic (in peek-lock mode per message: one record
+	// write each, in order) and idempotent by Message.ID: an id already
 	// queued is left as it is. Zero VisibleAt and EnqueuedAt take Now.
 	EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error
 
@@ -82,7 +86,8 @@ type Store interface {
 	// queued (ids no longer queued are ignored), and holds the instance
 	// until VisibleAt: none of its messages, not even ones enqueued later,
 	// is dequeued before then, so a failure never reorders an instance's
-	// messages.
+	// messages. In peek-lock mode each message's count is written first
+	// and the instance's hold last.
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 
 	// NextVisibleAt returns the earliest time at which an instance can be
@@ -110,15 +115,23 @@ type Store interface {
 	// CompleteActivity atomically removes a leased task and enqueues its
 	// result message. It returns ErrLeaseLost, and changes nothing, unless
 	// Token is the task's current token. A removed task's id stays known:
-	// enqueueing it again is a no-op until the instance is purged.
+	// enqueueing it again is a no-op until the instance is purged. In
+	// peek-lock mode the result is written first and the task removed
+	// last (conditional on Token): a crash between them leaves the task
+	// claimed until its claim runs out, and its next attempt enqueues a
+	// result of the same id ([ActivityResultID]); a claim taken over
+	// between the token check and the result write may leave that result
+	// queued with ErrLeaseLost returned.
 	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
 
-	// RetryActivity atomically releases a leased task for another attempt:
+	// RetryActivity atomically (one record write) releases a leased task for another attempt:
 	// Attempt+1, VisibleAt, LastError. ErrLeaseLost as CompleteActivity.
 	RetryActivity(ctx context.Context, p *RetryActivityParams) error
 
 	// DeadLetterActivity atomically moves a leased task to the dead-letter
-	// store. ErrLeaseLost as CompleteActivity.
+	// store. ErrLeaseLost as CompleteActivity. In peek-lock mode the letter
+	// (idempotent by its [DeadLetterID]) and the instance's incident are
+	// written first and the task removed last.
 	DeadLetterActivity(ctx context.Context, p *DeadLetterActivityParams) error
 
 	// GetInstance returns the instance record or ErrNotFound.
@@ -181,7 +194,10 @@ type DeadLetterStore interface {
 	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
 	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
 	// nothing, when the dead letter was already resolved or Status is
-	// neither redriven nor discarded.
+	// neither redriven nor discarded. In peek-lock mode what it queues is
+	// written first, the instance's incident next and the letter's status
+	// last: a crash before the status leaves the letter unresolved, and
+	// resolving it again queues the same message ids or the same task.
 	ResolveDeadLetter(ctx context.Context, p *ResolveDeadLetterParams) error
 }
 
@@ -200,6 +216,16 @@ type PurgeStore interface {
 	// beyond the record's seq (a peek-lock round appended, a new run of
 	// the instance say, and has not written its projections). Such a
 	// refusal is transient: purge again once the round is done.
+	//
+	// In peek-lock mode the purge first marks the instance's record with
+	// its tombstone (a marked instance is never leased), then keeps the
+	// tombstone (once, however often the purge resumes), deletes dead
+	// letters, activity tasks with their remembered ids, messages,
+	// projections and history, and the instance's record last. A purge
+	// that finds the mark skips the checks and finishes the work with the
+	// same tombstone. A message enqueued meanwhile goes with the instance
+	// when the purge's message deletes find it, and starts the id afresh
+	// otherwise: either way as if the purge ran after it or before it.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
 	// GetTombstone returns the tombstone of the latest purge of an instance
@@ -232,8 +258,19 @@ type FullStore interface {
 
 // Steps are the writes of a round, shared by both modes. In transactional
 // mode they run inside the round's transaction; in peek-lock mode each call
-// is atomic on its own and idempotent, so a crash between two calls is
-// repaired by redelivery.
+// is idempotent, so a crash between two calls is repaired by redelivery.
+//
+// A peek-lock provider need only make each record write atomic (one
+// document of a store without multi-document transactions): a call that
+// changes several records writes them one at a time, in the order its
+// method states, and a crash, a retry or a zombie round between two of them
+// is repaired by redelivery, a retry or the next cold round. Records are
+// the instance (its lease, epoch, hold, incident and record), the history
+// appended by one call, each message, each activity task (with its
+// remembered id), each dead letter, each human task record, each task
+// event, each custom record, the snapshot and each tombstone. The argument
+// for each step is in docs/providers.md, "Peek-lock mode: one record at a
+// time".
 type Steps interface {
 	// LoadHistory is [Store.LoadHistory], seeing the round's own writes.
 	LoadHistory(ctx context.Context, p *LoadHistoryParams) ([]history.Event, error)
@@ -246,7 +283,10 @@ type Steps interface {
 	// Seq + 1. If events with those Seqs are already stored with the same
 	// hashes it returns nil and writes nothing (a retried append). Any other
 	// event at those Seqs, or an event whose idempotency key is already
-	// used, makes it return ErrConflict and write nothing.
+	// used, makes it return ErrConflict and write nothing. The events of
+	// one call are one record in peek-lock mode too (one document keyed by
+	// the instance and the first Seq, say): they land together or not at
+	// all, and two appends at the same first Seq conflict.
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
@@ -256,18 +296,30 @@ type Steps interface {
 	// version. The snapshot is written last (or with the rest,
 	// atomically): a stored snapshot at seq S promises that every other
 	// projection reached S, since a cold round re-projects only when the
-	// snapshot is behind history.
+	// snapshot is behind history. In peek-lock mode the order is task
+	// records, task events, custom records, the instance record, the
+	// snapshot; each is a conditional write, so a record may be ahead of
+	// the snapshot, never behind it. A task record's id is checked with
+	// its own write (a unique index): another instance's task with that
+	// id makes the call return a [TaskIDTakenError].
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.
 	EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error
 
 	// EnqueueActivities adds activity tasks, idempotent by task id, also for
-	// tasks that were completed or cancelled since.
+	// tasks that were completed or cancelled since. In peek-lock mode each
+	// task is one record write, its remembered id included (the task's
+	// record stays, marked done, when it is completed or cancelled): a
+	// remembered id without its task would lose the task to a retry.
 	EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error
 
-	// CancelActivities removes the activity tasks of an execution that are
-	// still queued or claimed; their leases are lost.
+	// CancelActivities removes the activity tasks of an execution that are still
+	// queued or claimed; their leases are lost. In peek-lock mode the tasks
+	// are chosen when the fence (p.Lease) is checked and removed by id one
+	// at a time, never by a filter applied at removal time: a round that
+	// loses its lease between the check and a removal must not remove a
+	// task its successor enqueued (a task of a new execution, say).
 	CancelActivities(ctx context.Context, p *CancelActivitiesParams) error
 
 	// ResetProjections deletes the built-in projections of an instance
@@ -275,6 +327,8 @@ type Steps interface {
 	// events) and the custom records p.Custom names, so that a rebuild can
 	// write them afresh: reset, then save, in that order. Custom records
 	// of other names are kept: a process rebuilds only what it can fold.
+	// The snapshot goes first: once it is gone a cold round projects
+	// afresh, whatever else a crash left.
 	ResetProjections(ctx context.Context, p *ResetProjectionsParams) error
 }
 
@@ -325,7 +379,7 @@ type LeaseStore interface {
 	Store
 	Steps
 	// LeaseInstance leases one instance that has visible messages, is not
-	// held (see AbandonMessages) and has no live lease (none, or one that
+	// held (see AbandonMessages), is not being purged and has no live lease (none, or one that
 	// expired at or before Now): it sets a new token, increments the
 	// instance's fencing epoch and returns the visible messages in enqueue
 	// order, at most Limit. It returns nil, nil when no instance has work.
@@ -335,6 +389,10 @@ type LeaseStore interface {
 	RenewLease(ctx context.Context, p *RenewLeaseParams) error
 	// DeadLetterLeased moves leased messages to the dead-letter store and
 	// sets the instance's incident; ErrLeaseLost unless the token matches.
+	// The letters (idempotent by [DeadLetterID]) and the incident are
+	// written first, the messages removed last: a crash before their
+	// removal leaves them queued, to be dead-lettered again under the same
+	// letter ids, never lost.
 	DeadLetterLeased(ctx context.Context, p *DeadLetterLeasedParams) error
 	// PinMessages sets the ExecutionID of leased messages that have none,
 	// so that a redelivery judges them against the execution their first
@@ -343,10 +401,15 @@ type LeaseStore interface {
 	PinMessages(ctx context.Context, p *PinMessagesParams) error
 	// AckLease removes the acked messages and releases the lease, only while
 	// the token still matches (ErrLeaseLost otherwise, removing nothing).
+	// The messages go first, one by one, and the lease last: a crash
+	// between them leaves the instance leased until the lease runs out,
+	// never an acked message visible to another round.
 	AckLease(ctx context.Context, p *AckLeaseParams) error
 	// AbandonLease releases the lease and records a failed delivery of its
 	// messages as AbandonMessages does (Attempts, LastError, the instance
-	// held until VisibleAt); ErrLeaseLost unless the token matches.
+	// held until VisibleAt); ErrLeaseLost unless the token matches. Each
+	// message's count is written first, and the hold with the release last,
+	// in one write of the instance's record.
 	AbandonLease(ctx context.Context, p *AbandonLeaseParams) error
 }
 

@@ -68,16 +68,30 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivit
 
 // CompleteActivity implements round.Store.
 func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
-	return s.do(ctx, OpCompleteActivity, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		t, err := s.claimed(p.TaskID, p.Token)
-		if err != nil {
+	return s.step(ctx, OpCompleteActivity, func(w *writes) error {
+		if err := w.read(func() error {
+			_, err := s.claimed(p.TaskID, p.Token)
+			return err
+		}); err != nil {
 			return err
 		}
-		s.removeTask(t)
-		s.enqueueMessages([]round.Message{p.Result}, p.Now)
-		return nil
+		// The result first, then the task: a crash between them leaves
+		// the task claimed until its claim runs out, and its next attempt
+		// enqueues a result of the same id (round.ActivityResultID).
+		if err := w.write(func() error {
+			s.enqueueMessages([]round.Message{p.Result}, p.Now)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return w.write(func() error {
+			t, err := s.claimed(p.TaskID, p.Token)
+			if err != nil {
+				return err
+			}
+			s.removeTask(t)
+			return nil
+		})
 	})
 }
 
@@ -101,20 +115,35 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 
 // DeadLetterActivity implements round.Store.
 func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
-	return s.do(ctx, OpDeadLetterActivity, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		t, err := s.claimed(p.TaskID, p.Token)
-		if err != nil {
+	return s.step(ctx, OpDeadLetterActivity, func(w *writes) error {
+		var (
+			in *instance
+			l  = p.Letter
+		)
+		if err := w.read(func() error {
+			t, err := s.claimed(p.TaskID, p.Token)
+			if err != nil {
+				return err
+			}
+			if l.Activity == nil {
+				tc := t.t
+				l.Activity = &tc
+			}
+			in = s.instance(t.t.InstanceID)
+			return nil
+		}); err != nil {
 			return err
 		}
-		s.removeTask(t)
-		l := p.Letter
-		if l.Activity == nil {
-			tc := t.t
-			l.Activity = &tc
-		}
-		s.deadLetter(s.instance(t.t.InstanceID), []round.DeadLetter{l})
-		return nil
+		// The letter and the incident first, the task last: a crash
+		// before its removal leaves it claimed until the claim runs out,
+		// never lost.
+		return s.deadLetterWrites(w, in, []round.DeadLetter{l}, func() error {
+			t, err := s.claimed(p.TaskID, p.Token)
+			if err != nil {
+				return err
+			}
+			s.removeTask(t)
+			return nil
+		})
 	})
 }

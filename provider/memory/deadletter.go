@@ -70,55 +70,86 @@ func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter
 
 // ResolveDeadLetter implements round.Store.
 func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
-	return s.do(ctx, OpResolveDeadLetter, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		l, ok := s.letters[p.ID]
-		if !ok {
-			return fmt.Errorf("dead letter %s: %w", p.ID, round.ErrNotFound)
+	return s.step(ctx, OpResolveDeadLetter, func(w *writes) error {
+		var l round.DeadLetter
+		if err := w.read(func() error {
+			stored, ok := s.letters[p.ID]
+			if !ok {
+				return fmt.Errorf("dead letter %s: %w", p.ID, round.ErrNotFound)
+			}
+			if stored.Status != round.DeadLetterDead {
+				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, round.ErrInvalidState)
+			}
+			l = cloneLetter(stored)
+			return nil
+		}); err != nil {
+			return err
 		}
-		if l.Status != round.DeadLetterDead {
-			return fmt.Errorf("dead letter %s is %s: %w", p.ID, l.Status, round.ErrInvalidState)
-		}
+		// What the resolution queues comes first, the incident next and
+		// the letter's status last: a crash before the status leaves the
+		// letter unresolved, and resolving it again queues the same
+		// message ids (idempotent) or the same task again.
+		var queue []func() error
 		switch p.Status {
 		case round.DeadLetterRedriven:
 			if l.Message != nil {
 				m := *l.Message
 				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
-				s.enqueueMessages([]round.Message{m}, p.Now)
+				queue = append(queue, func() error {
+					s.enqueueMessages([]round.Message{m}, p.Now)
+					return nil
+				})
 			}
 			if l.Activity != nil {
 				t := *l.Activity
 				t.VisibleAt, t.EnqueuedAt, t.LastError = p.Now, p.Now, ""
-				if old, ok := s.tasks[t.ID]; ok {
-					s.removeTask(old)
-				}
-				s.taskIDs[t.ID] = true
-				s.insertTask(t)
-				s.notify(round.QueueActivity)
+				queue = append(queue, func() error {
+					if old, ok := s.tasks[t.ID]; ok {
+						s.removeTask(old)
+					}
+					s.taskIDs[t.ID] = true
+					s.insertTask(t)
+					s.notify(round.QueueActivity)
+					return nil
+				})
 			}
 		case round.DeadLetterDiscarded:
 			if l.Activity != nil {
-				m, err := round.DiscardedActivityResult(l, p.By)
+				m, err := round.DiscardedActivityResult(&l, p.By)
 				if err != nil {
 					return err
 				}
-				s.enqueueMessages([]round.Message{m}, p.Now)
+				queue = append(queue, func() error {
+					s.enqueueMessages([]round.Message{m}, p.Now)
+					return nil
+				})
 			}
-			if m, ok, err := round.DiscardedSubWorkflowResult(l, p.By); err != nil {
+			if m, ok, err := round.DiscardedSubWorkflowResult(&l, p.By); err != nil {
 				return err
 			} else if ok {
-				s.enqueueMessages([]round.Message{m}, p.Now)
+				queue = append(queue, func() error {
+					s.enqueueMessages([]round.Message{m}, p.Now)
+					return nil
+				})
 			}
 		default:
 			return fmt.Errorf("dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
 		}
-		l.Status, l.ResolvedBy, l.ResolvedAt = p.Status, p.By, p.Now
-		if in := s.instances[l.InstanceID]; in != nil {
-			// The incident is the newest dead letter still unresolved.
+		for _, fn := range queue {
+			if err := w.write(fn); err != nil {
+				return err
+			}
+		}
+		if err := w.write(func() error {
+			in := s.instances[l.InstanceID]
+			if in == nil {
+				return nil
+			}
+			// The incident is the newest dead letter still unresolved
+			// but this one.
 			var newest *round.DeadLetter
 			for _, other := range s.letters {
-				if other.InstanceID == l.InstanceID && other.Status == round.DeadLetterDead &&
+				if other.ID != l.ID && other.InstanceID == l.InstanceID && other.Status == round.DeadLetterDead &&
 					(newest == nil || other.At.After(newest.At) || (other.At.Equal(newest.At) && other.ID > newest.ID)) {
 					newest = other
 				}
@@ -127,7 +158,20 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 			if newest != nil {
 				in.incident = string(newest.Reason) + ": " + newest.Error
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
+		return w.write(func() error {
+			stored, ok := s.letters[p.ID]
+			if !ok {
+				return fmt.Errorf("dead letter %s: %w", p.ID, round.ErrNotFound)
+			}
+			if stored.Status != round.DeadLetterDead {
+				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, round.ErrInvalidState)
+			}
+			stored.Status, stored.ResolvedBy, stored.ResolvedAt = p.Status, p.By, p.Now
+			return nil
+		})
 	})
 }

@@ -62,9 +62,9 @@ func (h *instanceHeap) Pop() any {
 }
 
 // reindex puts the instance where it belongs in the ready heap: present
-// when it has messages and no transaction holds it.
+// when it has messages, no transaction holds it and no purge has begun.
 func (s *Store) reindex(in *instance) {
-	want := len(in.msgs) > 0 && in.lockedBy == nil
+	want := len(in.msgs) > 0 && in.lockedBy == nil && in.purging == nil
 	switch {
 	case want && in.heapIndex < 0:
 		heap.Push(&s.ready, in)

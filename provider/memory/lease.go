@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -24,42 +25,58 @@ func (s *Store) AppendHistory(ctx context.Context, p *round.AppendHistoryParams)
 
 // SaveProjections implements round.Steps in peek-lock mode.
 func (s *Store) SaveProjections(ctx context.Context, p *round.Projections) error {
-	return s.do(ctx, OpSaveProjections, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.takenTaskID(p); err != nil {
+	return s.step(ctx, OpSaveProjections, func(w *writes) error {
+		if err := w.read(func() error { return s.takenTaskID(p) }); err != nil {
 			return err
 		}
-		s.saveProjections(p)
-		return nil
+		return s.saveProjectionWrites(w, p)
 	})
 }
 
 // EnqueueActivities implements round.Steps in peek-lock mode.
 func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
-	return s.do(ctx, OpEnqueueActivities, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.fence(p.Lease); err != nil {
+	return s.step(ctx, OpEnqueueActivities, func(w *writes) error {
+		if err := w.read(func() error { return s.fence(p.Lease) }); err != nil {
 			return err
 		}
-		s.enqueueActivities(p.Tasks, p.Now)
+		// One write per task, idempotent by its id: the task's record,
+		// which stays known once the task is done.
+		for _, t := range p.Tasks {
+			if err := w.write(func() error {
+				s.enqueueActivities([]round.ActivityTask{t}, p.Now)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
 
 // PinMessages implements round.LeaseStore.
 func (s *Store) PinMessages(ctx context.Context, p *round.PinMessagesParams) error {
-	return s.do(ctx, OpPinMessages, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in, err := s.leased(p.Lease)
-		if err != nil {
+	return s.step(ctx, OpPinMessages, func(w *writes) error {
+		var in *instance
+		if err := w.read(func() (err error) {
+			in, err = s.leased(p.Lease)
+			return err
+		}); err != nil {
 			return err
 		}
-		for id, exec := range p.Pins {
-			if m, ok := s.messages[id]; ok && m.inst == in && m.m.ExecutionID == "" {
-				m.m.ExecutionID = exec
+		ids := make([]string, 0, len(p.Pins))
+		for id := range p.Pins {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		// One write per message, each setting a field only while unset.
+		for _, id := range ids {
+			if err := w.write(func() error {
+				if m, ok := s.messages[id]; ok && m.inst == in && m.m.ExecutionID == "" {
+					m.m.ExecutionID = p.Pins[id]
+				}
+				return nil
+			}); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -68,13 +85,28 @@ func (s *Store) PinMessages(ctx context.Context, p *round.PinMessagesParams) err
 
 // CancelActivities implements round.Steps in peek-lock mode.
 func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
-	return s.do(ctx, OpCancelActivities, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.fence(p.Lease); err != nil {
+	return s.step(ctx, OpCancelActivities, func(w *writes) error {
+		var ids []string
+		if err := w.read(func() error {
+			if err := s.fence(p.Lease); err != nil {
+				return err
+			}
+			ids = s.cancelled(p)
+			return nil
+		}); err != nil {
 			return err
 		}
-		s.cancelActivities(p)
+		// One removal per task; a task already gone is skipped.
+		for _, id := range ids {
+			if err := w.write(func() error {
+				if t, ok := s.tasks[id]; ok {
+					s.removeTask(t)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
@@ -91,7 +123,7 @@ func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round
 		var in *instance
 		if p.InstanceID != "" {
 			in = s.instances[p.InstanceID]
-			if in == nil || len(in.msgs) == 0 || in.readyAt().After(p.Now) || len(visible(in, p.Now, 1)) == 0 {
+			if in == nil || in.purging != nil || len(in.msgs) == 0 || in.readyAt().After(p.Now) || len(visible(in, p.Now, 1)) == 0 {
 				return nil
 			}
 		} else {
@@ -147,51 +179,65 @@ func (s *Store) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error
 
 // DeadLetterLeased implements round.LeaseStore.
 func (s *Store) DeadLetterLeased(ctx context.Context, p *round.DeadLetterLeasedParams) error {
-	return s.do(ctx, OpDeadLetterLeased, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in, err := s.leased(p.Lease)
-		if err != nil {
+	return s.step(ctx, OpDeadLetterLeased, func(w *writes) error {
+		var in *instance
+		if err := w.read(func() (err error) {
+			in, err = s.leased(p.Lease)
+			return err
+		}); err != nil {
 			return err
 		}
-		s.deadLetter(in, p.Letters)
-		return nil
+		return s.deadLetterWrites(w, in, p.Letters, nil)
 	})
 }
 
 // AckLease implements round.LeaseStore.
 func (s *Store) AckLease(ctx context.Context, p *round.AckLeaseParams) error {
-	return s.do(ctx, OpAckLease, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in, err := s.leased(p.Lease)
-		if err != nil {
+	return s.step(ctx, OpAckLease, func(w *writes) error {
+		var in *instance
+		if err := w.read(func() (err error) {
+			in, err = s.leased(p.Lease)
+			return err
+		}); err != nil {
 			return err
 		}
-		in.lease = nil
-		s.removeMessages(in, p.MessageIDs)
-		s.reindex(in)
-		s.notify(round.QueueOrchestration)
-		return nil
+		// The messages go first, one by one, and the lease last: a crash
+		// before its release leaves the instance leased until the lease
+		// runs out, never its acked messages visible to another round.
+		for _, id := range p.MessageIDs {
+			if err := w.write(func() error {
+				s.removeMessages(in, []string{id})
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return w.write(func() error {
+			if _, err := s.leased(p.Lease); err != nil {
+				return err
+			}
+			in.lease = nil
+			s.reindex(in)
+			s.notify(round.QueueOrchestration)
+			return nil
+		})
 	})
 }
 
 // AbandonLease implements round.LeaseStore.
 func (s *Store) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) error {
-	return s.do(ctx, OpAbandonLease, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in, err := s.leased(p.Lease)
-		if err != nil {
+	return s.step(ctx, OpAbandonLease, func(w *writes) error {
+		var in *instance
+		if err := w.read(func() (err error) {
+			in, err = s.leased(p.Lease)
+			return err
+		}); err != nil {
 			return err
 		}
-		in.lease = nil
 		ids := make([]string, len(p.Lease.Messages))
 		for i, m := range p.Lease.Messages {
 			ids[i] = m.ID
 		}
-		s.abandon(in, ids, p.VisibleAt, p.Error)
-		s.notify(round.QueueOrchestration)
-		return nil
+		return s.abandonWrites(w, in, ids, p.VisibleAt, p.Error, p.Lease)
 	})
 }

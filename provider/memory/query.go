@@ -2,12 +2,14 @@ package memory
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -185,64 +187,168 @@ func (s *Store) resetProjections(id string, custom []string, all bool) {
 
 // ResetProjections implements round.Steps in peek-lock mode.
 func (s *Store) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
-	return s.do(ctx, OpResetProjections, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.resetProjections(p.InstanceID, p.Custom, false)
-		return nil
+	return s.step(ctx, OpResetProjections, func(w *writes) error {
+		// The snapshot goes first: once it is gone a cold round projects
+		// afresh, whatever else a crash left.
+		if err := w.write(func() error {
+			if in := s.instances[p.InstanceID]; in != nil {
+				in.snapshot, in.snapshotSeq = nil, 0
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return w.write(func() error {
+			s.resetProjections(p.InstanceID, p.Custom, false)
+			return nil
+		})
 	})
 }
 
 // PurgeInstance implements round.Store.
 func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
 	var ts *round.Tombstone
-	err := s.do(ctx, OpPurgeInstance, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in := s.instances[p.InstanceID]
-		if in == nil || (in.record == nil && len(in.events) == 0) {
-			return fmt.Errorf("purge %s: %w", p.InstanceID, round.ErrNotFound)
-		}
-		if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
-			return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
-		}
-		if err := unfinishedRound(in, p.Now); err != nil {
-			return fmt.Errorf("purge %s: %w", p.InstanceID, err)
-		}
-		t := &round.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
-		if n := len(in.events); n > 0 {
-			t.LastSeq, t.LastHash = in.events[n-1].Seq, append([]byte(nil), in.events[n-1].Hash...)
-		}
-		s.resetProjections(in.id, nil, true)
-		ids := make([]string, len(in.msgs))
-		for i, m := range in.msgs {
-			ids[i] = m.m.ID
-		}
-		s.removeMessages(in, ids)
-		for id, tk := range s.tasks {
-			if tk.t.InstanceID == in.id {
-				s.removeTask(s.tasks[id])
+	err := s.step(ctx, OpPurgeInstance, func(w *writes) error {
+		var (
+			in *instance
+			t  *round.Tombstone
+		)
+		if err := w.read(func() error {
+			in = s.instances[p.InstanceID]
+			if in != nil && in.purging != nil {
+				// An earlier purge stopped half-way: finish it.
+				c := *in.purging
+				t = &c
+				return nil
 			}
-		}
-		for id, owner := range s.taskInstance {
-			if owner == in.id {
-				delete(s.taskIDs, id)
-				delete(s.taskInstance, id)
+			if in == nil || (in.record == nil && len(in.events) == 0) {
+				return fmt.Errorf("purge %s: %w", p.InstanceID, round.ErrNotFound)
 			}
-		}
-		for id, l := range s.letters {
-			if l.InstanceID == in.id {
-				delete(s.letters, id)
+			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
+				return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
 			}
+			if err := unfinishedRound(in, p.Now); err != nil {
+				return fmt.Errorf("purge %s: %w", p.InstanceID, err)
+			}
+			t = &round.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
+			if n := len(in.events); n > 0 {
+				t.LastSeq, t.LastHash = in.events[n-1].Seq, bytes.Clone(in.events[n-1].Hash)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		delete(s.instances, in.id)
-		kept := *t
-		kept.LastHash = bytes.Clone(t.LastHash)
-		s.tombstones[in.id] = append(s.tombstones[in.id], kept)
+		if err := s.purgeWrites(w, in, t); err != nil {
+			return err
+		}
 		ts = t
 		return nil
 	})
 	return ts, err
+}
+
+// purgeWrites deletes a purged instance one record at a time. The
+// instance's own record is marked first with the tombstone (a marked
+// instance is never leased, and a purge that finds the mark finishes the
+// work with the same tombstone), the tombstone is kept next (once, however
+// often the purge resumes), then dead letters, activity tasks with their
+// remembered ids, messages, projections and history go, and the instance
+// record last. Callers hold no lock.
+func (s *Store) purgeWrites(w *writes, in *instance, t *round.Tombstone) error {
+	one := func(fn func()) error {
+		return w.write(func() error {
+			fn()
+			return nil
+		})
+	}
+	if err := one(func() {
+		c := *t
+		in.purging = &c
+		s.reindex(in)
+	}); err != nil {
+		return err
+	}
+	if err := one(func() {
+		all := s.tombstones[in.id]
+		if n := len(all); n > 0 && all[n-1].PurgedAt.Equal(t.PurgedAt) && all[n-1].LastSeq == t.LastSeq &&
+			bytes.Equal(all[n-1].LastHash, t.LastHash) && all[n-1].PurgedBy == t.PurgedBy {
+			return
+		}
+		kept := *t
+		kept.LastHash = bytes.Clone(t.LastHash)
+		s.tombstones[in.id] = append(all, kept)
+	}); err != nil {
+		return err
+	}
+	var letters, tasks, msgs []string
+	_ = w.read(func() error {
+		for id, l := range s.letters {
+			if l.InstanceID == in.id {
+				letters = append(letters, id)
+			}
+		}
+		for id, owner := range s.taskInstance {
+			if owner == in.id {
+				tasks = append(tasks, id)
+			}
+		}
+		for _, m := range in.msgs {
+			msgs = append(msgs, m.m.ID)
+		}
+		return nil
+	})
+	sort.Strings(letters)
+	sort.Strings(tasks)
+	for _, id := range letters {
+		if err := one(func() { delete(s.letters, id) }); err != nil {
+			return err
+		}
+	}
+	for _, id := range tasks {
+		if err := one(func() {
+			if tk, ok := s.tasks[id]; ok {
+				s.removeTask(tk)
+			}
+			delete(s.taskIDs, id)
+			delete(s.taskInstance, id)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, id := range msgs {
+		if err := one(func() { s.removeMessages(in, []string{id}) }); err != nil {
+			return err
+		}
+	}
+	if err := one(func() {
+		s.resetProjections(in.id, nil, true)
+		in.incident = ""
+	}); err != nil {
+		return err
+	}
+	if err := one(func() {
+		in.events, in.keys = nil, map[history.Key]bool{}
+	}); err != nil {
+		return err
+	}
+	return one(func() {
+		if s.instances[in.id] == in {
+			delete(s.instances, in.id)
+		}
+		if in.heapIndex >= 0 {
+			heap.Remove(&s.ready, in.heapIndex)
+		}
+		// Messages enqueued while the purge ran start the id afresh.
+		if len(in.msgs) > 0 {
+			fresh := s.instance(in.id)
+			for _, m := range in.msgs {
+				m.inst = fresh
+				fresh.msgs = append(fresh.msgs, m)
+			}
+			in.msgs = nil
+			s.reindex(fresh)
+		}
+	})
 }
 
 // unfinishedRound returns ErrInvalidState while a peek-lock round of in

@@ -70,6 +70,14 @@ type Fault struct {
 	// committed; inside a transaction it makes no difference, since the
 	// failed call fails the round.
 	AfterEffect bool
+	// AfterWrites, when positive, ends a peek-lock step after its
+	// AfterWrites-th record write and returns Err: the crash of a store
+	// whose atomic unit is one record, between two writes of a step that
+	// changes several (see "Peek-lock mode: one record at a time" in
+	// docs/providers.md). A step with fewer writes takes its whole effect
+	// first. In transactional mode, whose steps are atomic, it acts as
+	// AfterEffect.
+	AfterWrites int
 }
 
 // ErrInjected is the default error of an injected fault.
@@ -82,12 +90,19 @@ type Options struct {
 	// Fault, when set, is called at the start of every operation; a non-nil
 	// Fault makes it fail. It may be called concurrently.
 	Fault func(op Op) *Fault
+	// BetweenWrites, when set, is called in peek-lock mode before each
+	// record write of a step, with how many of its writes are done (0:
+	// after its reads and fence checks), and without the store's lock: a
+	// test can run other work there, as another process would run between
+	// two document writes.
+	BetweenWrites func(op Op, done int)
 }
 
 // Store is the memory provider. Create it with [New].
 type Store struct {
-	mode  round.Mode
-	fault func(Op) *Fault
+	mode    round.Mode
+	fault   func(Op) *Fault
+	between func(op Op, done int)
 
 	mu        sync.Mutex
 	nextSeq   int64
@@ -122,7 +137,7 @@ func New(opts Options) *Store {
 		opts.Mode = round.ModeTransactional
 	}
 	return &Store{
-		mode: opts.Mode, fault: opts.Fault,
+		mode: opts.Mode, fault: opts.Fault, between: opts.BetweenWrites,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
 		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]round.Tombstone{},
@@ -143,6 +158,9 @@ type instance struct {
 	lease     *leaseState
 	holdUntil time.Time
 	epoch     int64
+	// purging is the tombstone of a purge that has begun; the instance
+	// is then never leased.
+	purging *round.Tombstone
 
 	snapshot    []byte
 	snapshotSeq int64
@@ -322,13 +340,19 @@ func visible(in *instance, now time.Time, limit int) []round.Message {
 
 // EnqueueMessages implements round.Store.
 func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
-	return s.do(ctx, OpEnqueueMessages, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.fence(p.Lease); err != nil {
+	return s.step(ctx, OpEnqueueMessages, func(w *writes) error {
+		if err := w.read(func() error { return s.fence(p.Lease) }); err != nil {
 			return err
 		}
-		s.enqueueMessages(p.Messages, p.Now)
+		// One write per message, each idempotent by its id.
+		for _, m := range p.Messages {
+			if err := w.write(func() error {
+				s.enqueueMessages([]round.Message{m}, p.Now)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
@@ -388,15 +412,16 @@ func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) (
 
 // AbandonMessages implements round.Store.
 func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
-	return s.do(ctx, OpAbandonMessages, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		in, ok := s.instances[p.InstanceID]
-		if !ok {
+	return s.step(ctx, OpAbandonMessages, func(w *writes) error {
+		var in *instance
+		_ = w.read(func() error {
+			in = s.instances[p.InstanceID]
+			return nil
+		})
+		if in == nil {
 			return nil
 		}
-		s.abandon(in, p.MessageIDs, p.VisibleAt, p.Error)
-		return nil
+		return s.abandonWrites(w, in, p.MessageIDs, p.VisibleAt, p.Error, nil)
 	})
 }
 
@@ -584,6 +609,59 @@ func (s *Store) saveProjections(p *round.Projections) {
 	}
 }
 
+// saveProjectionWrites writes projections one record at a time: task
+// records, task events, custom records, the instance record and the
+// snapshot last, each only when it is newer than the stored one, so that
+// a stored snapshot at seq S promises that every other record reached S.
+func (s *Store) saveProjectionWrites(w *writes, p *round.Projections) error {
+	one := func(fn func()) error {
+		return w.write(func() error {
+			fn()
+			return nil
+		})
+	}
+	for _, t := range p.Tasks {
+		if err := w.write(func() error {
+			// The task id is checked again with the write, as a unique
+			// index on it would.
+			if owner, ok := s.taskOwner[t.TaskID]; ok && owner != p.InstanceID {
+				return &round.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
+			}
+			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Tasks: []round.TaskRecord{t}})
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for _, e := range p.TaskEvents {
+		if err := one(func() {
+			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, TaskEvents: []round.TaskEventRecord{e}})
+		}); err != nil {
+			return err
+		}
+	}
+	for _, c := range p.Custom {
+		if err := one(func() {
+			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Custom: []round.CustomRecord{c}})
+		}); err != nil {
+			return err
+		}
+	}
+	if p.Instance != nil {
+		if err := one(func() {
+			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Instance: p.Instance})
+		}); err != nil {
+			return err
+		}
+	}
+	if p.Snapshot != nil {
+		return one(func() {
+			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Snapshot: p.Snapshot})
+		})
+	}
+	return nil
+}
+
 // enqueueActivities adds tasks idempotently by id, forever; callers hold
 // s.mu.
 func (s *Store) enqueueActivities(tasks []round.ActivityTask, now time.Time) {
@@ -634,6 +712,14 @@ func (s *Store) removeTask(t *task) {
 
 // cancelActivities removes an execution's tasks; callers hold s.mu.
 func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
+	for _, id := range s.cancelled(p) {
+		s.removeTask(s.tasks[id])
+	}
+}
+
+// cancelled returns the ids of the tasks a cancel removes, in order;
+// callers hold s.mu.
+func (s *Store) cancelled(p *round.CancelActivitiesParams) []string {
 	var ids []string
 	for id, t := range s.tasks {
 		if t.t.InstanceID != p.InstanceID {
@@ -644,41 +730,124 @@ func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
 		}
 	}
 	sort.Strings(ids)
-	for _, id := range ids {
-		s.removeTask(s.tasks[id])
-	}
+	return ids
 }
 
 // abandon records a failed delivery and holds the instance until
 // visibleAt; callers hold s.mu.
 func (s *Store) abandon(in *instance, ids []string, visibleAt time.Time, text string) {
 	for _, id := range ids {
-		if m, ok := s.messages[id]; ok && m.inst == in {
-			m.m.Attempts++
-			m.m.LastError = text
-		}
+		s.countAttempt(in, id, text)
 	}
+	s.hold(in, visibleAt)
+}
+
+// countAttempt counts a failed delivery of a queued message; callers hold
+// s.mu.
+func (s *Store) countAttempt(in *instance, id, text string) {
+	if m, ok := s.messages[id]; ok && m.inst == in {
+		m.m.Attempts++
+		m.m.LastError = text
+	}
+}
+
+// hold holds the instance until visibleAt; callers hold s.mu.
+func (s *Store) hold(in *instance, visibleAt time.Time) {
 	if visibleAt.After(in.holdUntil) {
 		in.holdUntil = visibleAt
 	}
 	s.reindex(in)
 }
 
+// abandonWrites records a failed delivery one record at a time: each
+// message's count, then the instance's hold, and with it the release of
+// lease when it is set (its token still current). The hold comes last, so
+// that the instance is not redelivered before every count is written.
+func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt time.Time, text string, lease *round.Lease) error {
+	for _, id := range ids {
+		if err := w.write(func() error {
+			s.countAttempt(in, id, text)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return w.write(func() error {
+		if lease != nil {
+			if _, err := s.leased(lease); err != nil {
+				return err
+			}
+			in.lease = nil
+			defer s.notify(round.QueueOrchestration)
+		}
+		s.hold(in, visibleAt)
+		return nil
+	})
+}
+
 // deadLetter stores letters and removes their messages; callers hold s.mu.
 func (s *Store) deadLetter(in *instance, letters []round.DeadLetter) {
 	var ids []string
 	for _, l := range letters {
-		if _, ok := s.letters[l.ID]; !ok {
-			lc := l
-			if lc.Status == "" {
-				lc.Status = round.DeadLetterDead
-			}
-			s.letters[l.ID] = &lc
-		}
+		s.insertLetter(l)
 		if l.Message != nil {
 			ids = append(ids, l.Message.ID)
 		}
 		in.incident = string(l.Reason) + ": " + l.Error
 	}
 	s.removeMessages(in, ids)
+}
+
+// insertLetter stores a dead letter unless its id is taken; callers hold
+// s.mu.
+func (s *Store) insertLetter(l round.DeadLetter) {
+	if _, ok := s.letters[l.ID]; !ok {
+		lc := l
+		if lc.Status == "" {
+			lc.Status = round.DeadLetterDead
+		}
+		s.letters[l.ID] = &lc
+	}
+}
+
+// deadLetterWrites moves letters to the dead-letter store one record at a
+// time: each letter (idempotent by its deterministic id), then the
+// instance's incident, then the removal of each letter's message (or
+// activity task, by remove). Removals come last: a crash before them
+// leaves the item queued, so it is delivered again and dead-lettered
+// again under the same letter id, never lost.
+func (s *Store) deadLetterWrites(w *writes, in *instance, letters []round.DeadLetter, remove func() error) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	for _, l := range letters {
+		if err := w.write(func() error {
+			s.insertLetter(l)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	last := letters[len(letters)-1]
+	if err := w.write(func() error {
+		in.incident = string(last.Reason) + ": " + last.Error
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, l := range letters {
+		if l.Message == nil {
+			continue
+		}
+		if err := w.write(func() error {
+			s.removeMessages(in, []string{l.Message.ID})
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if remove != nil {
+		return w.write(remove)
+	}
+	return nil
 }

@@ -177,13 +177,15 @@ func TestRoundFailsWhenItsConnectionIsKilled(t *testing.T) {
 	}))
 	kill := func(tx round.Tx) {
 		var killed bool
-		require.NoError(t, admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int64(postgres.BackendPID(tx))).Scan(&killed))
+		require.NoError(t, admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 30000)`, int64(postgres.BackendPID(tx))).Scan(&killed))
 		require.True(t, killed)
 	}
 
 	for _, c := range []struct {
 		name string
-		// after runs once the backend is gone; the round returns its result.
+		// after runs once the backend is gone (pg_terminate_backend with a
+		// timeout waits for its exit, and so for its locks to be released);
+		// the round returns its result.
 		after func(ctx context.Context, tx round.Tx, b *round.Batch) error
 	}{
 		{"NextStepFails", func(ctx context.Context, tx round.Tx, b *round.Batch) error {

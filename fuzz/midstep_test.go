@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/providertest"
 	"github.com/chronicleflow/chronicle/round"
@@ -145,4 +146,42 @@ func (c *midStep) purge(ctx context.Context, t *rapid.T, store round.PurgeStore,
 		t.Fatalf("%s: purge again after a crash half-way: %v", p.InstanceID, err)
 	}
 	return ts, true, nil
+}
+
+// checkPurge checks what a purge of an instance whose history was events
+// returned, and reports whether it purged. A refusal is allowed (in
+// transactional mode only of an instance whose history has not ended: in
+// peek-lock mode the record may lag, and a live lease refuses too); not
+// found only when nothing is stored (the action is then skipped); a purge
+// only of an ended history, with a tombstone that ends where it did.
+func checkPurge(t *rapid.T, mode round.Mode, id string, events []history.Event, ts *round.Tombstone, err error) bool {
+	switch {
+	case errors.Is(err, round.ErrInvalidState):
+		if mode == round.ModeTransactional {
+			if snap, ferr := round.Fold(id, events); ferr != nil || snap.Status.Terminal() {
+				t.Fatalf("%s: purge refused (%v) but the history is %s (%v)", id, err, snap.Status, ferr)
+			}
+		}
+		return false
+	case errors.Is(err, round.ErrNotFound):
+		if len(events) > 0 {
+			t.Fatalf("%s: purge: %v, but %d events are stored", id, err, len(events))
+		}
+		t.Skip("not started yet")
+	case err != nil:
+		t.Fatalf("%s: purge: %v", id, err)
+	}
+	snap, err := round.Fold(id, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Status.Terminal() {
+		t.Fatalf("%s: purged while %s", id, snap.Status)
+	}
+	// The tombstone proves the purged history: its last Seq and hash.
+	last := events[len(events)-1]
+	if ts == nil || ts.InstanceID != id || ts.LastSeq != last.Seq || string(ts.LastHash) != string(last.Hash) {
+		t.Fatalf("%s: tombstone %+v, history ends at seq %d hash %x", id, ts, last.Seq, last.Hash)
+	}
+	return true
 }

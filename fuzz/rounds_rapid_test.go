@@ -583,33 +583,9 @@ func (m *machine) purgeAndReuse(t *rapid.T) {
 	if crashed {
 		m.stats.midPurge++
 	}
-	switch {
-	case errors.Is(err, round.ErrInvalidState):
-		if m.mode == round.ModeTransactional {
-			if snap, ferr := round.Fold(id, events); ferr != nil || snap.Status.Terminal() {
-				t.Fatalf("%s: purge refused (%v) but the history is %s (%v)", id, err, snap.Status, ferr)
-			}
-		}
+	if !checkPurge(t, m.mode, id, events, ts, err) {
 		m.stats.purgeRefused++
 		return
-	case errors.Is(err, round.ErrNotFound):
-		if len(events) > 0 {
-			t.Fatalf("%s: purge: %v, but %d events are stored", id, err, len(events))
-		}
-		t.Skip("not started yet")
-	case err != nil:
-		t.Fatalf("%s: purge: %v", id, err)
-	}
-	snap, err := round.Fold(id, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !snap.Status.Terminal() {
-		t.Fatalf("%s: purged while %s", id, snap.Status)
-	}
-	last := events[len(events)-1]
-	if ts == nil || ts.LastSeq != last.Seq || string(ts.LastHash) != string(last.Hash) {
-		t.Fatalf("%s: tombstone %+v, history ends at seq %d hash %x", id, ts, last.Seq, last.Hash)
 	}
 	if n := len(m.load(t, id)); n > 0 {
 		t.Fatalf("%s: %d events left after the purge", id, n)

@@ -951,36 +951,9 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 	if crashed {
 		m.stats.midPurge++
 	}
-	switch {
-	case errors.Is(err, round.ErrInvalidState):
-		// In transactional mode the record is the fold of history; in
-		// peek-lock mode it may lag (and a live lease refuses a purge).
-		if m.mode == round.ModeTransactional {
-			if snap, ferr := round.Fold(id, events); ferr != nil || snap.Status.Terminal() {
-				t.Fatalf("%s: purge refused (%v) but the history is %s (%v)", id, err, snap.Status, ferr)
-			}
-		}
+	if !checkPurge(t, m.mode, id, events, ts, err) {
 		m.stats.purgeRefused++
 		return
-	case errors.Is(err, round.ErrNotFound):
-		if len(events) > 0 {
-			t.Fatalf("%s: purge: %v, but %d events are stored", id, err, len(events))
-		}
-		t.Skip("not started yet")
-	case err != nil:
-		t.Fatalf("%s: purge: %v", id, err)
-	}
-	snap, err := round.Fold(id, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !snap.Status.Terminal() {
-		t.Fatalf("%s: purged while %s\n%s", id, snap.Status, wfDump(events))
-	}
-	// The tombstone proves the purged history: its last Seq and hash.
-	last := events[len(events)-1]
-	if ts == nil || ts.InstanceID != id || ts.LastSeq != last.Seq || string(ts.LastHash) != string(last.Hash) {
-		t.Fatalf("%s: tombstone %+v, history ends at seq %d hash %x", id, ts, last.Seq, last.Hash)
 	}
 	if got, err := m.store.GetTombstone(m.ctx, id); err != nil || got.LastSeq != ts.LastSeq || string(got.LastHash) != string(ts.LastHash) {
 		t.Fatalf("%s: stored tombstone %+v (%v), purge returned %+v", id, got, err, ts)

@@ -31,24 +31,24 @@ func (e *UnsupportedError) Error() string {
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
 func (e *Engine) queryStore() (round.QueryStore, error) {
-	if s, ok := e.store.(round.QueryStore); ok {
-		return s, nil
-	}
-	return nil, &UnsupportedError{Capability: "round.QueryStore"}
+	return capability[round.QueryStore](e.store, "round.QueryStore")
 }
 
 func (e *Engine) deadLetterStore() (round.DeadLetterStore, error) {
-	if s, ok := e.store.(round.DeadLetterStore); ok {
-		return s, nil
-	}
-	return nil, &UnsupportedError{Capability: "round.DeadLetterStore"}
+	return capability[round.DeadLetterStore](e.store, "round.DeadLetterStore")
 }
 
 func (e *Engine) purgeStore() (round.PurgeStore, error) {
-	if s, ok := e.store.(round.PurgeStore); ok {
-		return s, nil
+	return capability[round.PurgeStore](e.store, "round.PurgeStore")
+}
+
+// capability returns store as C, or an *UnsupportedError naming it.
+func capability[C any](store round.Store, name string) (C, error) {
+	s, ok := store.(C)
+	if !ok {
+		return s, &UnsupportedError{Capability: name}
 	}
-	return nil, &UnsupportedError{Capability: "round.PurgeStore"}
+	return s, nil
 }
 
 // Forwarders to the optional capabilities, with the store methods' signatures.

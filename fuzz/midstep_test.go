@@ -185,3 +185,18 @@ func checkPurge(t *rapid.T, mode round.Mode, id string, events []history.Event, 
 	}
 	return true
 }
+
+// claimFor claims an activity task for owner (a worker that will stall or
+// die) at the clock's reading, with a claim of leaseDuration; it skips the
+// action when no task is visible.
+func claimFor(ctx context.Context, t *rapid.T, store round.Store, clock *round.ManualClock, owner string) *round.ActivityLease {
+	now := clock.Now()
+	l, err := store.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: owner, Now: now, LockedUntil: now.Add(leaseDuration)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == nil {
+		t.Skip("no task")
+	}
+	return l
+}

@@ -432,14 +432,7 @@ func (m *machine) duplicate(t *rapid.T) {
 
 // zombieClaim claims an activity task for a worker that then stalls.
 func (m *machine) zombieClaim(t *rapid.T) {
-	now := m.clock.Now()
-	l, err := m.store.ClaimActivity(m.ctx, &round.ClaimActivityParams{Owner: "zombie", Now: now, LockedUntil: now.Add(leaseDuration)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l == nil {
-		t.Skip("no task")
-	}
+	l := claimFor(m.ctx, t, m.store, m.clock, "zombie")
 	m.zombies = append(m.zombies, l)
 }
 
@@ -612,14 +605,7 @@ func (m *machine) purgeAndReuse(t *rapid.T) {
 // deadWorker claims an activity task for a worker that dies at once; the
 // clock passes the end of its claim and, maybe, a worker takes it over.
 func (m *machine) deadWorker(t *rapid.T) {
-	now := m.clock.Now()
-	l, err := m.store.ClaimActivity(m.ctx, &round.ClaimActivityParams{Owner: "dead", Now: now, LockedUntil: now.Add(leaseDuration)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l == nil {
-		t.Skip("no task")
-	}
+	claimFor(m.ctx, t, m.store, m.clock, "dead")
 	m.stats.deadWorkers++
 	m.clock.Advance(leaseDuration + time.Second)
 	if rapid.Bool().Draw(t, "take over") {

@@ -687,14 +687,7 @@ func (m *wfMachine) duplicate(t *rapid.T) {
 
 // zombieClaim claims an activity task for a worker that then stalls.
 func (m *wfMachine) zombieClaim(t *rapid.T) {
-	now := m.clock.Now()
-	l, err := m.store.ClaimActivity(m.ctx, &round.ClaimActivityParams{Owner: "zombie", Now: now, LockedUntil: now.Add(leaseDuration)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l == nil {
-		t.Skip("no task")
-	}
+	l := claimFor(m.ctx, t, m.store, m.clock, "zombie")
 	m.stats.zombieTasks++
 	m.zombies = append(m.zombies, l)
 }
@@ -992,14 +985,7 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 // takes the task over (running it again, or counting the lost claim as a
 // timed-out attempt: the checks allow both).
 func (m *wfMachine) deadWorker(t *rapid.T) {
-	now := m.clock.Now()
-	l, err := m.store.ClaimActivity(m.ctx, &round.ClaimActivityParams{Owner: "dead", Now: now, LockedUntil: now.Add(leaseDuration)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l == nil {
-		t.Skip("no task")
-	}
+	claimFor(m.ctx, t, m.store, m.clock, "dead")
 	m.stats.deadWorkers++
 	m.advanceBy(leaseDuration + time.Second)
 	if rapid.Bool().Draw(t, "take over") {

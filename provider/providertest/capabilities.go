@@ -11,37 +11,27 @@ import (
 // the store lacks is skipped, and says so.
 
 func (b *bundle) queries(t *testing.T) round.QueryStore {
-	t.Helper()
-	s, ok := b.store.(round.QueryStore)
-	if !ok {
-		t.Skip("providertest: SKIPPED: the store does not implement round.QueryStore")
-	}
-	return s
+	return capability[round.QueryStore](t, b.store, "round.QueryStore")
 }
 
 func (b *bundle) deadLetters(t *testing.T) round.DeadLetterStore {
-	t.Helper()
-	s, ok := b.store.(round.DeadLetterStore)
-	if !ok {
-		t.Skip("providertest: SKIPPED: the store does not implement round.DeadLetterStore")
-	}
-	return s
+	return capability[round.DeadLetterStore](t, b.store, "round.DeadLetterStore")
 }
 
 func (b *bundle) purges(t *testing.T) round.PurgeStore {
-	t.Helper()
-	s, ok := b.store.(round.PurgeStore)
-	if !ok {
-		t.Skip("providertest: SKIPPED: the store does not implement round.PurgeStore")
-	}
-	return s
+	return capability[round.PurgeStore](t, b.store, "round.PurgeStore")
 }
 
 func (b *bundle) inspect(t *testing.T) round.InspectStore {
+	return capability[round.InspectStore](t, b.store, "round.InspectStore")
+}
+
+// capability returns store as C, or skips the case, naming the interface.
+func capability[C any](t *testing.T, store round.Store, name string) C {
 	t.Helper()
-	s, ok := b.store.(round.InspectStore)
+	s, ok := store.(C)
 	if !ok {
-		t.Skip("providertest: SKIPPED: the store does not implement round.InspectStore")
+		t.Skipf("providertest: SKIPPED: the store does not implement %s", name)
 	}
 	return s
 }

@@ -384,30 +384,18 @@ var (
 
 // The wrapped store's optional capabilities: a missing one answers every
 // call with round.ErrUnsupported.
-func (w faultyStore) queries() round.QueryStore {
-	if s, ok := w.s.(round.QueryStore); ok {
-		return s
-	}
-	return unsupported{}
-}
-
+func (w faultyStore) queries() round.QueryStore { return orUnsupported[round.QueryStore](w.s) }
 func (w faultyStore) deadLetters() round.DeadLetterStore {
-	if s, ok := w.s.(round.DeadLetterStore); ok {
-		return s
-	}
-	return unsupported{}
+	return orUnsupported[round.DeadLetterStore](w.s)
 }
+func (w faultyStore) purges() round.PurgeStore    { return orUnsupported[round.PurgeStore](w.s) }
+func (w faultyStore) inspect() round.InspectStore { return orUnsupported[round.InspectStore](w.s) }
 
-func (w faultyStore) purges() round.PurgeStore {
-	if s, ok := w.s.(round.PurgeStore); ok {
+// orUnsupported returns store as C, or a C that answers every call with
+// round.ErrUnsupported.
+func orUnsupported[C any](store round.Store) C {
+	if s, ok := store.(C); ok {
 		return s
 	}
-	return unsupported{}
-}
-
-func (w faultyStore) inspect() round.InspectStore {
-	if s, ok := w.s.(round.InspectStore); ok {
-		return s
-	}
-	return unsupported{}
+	return any(unsupported{}).(C)
 }

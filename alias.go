@@ -2,6 +2,7 @@ package chronicle
 
 import (
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -64,19 +65,19 @@ type Event = history.Event
 type Clock = round.Clock
 
 // Status is an instance's lifecycle state.
-type Status = round.Status
+type Status = provider.Status
 
 // Instance statuses.
 const (
-	StatusRunning    = round.StatusRunning
-	StatusSuspended  = round.StatusSuspended
-	StatusCompleted  = round.StatusCompleted
-	StatusFailed     = round.StatusFailed
-	StatusTerminated = round.StatusTerminated
+	StatusRunning    = provider.StatusRunning
+	StatusSuspended  = provider.StatusSuspended
+	StatusCompleted  = provider.StatusCompleted
+	StatusFailed     = provider.StatusFailed
+	StatusTerminated = provider.StatusTerminated
 )
 
 // DeadLetter is a message or activity task that could not be processed.
-type DeadLetter = round.DeadLetter
+type DeadLetter = provider.DeadLetter
 
 // Typed errors of workflow code, see the replay package.
 type (

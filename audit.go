@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/replay"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // Tombstone is what remains of a purged instance.
-type Tombstone = round.Tombstone
+type Tombstone = provider.Tombstone
 
 // ReplayReport is what replaying a history against the current code found.
 type ReplayReport = replay.Report
@@ -54,12 +54,12 @@ func (e *Engine) VerifyAll(ctx context.Context) ([]VerifyResult, error) {
 	var out []VerifyResult
 	after := ""
 	for {
-		recs, err := e.listInstances(ctx, &round.ListInstancesParams{AfterID: after, Limit: 500})
+		recs, err := e.listInstances(ctx, &provider.ListInstancesParams{AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
-			events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: r.InstanceID, FromSeq: 1})
+			events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: r.InstanceID, FromSeq: 1})
 			var broken *history.ChainError
 			switch {
 			case errors.As(err, &broken):
@@ -154,7 +154,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		if limit <= 0 {
 			limit = 1000
 		}
-		recs, err := e.listInstances(ctx, &round.ListInstancesParams{Terminal: true, UpdatedBefore: o.CompletedBefore, Limit: limit})
+		recs, err := e.listInstances(ctx, &provider.ListInstancesParams{Terminal: true, UpdatedBefore: o.CompletedBefore, Limit: limit})
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 			continue
 		}
 		rec, err := e.store.GetInstance(ctx, id)
-		if errors.Is(err, round.ErrNotFound) {
+		if errors.Is(err, provider.ErrNotFound) {
 			rep.Skipped[id] = "not found"
 			continue
 		}
@@ -181,7 +181,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 			continue
 		}
 		if o.Archive != nil {
-			events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+			events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1})
 			if err != nil {
 				return rep, err
 			}
@@ -190,9 +190,9 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 				continue
 			}
 		}
-		ts, err := e.purgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
+		ts, err := e.purgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
 		switch {
-		case errors.Is(err, round.ErrInvalidState), errors.Is(err, round.ErrNotFound):
+		case errors.Is(err, provider.ErrInvalidState), errors.Is(err, provider.ErrNotFound):
 			rep.Skipped[id] = err.Error()
 			continue
 		case err != nil:
@@ -207,7 +207,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 // GetTombstone returns the tombstone of a purged instance.
 func (e *Engine) GetTombstone(ctx context.Context, instanceID string) (*Tombstone, error) {
 	ts, err := e.getTombstone(ctx, instanceID)
-	if errors.Is(err, round.ErrNotFound) {
+	if errors.Is(err, provider.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no tombstone for %s", ErrInstanceNotFound, instanceID)
 	}
 	return ts, err
@@ -308,11 +308,11 @@ func (e *Engine) CheckHealth(ctx context.Context) (*HealthReport, error) {
 			if in.Incident != "" {
 				rep.Incidents = append(rep.Incidents, in)
 			}
-			queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: in.ID, Limit: 1000})
+			queued, err := e.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: in.ID, Limit: 1000})
 			if err != nil {
 				return nil, err
 			}
-			var worst *round.Message
+			var worst *provider.Message
 			for i := range queued {
 				if m := &queued[i]; m.Attempts > 0 && (worst == nil || m.Attempts > worst.Attempts) {
 					worst = m
@@ -336,7 +336,7 @@ func (e *Engine) CheckHealth(ctx context.Context) (*HealthReport, error) {
 	}
 	after = ""
 	for {
-		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		letters, err := e.listDeadLetters(ctx, &provider.ListDeadLettersParams{Status: provider.DeadLetterDead, AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}

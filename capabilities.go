@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // ErrUnsupported is matched by the error of a call that needs a capability
@@ -13,10 +13,10 @@ import (
 var ErrUnsupported = errors.New("chronicle: not supported by the store")
 
 // UnsupportedError names the optional store capability a call needs and the
-// engine's store lacks: [round.QueryStore] (instance lists, human tasks,
-// custom projections), [round.DeadLetterStore] (listing and resolving dead
-// letters) or [round.PurgeStore] (purge and tombstones). Workflows and
-// activities run on the core [round.Store] alone.
+// engine's store lacks: [provider.QueryStore] (instance lists, human tasks,
+// custom projections), [provider.DeadLetterStore] (listing and resolving dead
+// letters) or [provider.PurgeStore] (purge and tombstones). Workflows and
+// activities run on the core [provider.Store] alone.
 type UnsupportedError struct {
 	// Capability is the interface the store does not implement.
 	Capability string
@@ -30,20 +30,20 @@ func (e *UnsupportedError) Error() string {
 // Is matches [ErrUnsupported].
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
-func (e *Engine) queryStore() (round.QueryStore, error) {
-	return capability[round.QueryStore](e.store, "round.QueryStore")
+func (e *Engine) queryStore() (provider.QueryStore, error) {
+	return capability[provider.QueryStore](e.store, "provider.QueryStore")
 }
 
-func (e *Engine) deadLetterStore() (round.DeadLetterStore, error) {
-	return capability[round.DeadLetterStore](e.store, "round.DeadLetterStore")
+func (e *Engine) deadLetterStore() (provider.DeadLetterStore, error) {
+	return capability[provider.DeadLetterStore](e.store, "provider.DeadLetterStore")
 }
 
-func (e *Engine) purgeStore() (round.PurgeStore, error) {
-	return capability[round.PurgeStore](e.store, "round.PurgeStore")
+func (e *Engine) purgeStore() (provider.PurgeStore, error) {
+	return capability[provider.PurgeStore](e.store, "provider.PurgeStore")
 }
 
 // capability returns store as C, or an *UnsupportedError naming it.
-func capability[C any](store round.Store, name string) (C, error) {
+func capability[C any](store provider.Store, name string) (C, error) {
 	s, ok := store.(C)
 	if !ok {
 		return s, &UnsupportedError{Capability: name}
@@ -53,7 +53,7 @@ func capability[C any](store round.Store, name string) (C, error) {
 
 // Forwarders to the optional capabilities, with the store methods' signatures.
 
-func (e *Engine) listInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+func (e *Engine) listInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
 	s, err := e.queryStore()
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (e *Engine) listInstances(ctx context.Context, p *round.ListInstancesParams
 	return s.ListInstances(ctx, p)
 }
 
-func (e *Engine) getTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+func (e *Engine) getTask(ctx context.Context, taskID string) (*provider.TaskRecord, error) {
 	s, err := e.queryStore()
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (e *Engine) getTask(ctx context.Context, taskID string) (*round.TaskRecord,
 	return s.GetTask(ctx, taskID)
 }
 
-func (e *Engine) listTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+func (e *Engine) listTasks(ctx context.Context, p *provider.ListTasksParams) ([]provider.TaskRecord, error) {
 	s, err := e.queryStore()
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func (e *Engine) listTasks(ctx context.Context, p *round.ListTasksParams) ([]rou
 	return s.ListTasks(ctx, p)
 }
 
-func (e *Engine) listTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+func (e *Engine) listTaskEvents(ctx context.Context, p *provider.ListTaskEventsParams) ([]provider.TaskEventRecord, error) {
 	s, err := e.queryStore()
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (e *Engine) listTaskEvents(ctx context.Context, p *round.ListTaskEventsPara
 	return s.ListTaskEvents(ctx, p)
 }
 
-func (e *Engine) getCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
+func (e *Engine) getCustomProjection(ctx context.Context, name, instanceID string) (*provider.CustomRecord, error) {
 	s, err := e.queryStore()
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (e *Engine) getCustomProjection(ctx context.Context, name, instanceID strin
 	return s.GetCustomProjection(ctx, name, instanceID)
 }
 
-func (e *Engine) listDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
+func (e *Engine) listDeadLetters(ctx context.Context, p *provider.ListDeadLettersParams) ([]provider.DeadLetter, error) {
 	s, err := e.deadLetterStore()
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (e *Engine) listDeadLetters(ctx context.Context, p *round.ListDeadLettersPa
 	return s.ListDeadLetters(ctx, p)
 }
 
-func (e *Engine) getDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
+func (e *Engine) getDeadLetter(ctx context.Context, id string) (*provider.DeadLetter, error) {
 	s, err := e.deadLetterStore()
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (e *Engine) getDeadLetter(ctx context.Context, id string) (*round.DeadLette
 	return s.GetDeadLetter(ctx, id)
 }
 
-func (e *Engine) purgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
+func (e *Engine) purgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
 	s, err := e.purgeStore()
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func (e *Engine) purgeInstance(ctx context.Context, p *round.PurgeInstanceParams
 	return s.PurgeInstance(ctx, p)
 }
 
-func (e *Engine) getTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
+func (e *Engine) getTombstone(ctx context.Context, instanceID string) (*provider.Tombstone, error) {
 	s, err := e.purgeStore()
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (e *Engine) getTombstone(ctx context.Context, instanceID string) (*round.To
 	return s.GetTombstone(ctx, instanceID)
 }
 
-func (e *Engine) listTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+func (e *Engine) listTombstones(ctx context.Context, instanceID string) ([]provider.Tombstone, error) {
 	s, err := e.purgeStore()
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (e *Engine) listTombstones(ctx context.Context, instanceID string) ([]round
 	return s.ListTombstones(ctx, instanceID)
 }
 
-func (e *Engine) resolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+func (e *Engine) resolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLetterParams) error {
 	s, err := e.deadLetterStore()
 	if err != nil {
 		return err

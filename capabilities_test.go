@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/providertest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // TestEngineOnCoreOnlyStore runs a workflow with an activity and a signal
@@ -17,7 +17,7 @@ import (
 // needing an optional capability gets a typed error.
 func TestEngineOnCoreOnlyStore(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			b := setupOn(t, providertest.CoreOnly(memory.New(memory.Options{Mode: mode})))
@@ -43,7 +43,7 @@ func TestEngineOnCoreOnlyStore(t *testing.T) {
 			require.ErrorIs(t, err, chronicle.ErrUnsupported)
 			var unsupported *chronicle.UnsupportedError
 			require.ErrorAs(t, err, &unsupported)
-			require.Equal(t, "round.QueryStore", unsupported.Capability)
+			require.Equal(t, "provider.QueryStore", unsupported.Capability)
 			_, err = b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{})
 			require.ErrorIs(t, err, chronicle.ErrUnsupported)
 			_, err = b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"g"}, By: "ops"})

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // ReusePolicy says what Start does when the instance id is taken.
@@ -89,7 +89,7 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *St
 	if err != nil {
 		return "", err
 	}
-	var msgs []round.Message
+	var msgs []provider.Message
 	rec, pending, err := e.lookup(ctx, o.InstanceID)
 	if err != nil {
 		return "", err
@@ -111,7 +111,7 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *St
 		}
 	}
 	exec := e.opts.NewID()
-	start, err := round.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
+	start, err := provider.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
 		&history.ExecutionStarted{
 			Name: workflow, Version: o.Version, Input: payload, BusinessKey: o.BusinessKey,
 			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
@@ -177,7 +177,7 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 		}
 		return err
 	}
-	m, err := round.NewMessage(history.DeterministicID(instanceID, 0, "signal:"+key), instanceID, "", key,
+	m, err := provider.NewMessage(history.DeterministicID(instanceID, 0, "signal:"+key), instanceID, "", key,
 		&history.EventRaised{Name: name, Payload: data, IdempotencyKey: key, Sender: o.Sender})
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 // recorded reports whether the instance's last execution recorded a signal
 // with this idempotency key.
 func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
-	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
+	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
 	if err != nil || len(events) == 0 {
 		return false
 	}
@@ -261,9 +261,9 @@ func (e *Engine) controlRequest(ctx context.Context, instanceID string, suspende
 	return e.enqueue(ctx, m)
 }
 
-func (e *Engine) control(instanceID, actor string, attrs history.Attributes) (round.Message, error) {
+func (e *Engine) control(instanceID, actor string, attrs history.Attributes) (provider.Message, error) {
 	id := e.opts.NewID()
-	m, err := round.NewMessage(id, instanceID, "", id, attrs)
+	m, err := provider.NewMessage(id, instanceID, "", id, attrs)
 	m.Actor = actor
 	return m, err
 }
@@ -279,7 +279,7 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 		return fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
 	case rec != nil && rec.Status.Terminal():
 		return fmt.Errorf("%w: %s is %s", ErrInstanceNotRunning, instanceID, rec.Status)
-	case suspended && (rec == nil || rec.Status != round.StatusSuspended):
+	case suspended && (rec == nil || rec.Status != provider.StatusSuspended):
 		return fmt.Errorf("%w: %s is not suspended", ErrInstanceNotRunning, instanceID)
 	}
 	return nil
@@ -287,7 +287,7 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 
 // lookup returns the instance record, if any, and whether a start message
 // is queued for the instance.
-func (e *Engine) lookup(ctx context.Context, instanceID string) (*round.InstanceRecord, bool, error) {
+func (e *Engine) lookup(ctx context.Context, instanceID string) (*provider.InstanceRecord, bool, error) {
 	rec, start, err := e.find(ctx, instanceID)
 	return rec, start != nil, err
 }
@@ -297,10 +297,10 @@ func (e *Engine) lookup(ctx context.Context, instanceID string) (*round.Instance
 // record again when neither was there: a round stores the record before
 // (peek-lock) or atomically with (transactional) acking the start, so an
 // instance whose start Start enqueued is always seen one way or the other.
-func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRecord, *round.Message, error) {
-	get := func() (*round.InstanceRecord, error) {
+func (e *Engine) find(ctx context.Context, instanceID string) (*provider.InstanceRecord, *provider.Message, error) {
+	get := func() (*provider.InstanceRecord, error) {
 		rec, err := e.store.GetInstance(ctx, instanceID)
-		if errors.Is(err, round.ErrNotFound) {
+		if errors.Is(err, provider.ErrNotFound) {
 			return nil, nil
 		}
 		if err != nil {
@@ -312,7 +312,7 @@ func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRe
 	if err != nil || (rec != nil && !rec.Status.Terminal()) {
 		return rec, nil, err
 	}
-	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: instanceID, Limit: 100})
+	queued, err := e.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: instanceID, Limit: 100})
 	if err != nil {
 		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 	}
@@ -331,14 +331,14 @@ func (e *Engine) find(ctx context.Context, instanceID string) (*round.InstanceRe
 // deadStart returns the newest unresolved dead letter of a start message
 // of an instance, or nil: the start of an instance whose first turn
 // panicked, say, which left no record.
-func (e *Engine) deadStart(ctx context.Context, instanceID string) (*round.DeadLetter, error) {
+func (e *Engine) deadStart(ctx context.Context, instanceID string) (*provider.DeadLetter, error) {
 	if _, err := e.deadLetterStore(); err != nil {
 		return nil, nil // a store without dead-letter reads cannot tell
 	}
-	var found *round.DeadLetter
+	var found *provider.DeadLetter
 	after := ""
 	for {
-		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: instanceID, Status: round.DeadLetterDead, AfterID: after, Limit: 100})
+		letters, err := e.listDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: instanceID, Status: provider.DeadLetterDead, AfterID: after, Limit: 100})
 		if err != nil {
 			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 		}
@@ -355,8 +355,8 @@ func (e *Engine) deadStart(ctx context.Context, instanceID string) (*round.DeadL
 	}
 }
 
-func (e *Engine) enqueue(ctx context.Context, msgs ...round.Message) error {
-	return e.store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
+func (e *Engine) enqueue(ctx context.Context, msgs ...provider.Message) error {
+	return e.store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
 }
 
 func (e *Engine) now() time.Time { return e.opts.Clock.Now().UTC().Truncate(time.Microsecond) }
@@ -466,7 +466,7 @@ func (i *Instance) CustomStatus(out any) (bool, error) {
 	return true, i.codec.Decode(i.customStatus, out)
 }
 
-func (e *Engine) instance(rec *round.InstanceRecord) *Instance {
+func (e *Engine) instance(rec *provider.InstanceRecord) *Instance {
 	return &Instance{
 		ID: rec.InstanceID, ExecutionID: rec.ExecutionID, Workflow: rec.Name, Version: rec.Version, Status: rec.Status,
 		BusinessKey: rec.BusinessKey, BusinessParts: rec.BusinessParts, ParentID: rec.ParentID,
@@ -511,7 +511,7 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 // deadPending describes an instance whose start was dead-lettered before
 // its first round could store anything: pending, with the dead letter as
 // its incident and last error.
-func (e *Engine) deadPending(l *round.DeadLetter) *Instance {
+func (e *Engine) deadPending(l *provider.DeadLetter) *Instance {
 	inst := e.pending(l.Message)
 	inst.UpdatedAt = l.At
 	inst.Incident = string(l.Reason) + ": " + l.Error
@@ -524,7 +524,7 @@ func (e *Engine) deadPending(l *round.DeadLetter) *Instance {
 const StatusPending Status = "pending"
 
 // pending describes an instance from its queued start message.
-func (e *Engine) pending(start *round.Message) *Instance {
+func (e *Engine) pending(start *provider.Message) *Instance {
 	inst := &Instance{ID: start.InstanceID, ExecutionID: start.ExecutionID, Status: StatusPending,
 		CreatedAt: start.EnqueuedAt, UpdatedAt: start.EnqueuedAt, codec: e.opts.Codec}
 	if a, err := history.DecodeAttributes(start.Kind, start.Payload); err == nil {
@@ -550,8 +550,8 @@ func (e *Engine) Wait(ctx context.Context, instanceID string) (*Instance, error)
 	poll := 5 * time.Millisecond
 	for {
 		var hint <-chan struct{}
-		if n, ok := e.store.(round.Notifier); ok {
-			hint = n.WorkHint(round.QueueOrchestration)
+		if n, ok := e.store.(provider.Notifier); ok {
+			hint = n.WorkHint(provider.QueueOrchestration)
 		}
 		rec, pending, err := e.lookup(ctx, instanceID)
 		if err != nil {
@@ -588,7 +588,7 @@ func (e *Engine) History(ctx context.Context, instanceID string) ([]Event, error
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
 	}
-	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
+	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", instanceID, err)
 	}
@@ -602,7 +602,7 @@ func (e *Engine) History(ctx context.Context, instanceID string) ([]Event, error
 type DeadLetterFilter struct {
 	InstanceID string
 	// Status filters by status; empty means any.
-	Status round.DeadLetterStatus
+	Status provider.DeadLetterStatus
 	// AfterID pages: only ids greater than it.
 	AfterID string
 	// Limit bounds the result; zero means 100.
@@ -611,13 +611,13 @@ type DeadLetterFilter struct {
 
 // ListDeadLetters returns dead letters in id order.
 func (e *Engine) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	return e.listDeadLetters(ctx, &round.ListDeadLettersParams{InstanceID: f.InstanceID, Status: f.Status, AfterID: f.AfterID, Limit: f.Limit})
+	return e.listDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: f.InstanceID, Status: f.Status, AfterID: f.AfterID, Limit: f.Limit})
 }
 
 // GetDeadLetter returns one dead letter.
 func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error) {
 	dl, err := e.getDeadLetter(ctx, id)
-	if errors.Is(err, round.ErrNotFound) {
+	if errors.Is(err, provider.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)
 	}
 	return dl, err
@@ -626,25 +626,25 @@ func (e *Engine) GetDeadLetter(ctx context.Context, id string) (*DeadLetter, err
 // RedriveDeadLetter puts a dead letter's message or activity task back in
 // its queue with its attempts reset, recording who did it.
 func (e *Engine) RedriveDeadLetter(ctx context.Context, id, by string) error {
-	return e.resolve(ctx, id, by, round.DeadLetterRedriven)
+	return e.resolve(ctx, id, by, provider.DeadLetterRedriven)
 }
 
 // DiscardDeadLetter closes a dead letter without processing it, recording
 // who did it.
 func (e *Engine) DiscardDeadLetter(ctx context.Context, id, by string) error {
-	return e.resolve(ctx, id, by, round.DeadLetterDiscarded)
+	return e.resolve(ctx, id, by, provider.DeadLetterDiscarded)
 }
 
-func (e *Engine) resolve(ctx context.Context, id, by string, status round.DeadLetterStatus) error {
+func (e *Engine) resolve(ctx context.Context, id, by string, status provider.DeadLetterStatus) error {
 	actor, err := e.actor(by)
 	if err != nil {
 		return err
 	}
-	err = e.resolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: id, Status: status, By: actor, Now: e.now()})
+	err = e.resolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: id, Status: status, By: actor, Now: e.now()})
 	switch {
-	case errors.Is(err, round.ErrNotFound):
+	case errors.Is(err, provider.ErrNotFound):
 		return fmt.Errorf("%w: %s", ErrDeadLetterNotFound, id)
-	case errors.Is(err, round.ErrInvalidState):
+	case errors.Is(err, provider.ErrInvalidState):
 		return fmt.Errorf("%w: %s", ErrDeadLetterResolved, id)
 	}
 	return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 func echo(ctx *chronicle.Context, s string) (string, error) {
@@ -131,7 +131,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonUnknownWorkflow, letters[0].Reason)
+		require.Equal(t, provider.ReasonUnknownWorkflow, letters[0].Reason)
 		require.Contains(t, letters[0].Error, `"echo"`)
 		require.Equal(t, history.KindExecutionStarted, letters[0].Message.Kind)
 
@@ -144,7 +144,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		require.Equal(t, "x!", result[string](t, b, "i"))
 		dl, err := b.engine.GetDeadLetter(b.ctx, letters[0].ID)
 		require.NoError(t, err)
-		require.Equal(t, round.DeadLetterRedriven, dl.Status)
+		require.Equal(t, provider.DeadLetterRedriven, dl.Status)
 		require.Equal(t, "user:ops-ana", dl.ResolvedBy)
 		require.ErrorIs(t, b.engine.DiscardDeadLetter(b.ctx, dl.ID, "ops-ana"), chronicle.ErrDeadLetterResolved)
 	})
@@ -161,7 +161,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonUndecodable, letters[0].Reason)
+		require.Equal(t, provider.ReasonUndecodable, letters[0].Reason)
 		require.Contains(t, letters[0].Error, "decode input of workflow typed")
 		require.Equal(t, 5, result[int](t, b, "ok"), "other instances go on")
 	})
@@ -172,15 +172,15 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		register(t, b.engine, "echo", echo)
 		b.start(t, "echo", "i", "x")
 		b.drain(t)
-		bad := round.Message{ID: "garbled", InstanceID: "i", Kind: history.KindEventRaised, CorrelationID: "k", Payload: []byte{0x92, 0xff}}
-		require.NoError(t, b.store.EnqueueMessages(b.ctx, &round.EnqueueMessagesParams{Messages: []round.Message{bad}, Now: t0}))
+		bad := provider.Message{ID: "garbled", InstanceID: "i", Kind: history.KindEventRaised, CorrelationID: "k", Payload: []byte{0x92, 0xff}}
+		require.NoError(t, b.store.EnqueueMessages(b.ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{bad}, Now: t0}))
 		require.NoError(t, b.engine.RaiseEvent(b.ctx, "i", "go", "!", nil))
 		b.drain(t)
 		require.Equal(t, "x!", result[string](t, b, "i"), "the good message of the same round was processed")
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonUndecodable, letters[0].Reason)
+		require.Equal(t, provider.ReasonUndecodable, letters[0].Reason)
 		require.Equal(t, []byte{0x92, 0xff}, letters[0].Message.Payload, "the original envelope is kept")
 	})
 
@@ -198,7 +198,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonPanic, letters[0].Reason)
+		require.Equal(t, provider.ReasonPanic, letters[0].Reason)
 		require.Contains(t, letters[0].Error, "index out of range")
 		require.Equal(t, 3, letters[0].Attempts)
 		_, err = b.engine.History(b.ctx, "i")
@@ -206,7 +206,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		require.NoError(t, b.engine.DiscardDeadLetter(b.ctx, letters[0].ID, "ops-ana"))
 		dl, err := b.engine.GetDeadLetter(b.ctx, letters[0].ID)
 		require.NoError(t, err)
-		require.Equal(t, round.DeadLetterDiscarded, dl.Status)
+		require.Equal(t, provider.DeadLetterDiscarded, dl.Status)
 	})
 
 	t.Run("UnknownActivityThenRedrive", func(t *testing.T) {
@@ -220,7 +220,7 @@ func TestDeadLettersEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonUnknownActivity, letters[0].Reason)
+		require.Equal(t, provider.ReasonUnknownActivity, letters[0].Reason)
 		require.NotNil(t, letters[0].Activity)
 		require.Contains(t, b.describe(t, "i").Incident, "unknown-activity")
 
@@ -294,7 +294,7 @@ func waitUntil(t *testing.T, b *bundle, cond func() bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		hint := b.store.(round.Notifier).WorkHint(round.QueueOrchestration)
+		hint := b.store.(provider.Notifier).WorkHint(provider.QueueOrchestration)
 		if cond() {
 			return
 		}

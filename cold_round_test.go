@@ -9,6 +9,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -21,11 +22,11 @@ type loadSpy struct {
 	from map[string]int64
 }
 
-func newLoadSpy(mode round.Mode) *loadSpy {
+func newLoadSpy(mode provider.Mode) *loadSpy {
 	return &loadSpy{Store: memory.New(memory.Options{Mode: mode}), from: map[string]int64{}}
 }
 
-func (s *loadSpy) note(p *round.LoadHistoryParams) {
+func (s *loadSpy) note(p *provider.LoadHistoryParams) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f, ok := s.from[p.InstanceID]; !ok || p.FromSeq < f {
@@ -45,21 +46,21 @@ func (s *loadSpy) reset() {
 	clear(s.from)
 }
 
-func (s *loadSpy) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+func (s *loadSpy) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	s.note(p)
 	return s.Store.LoadHistory(ctx, p)
 }
 
-func (s *loadSpy) RunRound(ctx context.Context, fn func(context.Context, round.Tx) error) error {
-	return s.Store.RunRound(ctx, func(ctx context.Context, tx round.Tx) error { return fn(ctx, spyTx{tx, s}) })
+func (s *loadSpy) RunRound(ctx context.Context, fn func(context.Context, provider.Tx) error) error {
+	return s.Store.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error { return fn(ctx, spyTx{tx, s}) })
 }
 
 type spyTx struct {
-	round.Tx
+	provider.Tx
 	s *loadSpy
 }
 
-func (t spyTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+func (t spyTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	t.s.note(p)
 	return t.Tx.LoadHistory(ctx, p)
 }
@@ -69,7 +70,7 @@ func (t spyTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]h
 // its rounds read the current execution, not every execution.
 func TestColdRoundReadsOnlyTheCurrentExecution(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			spy := newLoadSpy(mode)
@@ -147,7 +148,7 @@ func TestTamperedHistoryIsNotRun(t *testing.T) {
 						prev = e.Hash
 					}))
 				}
-				tampered, err := mem.LoadHistory(b.ctx, &round.LoadHistoryParams{InstanceID: "w", FromSeq: 1})
+				tampered, err := mem.LoadHistory(b.ctx, &provider.LoadHistoryParams{InstanceID: "w", FromSeq: 1})
 				require.NoError(t, err)
 				require.NoError(t, history.Verify(tampered), "a rewrite with recomputed hashes passes plain verification")
 			}
@@ -159,8 +160,8 @@ func TestTamperedHistoryIsNotRun(t *testing.T) {
 			letters, err := restarted.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "w"})
 			require.NoError(t, err)
 			require.Len(t, letters, 1)
-			require.Equal(t, round.ReasonCorruptHistory, letters[0].Reason)
-			after, err := mem.LoadHistory(b.ctx, &round.LoadHistoryParams{InstanceID: "w", FromSeq: 1})
+			require.Equal(t, provider.ReasonCorruptHistory, letters[0].Reason)
+			after, err := mem.LoadHistory(b.ctx, &provider.LoadHistoryParams{InstanceID: "w", FromSeq: 1})
 			require.NoError(t, err)
 			require.Len(t, after, len(events), "nothing was appended to the tampered history")
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/projector"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -19,7 +20,7 @@ import (
 // ([Engine.Start], [Engine.RaiseEvent], ...) from anywhere. Any number of
 // engines (nodes) may share one store.
 type Engine struct {
-	store round.Store
+	store provider.Store
 	opts  Options
 	log   *slog.Logger
 
@@ -36,7 +37,7 @@ type Engine struct {
 
 // New returns an engine on store. It validates the options and fills in
 // their defaults.
-func New(store round.Store, opts Options) (*Engine, error) {
+func New(store provider.Store, opts Options) (*Engine, error) {
 	if store == nil {
 		return nil, errNoStore
 	}
@@ -74,7 +75,7 @@ func New(store round.Store, opts Options) (*Engine, error) {
 }
 
 // Store returns the engine's store.
-func (e *Engine) Store() round.Store { return e.store }
+func (e *Engine) Store() provider.Store { return e.store }
 
 // Options returns the engine's options with defaults filled in.
 func (e *Engine) Options() Options { return e.opts }
@@ -143,7 +144,7 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 		return invalid("activity %s has a nil function", name)
 	}
 	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
-	wrapped := func(ctx context.Context, lease *round.ActivityLease, hb *round.Heartbeat) (_ []byte, err error) {
+	wrapped := func(ctx context.Context, lease *provider.ActivityLease, hb *round.Heartbeat) (_ []byte, err error) {
 		defer func() {
 			// The panic's text is recorded as the attempt's failure: keep
 			// it storable and within the limit.
@@ -194,14 +195,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.loop(ctx, work, round.QueueOrchestration, e.round)
+			e.loop(ctx, work, provider.QueueOrchestration, e.round)
 		}()
 	}
 	for i := 0; i < e.opts.ActivityWorkers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.loop(ctx, work, round.QueueActivity, e.runActivity)
+			e.loop(ctx, work, provider.QueueActivity, e.runActivity)
 		}()
 	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
@@ -278,11 +279,11 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 // loop is one worker: it runs steps while there is work and otherwise
 // sleeps until a work hint, the next visible time or the safety poll. stop
 // ends the loop; work is the context of the work in flight.
-func (e *Engine) loop(stop, work context.Context, q round.Queue, step func(context.Context) (bool, error)) {
+func (e *Engine) loop(stop, work context.Context, q provider.Queue, step func(context.Context) (bool, error)) {
 	failures := 0
 	for stop.Err() == nil {
 		var hint <-chan struct{}
-		if n, ok := e.store.(round.Notifier); ok {
+		if n, ok := e.store.(provider.Notifier); ok {
 			hint = n.WorkHint(q)
 		}
 		worked, err := step(work)
@@ -299,7 +300,7 @@ func (e *Engine) loop(stop, work context.Context, q round.Queue, step func(conte
 			continue
 		}
 		wait := e.opts.SafetyPoll
-		next, ok, err := e.store.NextVisibleAt(work, &round.NextVisibleAtParams{Queue: q, Queues: e.opts.ActivityQueues})
+		next, ok, err := e.store.NextVisibleAt(work, &provider.NextVisibleAtParams{Queue: q, Queues: e.opts.ActivityQueues})
 		if err == nil && ok {
 			// Work that is visible but was not dequeued is held by another
 			// worker: look again soon, or when its release hints.
@@ -334,7 +335,7 @@ func (e *Engine) sleep(ctx context.Context, hint <-chan struct{}, d time.Duratio
 type activityKey struct{}
 
 type activityState struct {
-	lease *round.ActivityLease
+	lease *provider.ActivityLease
 	hb    *round.Heartbeat
 	every time.Duration
 	clock Clock
@@ -374,7 +375,7 @@ var ErrNotInActivity = errors.New("chronicle: not in an activity")
 // Heartbeat tells the store that the activity running with ctx is alive and
 // extends its lease. Calls closer together than Options.ActivityHeartbeat
 // return at once. When the lease was lost — the activity task was taken over, or its
-// instance ended — it returns an error wrapping round.ErrLeaseLost and ctx
+// instance ended — it returns an error wrapping provider.ErrLeaseLost and ctx
 // is cancelled; the activity should stop.
 func Heartbeat(ctx context.Context) error {
 	s, ok := ctx.Value(activityKey{}).(*activityState)

@@ -10,6 +10,7 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/leakcheck"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // bundle is one test's engine on a fresh store, driven step by step with a
 // manual clock.
 type bundle struct {
-	store  round.Store
+	store  provider.Store
 	mem    *memory.Store // the store, when it is a memory store
 	clock  *round.ManualClock
 	engine *chronicle.Engine
@@ -39,7 +40,7 @@ func setup(t *testing.T, opts ...chronicle.Options) *bundle {
 }
 
 // setupOn returns a bundle on store.
-func setupOn(t *testing.T, store round.Store, opts ...chronicle.Options) *bundle {
+func setupOn(t *testing.T, store provider.Store, opts ...chronicle.Options) *bundle {
 	t.Helper()
 	var o chronicle.Options
 	if len(opts) > 0 {

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // TestPurgedIDReusedWhileAnotherNodeCachesIt reproduces a node trusting its
@@ -17,7 +17,7 @@ import (
 // cached seq is stored and only the hash at that seq tells them apart.
 func TestPurgedIDReusedWhileAnotherNodeCachesIt(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			b := setupOn(t, memory.New(memory.Options{Mode: mode}))

@@ -11,9 +11,9 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // The end-to-end tests on PostgreSQL: the same workflows as on the memory
@@ -88,7 +88,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonUnknownActivity, letters[0].Reason)
+		require.Equal(t, provider.ReasonUnknownActivity, letters[0].Reason)
 		activity(t, b.engine, "ocr", func(_ context.Context, f string) (string, error) { return "text of " + f, nil })
 		require.NoError(t, b.engine.RedriveDeadLetter(b.ctx, letters[0].ID, "ops"))
 		b.drain(t)
@@ -128,7 +128,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonNondeterminism, letters[0].Reason)
+		require.Equal(t, provider.ReasonNondeterminism, letters[0].Reason)
 		require.Contains(t, b.describe(t, "i").Incident, "nondeterminism")
 	})
 
@@ -200,7 +200,7 @@ func TestPostgresUndecodableHistoryRow(t *testing.T) {
 	letters, err := restarted.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "bad"})
 	require.NoError(t, err)
 	require.Len(t, letters, 1)
-	require.Equal(t, round.ReasonCorruptHistory, letters[0].Reason)
+	require.Equal(t, provider.ReasonCorruptHistory, letters[0].Reason)
 	require.Contains(t, letters[0].Error, "seq 2")
 	require.Equal(t, "ab", result[string](t, b, "good"))
 }
@@ -228,7 +228,7 @@ func TestPostgresRoundErrorWithNUL(t *testing.T) {
 	worked, err := b.engine.RunOnce(b.ctx)
 	require.NoError(t, err)
 	require.True(t, worked)
-	msgs, err := b.store.ListMessages(b.ctx, &round.ListMessagesParams{InstanceID: "w"})
+	msgs, err := b.store.ListMessages(b.ctx, &provider.ListMessagesParams{InstanceID: "w"})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, msgs[0].Attempts, "the failed delivery was recorded")

@@ -8,8 +8,8 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // TestPanickingProjectionIsDeadLettered checks that a custom projection
@@ -18,7 +18,7 @@ import (
 // reason panic, and other instances are not affected.
 func TestPanickingProjectionIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			b := setupOn(t, memory.New(memory.Options{Mode: mode}))
@@ -44,9 +44,9 @@ func TestPanickingProjectionIsDeadLettered(t *testing.T) {
 			letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "boom"})
 			require.NoError(t, err)
 			require.Len(t, letters, 1)
-			require.Equal(t, round.ReasonPanic, letters[0].Reason)
+			require.Equal(t, provider.ReasonPanic, letters[0].Reason)
 			require.Contains(t, letters[0].Error, "projection bug")
-			if mode == round.ModeTransactional {
+			if mode == provider.ModeTransactional {
 				require.Equal(t, chronicle.StatusRunning, b.describe(t, "boom").Status, "the signal's event was not kept")
 			}
 		})

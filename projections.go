@@ -11,6 +11,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -50,7 +51,7 @@ func RegisterProjection[S any](e *Engine, name string, version int, fold func(st
 func Projection[S any](ctx context.Context, e *Engine, name, instanceID string) (S, int64, error) {
 	var s S
 	rec, err := e.getCustomProjection(ctx, name, instanceID)
-	if errors.Is(err, round.ErrNotFound) {
+	if errors.Is(err, provider.ErrNotFound) {
 		return s, 0, fmt.Errorf("%w: projection %s of %s", ErrInstanceNotFound, name, instanceID)
 	}
 	if err != nil {
@@ -89,7 +90,7 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	}
 	var out []*Instance
 	if f.Status != StatusPending {
-		recs, err := e.listInstances(ctx, &round.ListInstancesParams{
+		recs, err := e.listInstances(ctx, &provider.ListInstancesParams{
 			Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
 			CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: limit,
 		})
@@ -122,10 +123,10 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 // deadStarts returns the instances matching f that have an unresolved
 // dead-lettered start and no record, in id order.
 func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance, error) {
-	newest := map[string]*round.DeadLetter{}
+	newest := map[string]*provider.DeadLetter{}
 	after := ""
 	for {
-		letters, err := e.listDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead, AfterID: after, Limit: 500})
+		letters, err := e.listDeadLetters(ctx, &provider.ListDeadLettersParams{Status: provider.DeadLetterDead, AfterID: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +154,7 @@ func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance,
 			!f.CreatedTo.IsZero() && !inst.CreatedAt.Before(f.CreatedTo):
 			continue
 		}
-		if _, err := e.store.GetInstance(ctx, id); !errors.Is(err, round.ErrNotFound) {
+		if _, err := e.store.GetInstance(ctx, id); !errors.Is(err, provider.ErrNotFound) {
 			if err != nil {
 				return nil, err
 			}
@@ -195,7 +196,7 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 		if err != nil {
 			return err
 		}
-		p := &round.Projections{
+		p := &provider.Projections{
 			InstanceID: instanceID, Seq: v.Snapshot.LastSeq, Snapshot: snap, Instance: v.Instance,
 			Tasks: v.Tasks, TaskEvents: v.TaskEvents, Custom: v.CustomRecords,
 		}
@@ -204,24 +205,24 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 		for _, c := range v.CustomRecords {
 			custom = append(custom, c.Name)
 		}
-		write := func(ctx context.Context, s round.Steps) error {
+		write := func(ctx context.Context, s provider.Steps) error {
 			// Check inside the write that no round appended meanwhile.
-			tail, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
+			tail, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
 			if err != nil {
 				return err
 			}
 			if len(tail) > 0 {
 				return errRebuildRace
 			}
-			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: instanceID, Custom: custom}); err != nil {
+			if err := s.ResetProjections(ctx, &provider.ResetProjectionsParams{InstanceID: instanceID, Custom: custom}); err != nil {
 				return err
 			}
 			return s.SaveProjections(ctx, p)
 		}
 		switch st := e.store.(type) {
-		case round.TxStore:
-			err = st.RunRound(ctx, func(ctx context.Context, tx round.Tx) error { return write(ctx, tx) })
-		case round.LeaseStore:
+		case provider.TxStore:
+			err = st.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error { return write(ctx, tx) })
+		case provider.LeaseStore:
 			err = write(ctx, st)
 		default:
 			return fmt.Errorf("rebuild %s: store implements neither mode", instanceID)
@@ -229,7 +230,7 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 		if err == nil {
 			// A round that committed during the write may have had its
 			// projections replaced by the older fold: fold again.
-			tail, lerr := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
+			tail, lerr := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: p.Seq + 1})
 			if lerr != nil {
 				return lerr
 			}
@@ -264,7 +265,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 
 	data, seq, err := e.store.GetSnapshot(ctx, instanceID)
 	switch {
-	case errors.Is(err, round.ErrNotFound):
+	case errors.Is(err, provider.ErrNotFound):
 		add("snapshot: missing")
 	case err != nil:
 		return nil, err
@@ -279,18 +280,18 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	}
 	rec, err := e.store.GetInstance(ctx, instanceID)
 	switch {
-	case errors.Is(err, round.ErrNotFound):
+	case errors.Is(err, provider.ErrNotFound):
 		add("instance: missing")
 	case err != nil:
 		return nil, err
 	case !want.Instance.Equal(rec):
 		add("instance: fields differ from the fold at seq %d: %s", want.Instance.LastSeq, strings.Join(want.Instance.Diff(rec), ", "))
 	}
-	stored, err := e.listTasks(ctx, &round.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
+	stored, err := e.listTasks(ctx, &provider.ListTasksParams{InstanceID: instanceID, Limit: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]round.TaskRecord{}
+	byID := map[string]provider.TaskRecord{}
 	for _, t := range stored {
 		byID[t.TaskID] = t
 	}
@@ -307,7 +308,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	for id := range byID {
 		add("task %s: stored but not in history", id)
 	}
-	storedEvents, err := e.listTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: instanceID})
+	storedEvents, err := e.listTaskEvents(ctx, &provider.ListTaskEventsParams{InstanceID: instanceID})
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +318,7 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	for _, c := range want.CustomRecords {
 		got, err := e.getCustomProjection(ctx, c.Name, instanceID)
 		switch {
-		case errors.Is(err, round.ErrNotFound):
+		case errors.Is(err, provider.ErrNotFound):
 			add("projection %s: missing", c.Name)
 		case err != nil:
 			return nil, err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // loan is a workflow that touches most of the context API, used to compare
@@ -173,7 +173,7 @@ func TestNondeterminismIsReportedWithItsSeq(t *testing.T) {
 	letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "i"})
 	require.NoError(t, err)
 	require.Len(t, letters, 1)
-	require.Equal(t, round.ReasonNondeterminism, letters[0].Reason)
+	require.Equal(t, provider.ReasonNondeterminism, letters[0].Reason)
 	require.Contains(t, letters[0].Error, `at seq 3: history holds ActivityScheduled "score", code asked for ActivityScheduled "verify-identity"`)
 	require.Equal(t, 3, letters[0].Attempts)
 	require.Contains(t, b.describe(t, "i").Incident, "nondeterminism")
@@ -269,7 +269,7 @@ func TestHeartbeatAndCancellationWhenInstanceEnds(t *testing.T) {
 	b.clock.Advance(20 * time.Second)
 	beat <- struct{}{}
 	err = receive(t, outcome)
-	require.ErrorIs(t, err, round.ErrLeaseLost)
+	require.ErrorIs(t, err, provider.ErrLeaseLost)
 	require.ErrorIs(t, err, context.Canceled)
 	cancel()
 	require.NoError(t, receive(t, done))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -61,7 +62,7 @@ func childIDs(t *testing.T, b *bundle, id string) []string {
 }
 
 // setupMode returns a bundle on a fresh memory store in mode.
-func setupMode(t *testing.T, mode round.Mode) *bundle {
+func setupMode(t *testing.T, mode provider.Mode) *bundle {
 	t.Helper()
 	mem := memory.New(memory.Options{Mode: mode})
 	b := setupOn(t, mem)
@@ -87,7 +88,7 @@ func childFailure(t *testing.T, b *bundle, id string) history.Failure {
 
 func TestSubWorkflowChildIDs(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 
 		// Two parents name the same child at the same seq: the second used to
 		// get the first's execution id, its start was acked as a duplicate and
@@ -187,7 +188,7 @@ func TestSubWorkflowChildIDs(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, letters, 1)
 			require.Equal(t, "orphan", letters[0].InstanceID)
-			require.Equal(t, round.ReasonUnknownWorkflow, letters[0].Reason)
+			require.Equal(t, provider.ReasonUnknownWorkflow, letters[0].Reason)
 			require.Equal(t, chronicle.StatusRunning, b.describe(t, "p").Status)
 
 			require.NoError(t, b.engine.DiscardDeadLetter(b.ctx, letters[0].ID, "ops-ana"))

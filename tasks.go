@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // Errors of human tasks.
@@ -66,15 +66,15 @@ type User struct {
 }
 
 // TaskInfo is a human task as its projection shows it.
-type TaskInfo = round.TaskRecord
+type TaskInfo = provider.TaskRecord
 
 // TaskEvent is one entry of a task's audit trail.
-type TaskEvent = round.TaskEventRecord
+type TaskEvent = provider.TaskEventRecord
 
 // TaskFilter selects tasks for ListTasks. Empty fields match anything.
 type TaskFilter struct {
 	InstanceID string
-	Status     round.TaskStatus
+	Status     provider.TaskStatus
 	Assignee   string
 	// Roles matches tasks that any of these roles may work on.
 	Roles []string
@@ -86,15 +86,15 @@ type TaskFilter struct {
 
 // Task statuses.
 const (
-	TaskOpen      = round.TaskOpen
-	TaskCompleted = round.TaskCompleted
-	TaskCancelled = round.TaskCancelled
+	TaskOpen      = provider.TaskOpen
+	TaskCompleted = provider.TaskCompleted
+	TaskCancelled = provider.TaskCancelled
 )
 
 // ListTasks returns human tasks in id order: an inbox is ListTasks with the
 // user's roles and Unassigned, or with Assignee set to the user.
 func (e *Engine) ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
-	return e.listTasks(ctx, &round.ListTasksParams{
+	return e.listTasks(ctx, &provider.ListTasksParams{
 		InstanceID: f.InstanceID, Status: f.Status, Assignee: f.Assignee, Roles: f.Roles,
 		Unassigned: f.Unassigned, AfterID: f.AfterID, Limit: f.Limit,
 	})
@@ -106,7 +106,7 @@ func (e *Engine) GetTask(ctx context.Context, taskID string) (*TaskInfo, error) 
 		return nil, err
 	}
 	t, err := e.getTask(ctx, taskID)
-	if errors.Is(err, round.ErrNotFound) {
+	if errors.Is(err, provider.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrTaskNotFound, taskID)
 	}
 	return t, err
@@ -119,7 +119,7 @@ func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, er
 	if err != nil {
 		return nil, err
 	}
-	return e.listTaskEvents(ctx, &round.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
+	return e.listTaskEvents(ctx, &provider.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
 }
 
 // ClaimTask gives an unassigned task to the acting user, who must hold one of
@@ -228,7 +228,7 @@ func completionID(t *TaskInfo) string {
 // or recorded completion of the task is this call's (correlated by nonce);
 // otherwise it returns the winner's *TaskCompletedError.
 func (e *Engine) wonCompletion(ctx context.Context, t *TaskInfo, msgID, nonce string) error {
-	queued, err := e.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: t.InstanceID, Limit: 1000})
+	queued, err := e.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: t.InstanceID, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("complete task %s: %w", t.TaskID, err)
 	}
@@ -253,7 +253,7 @@ func (e *Engine) wonCompletion(ctx context.Context, t *TaskInfo, msgID, nonce st
 
 // completion returns the TaskCompleted event of a task, or nil.
 func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, error) {
-	events, err := e.store.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
+	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +291,7 @@ func (e *Engine) taskActionWith(ctx context.Context, taskID string, user User, d
 	if err != nil {
 		return err
 	}
-	if t.Status == round.TaskCompleted {
+	if t.Status == provider.TaskCompleted {
 		ev, err := e.completion(ctx, t)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", taskID, err)
@@ -300,7 +300,7 @@ func (e *Engine) taskActionWith(ctx context.Context, taskID string, user User, d
 			return completedError(t, ev.Actor, ev.Seq)
 		}
 	}
-	if t.Status != round.TaskOpen {
+	if t.Status != provider.TaskOpen {
 		return fmt.Errorf("%w: task %s is %s", ErrTaskClosed, taskID, t.Status)
 	}
 	attrs, err := decide(t)
@@ -314,7 +314,7 @@ func (e *Engine) taskActionWith(ctx context.Context, taskID string, user User, d
 		id = e.opts.NewID()
 		correlation = id
 	}
-	m, err := round.NewMessage(id, t.InstanceID, t.ExecutionID, correlation, attrs)
+	m, err := provider.NewMessage(id, t.InstanceID, t.ExecutionID, correlation, attrs)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 type claimReview struct {
@@ -150,7 +150,7 @@ func TestHumanTasks(t *testing.T) {
 		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "claim-1"})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.Equal(t, round.ReasonRejected, letters[0].Reason)
+		require.Equal(t, provider.ReasonRejected, letters[0].Reason)
 		require.Contains(t, letters[0].Error, "already assigned to ana")
 		require.Equal(t, "user:bo", letters[0].Message.Actor)
 	})
@@ -258,7 +258,7 @@ func TestCompleteTwice(t *testing.T) {
 	})
 	t.Run("MemoryPeekLock", func(t *testing.T) {
 		t.Parallel()
-		testCompleteTwice(t, setupOn(t, memory.New(memory.Options{Mode: round.ModePeekLock})))
+		testCompleteTwice(t, setupOn(t, memory.New(memory.Options{Mode: provider.ModePeekLock})))
 	})
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testTextWithNUL checks that free text no store can keep as text (a NUL
@@ -19,7 +19,7 @@ import (
 // naming the field, fails the workflow command that gives it, and is
 // cleaned in the error texts the engine records, so that no round fails
 // on it.
-func testTextWithNUL(t *testing.T, store round.Store) {
+func testTextWithNUL(t *testing.T, store provider.Store) {
 	t.Helper()
 	b := setupOn(t, store)
 	register(t, b.engine, "echo", echo)
@@ -114,7 +114,7 @@ func testTextWithNUL(t *testing.T, store round.Store) {
 	letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "p"})
 	require.NoError(t, err)
 	require.Len(t, letters, 1)
-	require.Equal(t, round.ReasonPanic, letters[0].Reason)
+	require.Equal(t, provider.ReasonPanic, letters[0].Reason)
 	require.Contains(t, letters[0].Error, "boom\uFFFD")
 }
 

@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // racingStore runs a hook (another node's round, say) right before the
 // next ListMessages, between the reads of a client lookup.
 type racingStore struct {
-	round.TxStore
+	provider.TxStore
 	hook atomic.Pointer[func()]
 }
 
-func (s *racingStore) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
+func (s *racingStore) ListMessages(ctx context.Context, p *provider.ListMessagesParams) ([]provider.Message, error) {
 	if f := s.hook.Swap(nil); f != nil {
 		(*f)()
 	}
@@ -30,7 +30,7 @@ func (s *racingStore) ListMessages(ctx context.Context, p *round.ListMessagesPar
 // testVisibleAfterStart checks that an instance is found by every read
 // from the moment Start returns, also when its first round runs between
 // the reads of a lookup.
-func testVisibleAfterStart(t *testing.T, inner round.TxStore) {
+func testVisibleAfterStart(t *testing.T, inner provider.TxStore) {
 	t.Helper()
 	store := &racingStore{TxStore: inner}
 	b := setupOn(t, store)
@@ -90,7 +90,7 @@ func TestVisibleAfterStart(t *testing.T) {
 // testPanicInFirstTurnIsVisible checks that an instance whose first turn
 // panicked, so that its start was dead-lettered and nothing stored, is
 // described and listed with its incident, and runs once redriven.
-func testPanicInFirstTurnIsVisible(t *testing.T, store round.Store) {
+func testPanicInFirstTurnIsVisible(t *testing.T, store provider.Store) {
 	t.Helper()
 	b := setupOn(t, store)
 	register(t, b.engine, "boom", func(ctx *chronicle.Context, _ string) (string, error) {
@@ -144,7 +144,7 @@ func TestPanicInFirstTurnIsVisible(t *testing.T) {
 	})
 	t.Run("MemoryPeekLock", func(t *testing.T) {
 		t.Parallel()
-		testPanicInFirstTurnIsVisible(t, memory.New(memory.Options{Mode: round.ModePeekLock}))
+		testPanicInFirstTurnIsVisible(t, memory.New(memory.Options{Mode: provider.ModePeekLock}))
 	})
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()

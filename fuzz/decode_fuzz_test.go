@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -73,47 +74,47 @@ func FuzzDecodeAttributes(f *testing.F) {
 }
 
 func FuzzUnmarshalMessage(f *testing.F) {
-	m, _ := round.NewMessage("m1", "claim-1", "exec-1", "k1", &history.EventRaised{Name: "docs", IdempotencyKey: "k1"})
+	m, _ := provider.NewMessage("m1", "claim-1", "exec-1", "k1", &history.EventRaised{Name: "docs", IdempotencyKey: "k1"})
 	m.VisibleAt = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	b, _ := round.MarshalMessage(&m)
+	b, _ := provider.MarshalMessage(&m)
 	f.Add(b)
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := round.UnmarshalMessage(data)
+		m, err := provider.UnmarshalMessage(data)
 		if err != nil {
 			require.True(t, corrupt(err), "error does not wrap ErrCorrupt: %v", err)
 			return
 		}
 		// Validation must not panic either, whatever the fields hold.
 		if err := m.Validate(); err != nil {
-			require.ErrorIs(t, err, round.ErrInvalidMessage)
+			require.ErrorIs(t, err, provider.ErrInvalidMessage)
 		}
-		b, err := round.MarshalMessage(&m)
+		b, err := provider.MarshalMessage(&m)
 		require.NoError(t, err)
-		again, err := round.UnmarshalMessage(b)
+		again, err := provider.UnmarshalMessage(b)
 		require.NoError(t, err)
-		b2, err := round.MarshalMessage(&again)
+		b2, err := provider.MarshalMessage(&again)
 		require.NoError(t, err)
 		require.Equal(t, b, b2, "encoding is stable after one round trip")
 	})
 }
 
 func FuzzUnmarshalActivityTask(f *testing.F) {
-	task := round.ActivityTask{ID: "t1", InstanceID: "claim-1", ExecutionID: "exec-1", ScheduledSeq: 3, Name: "credit-check",
+	task := provider.ActivityTask{ID: "t1", InstanceID: "claim-1", ExecutionID: "exec-1", ScheduledSeq: 3, Name: "credit-check",
 		Input: []byte("in"), Attempt: 2, Retry: round.DefaultRetryPolicy, Timeout: time.Minute}
-	b, _ := round.MarshalActivityTask(&task)
+	b, _ := provider.MarshalActivityTask(&task)
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		task, err := round.UnmarshalActivityTask(data)
+		task, err := provider.UnmarshalActivityTask(data)
 		if err != nil {
 			require.True(t, corrupt(err), "error does not wrap ErrCorrupt: %v", err)
 			return
 		}
-		b, err := round.MarshalActivityTask(&task)
+		b, err := provider.MarshalActivityTask(&task)
 		require.NoError(t, err)
-		again, err := round.UnmarshalActivityTask(b)
+		again, err := provider.UnmarshalActivityTask(b)
 		require.NoError(t, err)
-		b2, err := round.MarshalActivityTask(&again)
+		b2, err := provider.MarshalActivityTask(&again)
 		require.NoError(t, err)
 		require.Equal(t, b, b2, "encoding is stable after one round trip")
 	})
@@ -139,6 +140,6 @@ func FuzzUnmarshalSnapshot(f *testing.F) {
 		// A decoded snapshot must be usable without panics.
 		_ = s.Record()
 		_ = s.Clone()
-		s.Classify(&round.Message{ID: "m", InstanceID: "claim-1", Kind: history.KindActivityCompleted, CorrelationID: "2"})
+		s.Classify(&provider.Message{ID: "m", InstanceID: "claim-1", Kind: history.KindActivityCompleted, CorrelationID: "2"})
 	})
 }

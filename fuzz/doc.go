@@ -14,6 +14,12 @@
 // projection record may be ahead of the snapshot, each a fold at its own
 // seq).
 //
+// Both state machines stand on one rig (rig_test.go): the store as the
+// nodes see it, the clock, two nodes, planned faults and mid-step crashes,
+// zombie claims, paused rounds, purges and the shared checks. The rounds
+// machine (rounds_rapid_test.go) runs scripted turns without the replayer;
+// the workflows machine (workflows_rapid_test.go) runs real workflow code.
+//
 // regression_test.go and workflows_regression_test.go hold plain
 // reproductions of the bugs the rapid tests found, so they stay fixed.
 package fuzz

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/providertest"
 	"github.com/chronicleflow/chronicle/round"
@@ -131,7 +132,7 @@ func (c *midStep) fault(op memory.Op) *memory.Fault {
 // may crash half-way: then meanwhile runs (a round, which must not take
 // the half-purged instance), and the operator purges again, which must
 // finish the purge with the same tombstone. crashed tells whether it did.
-func (c *midStep) purge(ctx context.Context, t *rapid.T, store round.PurgeStore, p *round.PurgeInstanceParams, peekLock bool, meanwhile func(*rapid.T)) (ts *round.Tombstone, crashed bool, err error) {
+func (c *midStep) purge(ctx context.Context, t *rapid.T, store provider.PurgeStore, p *provider.PurgeInstanceParams, peekLock bool, meanwhile func(*rapid.T)) (ts *provider.Tombstone, crashed bool, err error) {
 	if peekLock {
 		c.plan(t, []memory.Op{memory.OpPurgeInstance})
 	}
@@ -154,16 +155,16 @@ func (c *midStep) purge(ctx context.Context, t *rapid.T, store round.PurgeStore,
 // peek-lock mode the record may lag, and a live lease refuses too); not
 // found only when nothing is stored (the action is then skipped); a purge
 // only of an ended history, with a tombstone that ends where it did.
-func checkPurge(t *rapid.T, mode round.Mode, id string, events []history.Event, ts *round.Tombstone, err error) bool {
+func checkPurge(t *rapid.T, mode provider.Mode, id string, events []history.Event, ts *provider.Tombstone, err error) bool {
 	switch {
-	case errors.Is(err, round.ErrInvalidState):
-		if mode == round.ModeTransactional {
+	case errors.Is(err, provider.ErrInvalidState):
+		if mode == provider.ModeTransactional {
 			if snap, ferr := round.Fold(id, events); ferr != nil || snap.Status.Terminal() {
 				t.Fatalf("%s: purge refused (%v) but the history is %s (%v)", id, err, snap.Status, ferr)
 			}
 		}
 		return false
-	case errors.Is(err, round.ErrNotFound):
+	case errors.Is(err, provider.ErrNotFound):
 		if len(events) > 0 {
 			t.Fatalf("%s: purge: %v, but %d events are stored", id, err, len(events))
 		}
@@ -189,9 +190,9 @@ func checkPurge(t *rapid.T, mode round.Mode, id string, events []history.Event, 
 // claimFor claims an activity task for owner (a worker that will stall or
 // die) at the clock's reading, with a claim of leaseDuration; it skips the
 // action when no task is visible.
-func claimFor(ctx context.Context, t *rapid.T, store round.Store, clock *round.ManualClock, owner string) *round.ActivityLease {
+func claimFor(ctx context.Context, t *rapid.T, store provider.Store, clock *round.ManualClock, owner string) *provider.ActivityLease {
 	now := clock.Now()
-	l, err := store.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: owner, Now: now, LockedUntil: now.Add(leaseDuration)})
+	l, err := store.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: owner, Now: now, LockedUntil: now.Add(leaseDuration)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 	"github.com/chronicleflow/chronicle/round"
@@ -29,14 +30,14 @@ import (
 func TestRegressionPostgresEnqueueWaitsForRound(t *testing.T) {
 	store := pgtest.NewStore(t, postgres.Options{})
 	ctx := context.Background()
-	start, err := round.NewMessage("start-1", "claim", "exec-1", "exec-1", &history.ExecutionStarted{Name: "w"})
+	start, err := provider.NewMessage("start-1", "claim", "exec-1", "exec-1", &history.ExecutionStarted{Name: "w"})
 	require.NoError(t, err)
-	require.NoError(t, store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start}, Now: t0}))
+	require.NoError(t, store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start}, Now: t0}))
 
 	inRound, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- store.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: t0, Owner: "n1", Limit: 10})
+		done <- store.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: t0, Owner: "n1", Limit: 10})
 			if err != nil {
 				return err
 			}
@@ -45,7 +46,7 @@ func TestRegressionPostgresEnqueueWaitsForRound(t *testing.T) {
 			}
 			// What every round that appends does: write the snapshot (and
 			// the instance record) into the instance's row.
-			if err := tx.SaveProjections(ctx, &round.Projections{InstanceID: "claim", Seq: 1, Snapshot: []byte{0x80}}); err != nil {
+			if err := tx.SaveProjections(ctx, &provider.Projections{InstanceID: "claim", Seq: 1, Snapshot: []byte{0x80}}); err != nil {
 				return err
 			}
 			close(inRound)
@@ -60,10 +61,10 @@ func TestRegressionPostgresEnqueueWaitsForRound(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("round did not start")
 	}
-	signal, err := round.NewMessage("signal-1", "claim", "", "key-1", &history.EventRaised{Name: "go", IdempotencyKey: "key-1"})
+	signal, err := provider.NewMessage("signal-1", "claim", "", "key-1", &history.EventRaised{Name: "go", IdempotencyKey: "key-1"})
 	require.NoError(t, err)
 	enqueueCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err = store.EnqueueMessages(enqueueCtx, &round.EnqueueMessagesParams{Messages: []round.Message{signal}, Now: t0})
+	err = store.EnqueueMessages(enqueueCtx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal}, Now: t0})
 	cancel()
 	close(release)
 	require.NoError(t, <-done)
@@ -163,7 +164,7 @@ func TestRegressionPeekLockZombieCancelsNewExecution(t *testing.T) {
 	close(pz.resumed)
 	select {
 	case err := <-done:
-		require.True(t, errors.Is(err, round.ErrLeaseLost), "the zombie cannot ack: %v", err)
+		require.True(t, errors.Is(err, provider.ErrLeaseLost), "the zombie cannot ack: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("zombie round did not end")
 	}
@@ -182,16 +183,16 @@ func TestRegressionPeekLockZombieCancelsNewExecution(t *testing.T) {
 func TestRegressionPostgresEnqueueToANewInstance(t *testing.T) {
 	store := pgtest.NewStore(t, postgres.Options{})
 	ctx := context.Background()
-	childStart := func(id, exec string) round.Message {
-		m, err := round.NewMessage(id, "kid", exec, exec, &history.ExecutionStarted{Name: "w"})
+	childStart := func(id, exec string) provider.Message {
+		m, err := provider.NewMessage(id, "kid", exec, exec, &history.ExecutionStarted{Name: "w"})
 		require.NoError(t, err)
 		return m
 	}
 	inRound, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- store.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+		done <- store.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 			// A parent's round starts the child "kid" and stays open.
-			if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{childStart("start-1", "exec-1")}, Now: t0}); err != nil {
+			if err := tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{childStart("start-1", "exec-1")}, Now: t0}); err != nil {
 				return err
 			}
 			close(inRound)
@@ -210,7 +211,7 @@ func TestRegressionPostgresEnqueueToANewInstance(t *testing.T) {
 	// waits for the round; it completes once the round commits.
 	enqueued := make(chan error, 1)
 	go func() {
-		enqueued <- store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{childStart("start-2", "exec-2")}, Now: t0})
+		enqueued <- store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{childStart("start-2", "exec-2")}, Now: t0})
 	}()
 	close(release)
 	require.NoError(t, <-done)
@@ -220,7 +221,7 @@ func TestRegressionPostgresEnqueueToANewInstance(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the enqueue did not complete after the round committed")
 	}
-	msgs, err := store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "kid"})
+	msgs, err := store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "kid"})
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "both starts are queued")
 }

@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -408,13 +409,13 @@ func wfResolve(name string) (round.ActivityFunc, bool) {
 	default:
 		return nil, false
 	}
-	return func(_ context.Context, l *round.ActivityLease, _ *round.Heartbeat) ([]byte, error) {
+	return func(_ context.Context, l *provider.ActivityLease, _ *round.Heartbeat) ([]byte, error) {
 		return wfAttempt(&l.Task)
 	}, true
 }
 
 // wfAttempt is one attempt of an activity task.
-func wfAttempt(task *round.ActivityTask) ([]byte, error) {
+func wfAttempt(task *provider.ActivityTask) ([]byte, error) {
 	var in string
 	if err := history.Decode(task.Input, &in); err != nil {
 		return nil, wfPermanent{err}
@@ -1006,9 +1007,9 @@ func (c *wfReplayChecker) check(id string, events []history.Event) error {
 		return fmt.Errorf("replay of the whole history: %w", err)
 	}
 	switch {
-	case snap.Status == round.StatusSuspended && len(out) != 0:
+	case snap.Status == provider.StatusSuspended && len(out) != 0:
 		return fmt.Errorf("replay of the suspended history runs a turn: %d events", len(out))
-	case snap.Status != round.StatusSuspended && (len(out) != 1 || out[0].Kind != history.KindTurnStarted):
+	case snap.Status != provider.StatusSuspended && (len(out) != 1 || out[0].Kind != history.KindTurnStarted):
 		kinds := make([]history.Kind, len(out))
 		for i := range out {
 			kinds[i] = out[i].Kind

@@ -1,12 +1,10 @@
 package fuzz_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +16,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
-	"github.com/chronicleflow/chronicle/provider/providertest"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -40,10 +38,10 @@ import (
 // TestRapidWorkflowsPostgres (workflows_store_test.go) runs the same
 // machine on PostgreSQL.
 func TestRapidWorkflowsTransactional(t *testing.T) {
-	testRapidWorkflows(t, wfMemory(round.ModeTransactional))
+	testRapidWorkflows(t, wfMemory(provider.ModeTransactional))
 }
 
-func TestRapidWorkflowsPeekLock(t *testing.T) { testRapidWorkflows(t, wfMemory(round.ModePeekLock)) }
+func TestRapidWorkflowsPeekLock(t *testing.T) { testRapidWorkflows(t, wfMemory(provider.ModePeekLock)) }
 
 func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	printSeed(t)
@@ -90,7 +88,7 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	}
 	require.Positive(t, total.panics, "no projection fold panicked")
 	require.Positive(t, total.deadWorkers, "no activity worker died holding a claim")
-	if backend.mode == round.ModePeekLock {
+	if backend.mode == provider.ModePeekLock {
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
 		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
 		require.Positive(t, total.midZombies, "no round went on as a zombie between two record writes")
@@ -105,32 +103,17 @@ const wfCoverageChecks = 100
 
 // wfStats count what the machine exercised.
 type wfStats struct {
-	rounds, cold, crashes, faults, zombieRounds, zombieRejected, duplicates, stale   int
-	activities, retries, zombieTasks, zombieTasksRejected                            int
-	completed, failed, terminated, parked, continued, restarted, children            int
+	rigStats
+	terminated, continued, restarted, children                                       int
 	timeouts, signalled, racesTimer, racesSignal, carried, turns                     int
 	tasks, tasksCompleted, taskTimeouts, taskMoves, taskRaces, rejected, projections int
-	purged, purgeRefused, refused, panics, deadWorkers, leaseLost, leaseRenewed      int
-	midStep, midPurge, midZombies                                                    int
+	panics                                                                           int
 }
 
+// add adds the counts of o to s.
 func (s *wfStats) add(o *wfStats) {
-	s.rounds += o.rounds
-	s.cold += o.cold
-	s.crashes += o.crashes
-	s.faults += o.faults
-	s.zombieRounds += o.zombieRounds
-	s.zombieRejected += o.zombieRejected
-	s.duplicates += o.duplicates
-	s.stale += o.stale
-	s.activities += o.activities
-	s.retries += o.retries
-	s.zombieTasks += o.zombieTasks
-	s.zombieTasksRejected += o.zombieTasksRejected
-	s.completed += o.completed
-	s.failed += o.failed
+	s.rigStats.add(&o.rigStats)
 	s.terminated += o.terminated
-	s.parked += o.parked
 	s.continued += o.continued
 	s.restarted += o.restarted
 	s.children += o.children
@@ -147,16 +130,7 @@ func (s *wfStats) add(o *wfStats) {
 	s.taskRaces += o.taskRaces
 	s.rejected += o.rejected
 	s.projections += o.projections
-	s.purged += o.purged
-	s.purgeRefused += o.purgeRefused
-	s.refused += o.refused
 	s.panics += o.panics
-	s.deadWorkers += o.deadWorkers
-	s.leaseLost += o.leaseLost
-	s.leaseRenewed += o.leaseRenewed
-	s.midStep += o.midStep
-	s.midPurge += o.midPurge
-	s.midZombies += o.midZombies
 }
 
 func (s *wfStats) String() string {
@@ -178,34 +152,14 @@ func (s *wfStats) String() string {
 		s.midStep, s.midZombies, s.midPurge)
 }
 
-// wfNode is one process: a round runner with its own replayer (and so its
-// own executor cache) and an activity worker.
-type wfNode struct {
-	name   string
-	runner *round.Runner
-	worker *round.ActivityWorker
-
-	points
-}
-
+// wfMachine drives real workflow code on the rig.
 type wfMachine struct {
-	mode    round.Mode
-	backend *wfBackend
-	// store is the store itself: clients, zombies and checks use it;
-	// nodes use it through providertest.Faulty with m.injected.
-	store   round.FullStore
-	clock   *round.ManualClock
-	nodes   []*wfNode
-	ids     []string        // top-level instances
+	*rig
 	known   map[string]bool // every instance: top-level ones and children found in histories
 	scanned map[string]int  // events of each instance scanned for children
 	prev    map[string]wfSeen
-	zombies []*round.ActivityLease
-	counter int
 	effects atomic.Int64
 	checker *wfReplayChecker
-	ctx     context.Context
-	cancel  context.CancelFunc
 	// projector folds the custom projection for the nodes and the checks;
 	// views caches its folds by instance.
 	projector *projector.Projector
@@ -213,19 +167,6 @@ type wfMachine struct {
 	// taskActions holds the ids of the task actions sent, the only
 	// messages a round may dead-letter (rejected by its re-check).
 	taskActions map[string]bool
-
-	faultMu sync.Mutex
-	fault   string
-	after   bool
-	// mid crashes a peek-lock step of the memory store between two of its
-	// record writes.
-	mid midStep
-	// cutOff makes every lease renewal fail: the node of a paused round
-	// cannot reach the store, so its lease runs out.
-	cutOff bool
-	// renewed receives the outcome of every lease renewal of a peek-lock
-	// round (see wfRenewWatch).
-	renewed chan error
 
 	// poison maps the tags of poisoned signals to how many more times the
 	// nodes' fold of the custom projection panics on them.
@@ -272,46 +213,19 @@ func wfPoisonedRound(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "projection panicked: "+wfPoison)
 }
 
-// wfRenewWatch is a peek-lock store whose lease renewals report their
-// outcome, so that the machine knows when the renewal of a paused round
-// has run (it runs in a goroutine of the runner when the clock passes a
-// third of the lease).
-type wfRenewWatch struct {
-	round.LeaseStore
-	renewed chan<- error
-}
-
-func (w wfRenewWatch) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error {
-	err := w.LeaseStore.RenewLease(ctx, p)
-	select {
-	case w.renewed <- err:
-	default:
-	}
-	return err
-}
-
-// wfCheckTimeout bounds the store calls of one check, so that a call that
-// blocks (on a lock a paused round holds, say) fails the check instead of
-// hanging the test.
-const wfCheckTimeout = 5 * time.Minute
-
 func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 	checkProjector, err := projector.New(wfAuditProjection())
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &wfMachine{
-		mode: backend.mode, backend: backend, clock: round.NewManualClock(t0),
 		known: map[string]bool{}, scanned: map[string]int{}, prev: map[string]wfSeen{}, checker: newWfReplayChecker(),
 		projector: checkProjector, views: map[string]*wfView{}, taskActions: map[string]bool{},
-		poison: map[string]int{}, renewed: make(chan error, 16),
+		poison: map[string]int{},
 	}
-	m.ctx, m.cancel = context.WithTimeout(context.Background(), wfCheckTimeout)
-	m.store = backend.open(t, &m.mid)
-	faulty := providertest.Faulty(m.store, m.injected)
-	if ls, ok := faulty.(round.LeaseStore); ok && m.mode == round.ModePeekLock {
-		faulty = wfRenewWatch{ls, m.renewed}
-	}
+	m.rig = newRig(t, backend, &m.stats.rigStats, rigHooks{
+		failed: wfPoisonedRound, attempt: wfAttempt, histories: m.histories, queued: m.queued, client: m.clientWhilePaused,
+	})
 	// The nodes' fold of the custom projection panics on poisoned
 	// signals; the checks fold with m.projector, which never panics.
 	nodeProjector, err := projector.New(wfAuditProjectionWith(m.poisoned))
@@ -324,77 +238,12 @@ func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 	// A small batch limit splits an instance's messages over rounds.
 	batchLimit := rapid.SampledFrom([]int{0, 0, 1, 2}).Draw(t, "batch limit")
 	for _, name := range []string{"n1", "n2"} {
-		n := &wfNode{name: name}
 		env := &wfEnv{sideEffect: counterSideEffects(&m.effects)}
-		var err error
-		n.runner, err = round.NewRunner(faulty, round.RunnerOptions{
-			Node: name, Turn: newWfReplayer(env).Turn, Project: nodeProjector.Project, Clock: m.clock, MaxDeliveries: 1000,
-			LeaseDuration: leaseDuration, CacheSize: cacheSize, BatchLimit: batchLimit, Hooks: round.Hooks{Crash: n.hook},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.worker, err = round.NewActivityWorker(faulty, round.ActivityWorkerOptions{
-			Node: name, Resolve: wfResolve, Clock: m.clock, LeaseDuration: leaseDuration,
-			Jitter: func() float64 { return 0.5 },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.nodes = append(m.nodes, n)
+		m.addNode(t, name,
+			round.RunnerOptions{Turn: newWfReplayer(env).Turn, Project: nodeProjector.Project, CacheSize: cacheSize, BatchLimit: batchLimit},
+			round.ActivityWorkerOptions{Resolve: wfResolve})
 	}
 	return m
-}
-
-// close releases the executors the nodes cache.
-func (m *wfMachine) close() {
-	for _, n := range m.nodes {
-		n.runner.Forget()
-	}
-	m.cancel()
-}
-
-// injected is the nodes' fault hook: one planned fault, then none. op is
-// a store method's name; "RunRound" is the commit of a round.
-func (m *wfMachine) injected(op string) *providertest.Fault {
-	m.faultMu.Lock()
-	defer m.faultMu.Unlock()
-	if op == "RenewLease" && m.cutOff {
-		return &providertest.Fault{}
-	}
-	if m.fault == "" || m.fault != op {
-		return nil
-	}
-	m.fault = ""
-	m.stats.faults++
-	return &providertest.Fault{AfterEffect: m.after}
-}
-
-func (m *wfMachine) planFault(t *rapid.T, ops ...string) {
-	m.faultMu.Lock()
-	defer m.faultMu.Unlock()
-	m.fault = ""
-	if rapid.IntRange(0, 3).Draw(t, "fault?") == 0 {
-		m.fault = rapid.SampledFrom(ops).Draw(t, "fault")
-		m.after = rapid.Bool().Draw(t, "after effect")
-	}
-}
-
-func (m *wfMachine) clearFault() {
-	m.faultMu.Lock()
-	defer m.faultMu.Unlock()
-	m.fault = ""
-}
-
-func (m *wfMachine) id(prefix string) string {
-	m.counter++
-	return prefix + "-" + strconv.Itoa(m.counter)
-}
-
-func (m *wfMachine) enqueue(t *rapid.T, msgs ...round.Message) {
-	if err := m.store.EnqueueMessages(m.ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: m.clock.Now()}); err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
 }
 
 func (m *wfMachine) run(t *rapid.T) {
@@ -455,13 +304,13 @@ func (m *wfMachine) sharing(steps []wfStep) []wfStep {
 
 // startMessage builds the message that starts a new execution of a
 // program.
-func (m *wfMachine) startMessage(t *rapid.T, id string, steps []wfStep) round.Message {
+func (m *wfMachine) startMessage(t *rapid.T, id string, steps []wfStep) provider.Message {
 	input, err := history.Encode(&wfProgram{Steps: steps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exec := m.id("exec")
-	msg, err := round.NewMessage(history.DeterministicID(id, 0, "start:"+exec), id, exec, exec, &history.ExecutionStarted{Name: wfName, Input: input})
+	msg, err := provider.NewMessage(history.DeterministicID(id, 0, "start:"+exec), id, exec, exec, &history.ExecutionStarted{Name: wfName, Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,14 +328,7 @@ func (m *wfMachine) start(t *rapid.T) {
 		// once: one start wins, the others are refused.
 		steps = append([]wfStep{drawWfSharedChild(t, "program")}, steps...)
 	}
-	msg := m.startMessage(t, id, m.sharing(steps))
-	m.enqueue(t, msg)
-	if rapid.Bool().Draw(t, "duplicate start") {
-		dup := msg
-		dup.ID = m.id("dup-start")
-		m.enqueue(t, dup)
-	}
-	m.ids = append(m.ids, id)
+	m.started(t, id, m.startMessage(t, id, m.sharing(steps)))
 	m.known[id] = true
 }
 
@@ -499,7 +341,7 @@ func (m *wfMachine) signal(t *rapid.T) {
 
 // signalMessage draws a signal to one of the instances (there must be
 // one).
-func (m *wfMachine) signalMessage(t *rapid.T) round.Message {
+func (m *wfMachine) signalMessage(t *rapid.T) provider.Message {
 	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
 	name := rapid.SampledFrom([]string{"s1", "s2"}).Draw(t, "name")
 	// Keys come from a small set per name, so duplicates happen and every
@@ -520,7 +362,7 @@ func (m *wfMachine) signalMessage(t *rapid.T) round.Message {
 		m.poison[tag] = rapid.IntRange(1, 3).Draw(t, "poisoned folds")
 		m.poisonMu.Unlock()
 	}
-	msg, err := round.NewMessage(msgID, id, "", key, &history.EventRaised{Name: name, Payload: payload, IdempotencyKey: key, Sender: "rapid"})
+	msg, err := provider.NewMessage(msgID, id, "", key, &history.EventRaised{Name: name, Payload: payload, IdempotencyKey: key, Sender: "rapid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +381,7 @@ func (m *wfMachine) control(t *rapid.T) {
 
 // controlMessages draws a control request to one of the instances (there
 // must be one): its message, and the start of the new run of a restart.
-func (m *wfMachine) controlMessages(t *rapid.T) []round.Message {
+func (m *wfMachine) controlMessages(t *rapid.T) []provider.Message {
 	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
 	// The reason names the message, so the checks can tell a request
 	// applied twice.
@@ -558,375 +400,31 @@ func (m *wfMachine) controlMessages(t *rapid.T) []round.Message {
 	default:
 		attrs = &history.ExecutionResumed{Reason: msgID}
 	}
-	msg, err := round.NewMessage(msgID, id, "", "", attrs)
+	msg, err := provider.NewMessage(msgID, id, "", "", attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg.Actor = history.UserActor("ops")
-	msgs := []round.Message{msg}
+	msgs := []provider.Message{msg}
 	if restart {
 		msgs = append(msgs, m.startMessage(t, id, m.sharing(drawWfSteps(t, "restarted program", false))))
 	}
 	return msgs
 }
 
-func (m *wfMachine) round(t *rapid.T) {
-	n := rapid.SampledFrom(m.nodes).Draw(t, "node")
-	points := append([]round.CrashPoint{"", "", ""}, round.CrashPoints()...)
-	n.mu.Lock()
-	n.crashAt = rapid.SampledFrom(points).Draw(t, "crash at")
-	n.mu.Unlock()
-	if m.mode == round.ModeTransactional {
-		m.planFault(t, "RunRound", "RunRound", "AppendHistory", "SaveProjections", "EnqueueMessages", "EnqueueActivities", "CancelActivities",
-			"DeadLetterMessages", "AckMessages", "DequeueInstance", "AbandonMessages", "LoadHistory", "GetSnapshot")
-	} else {
-		m.planFault(t, "AppendHistory", "SaveProjections", "EnqueueMessages", "EnqueueActivities", "PinMessages",
-			"AckLease", "LeaseInstance", "DeadLetterLeased", "CancelActivities", "AbandonLease", "LoadHistory", "GetSnapshot")
-		m.mid.plan(t, midStepRoundOps)
-	}
-	rep, err := n.runner.RunOnce(m.ctx)
-	m.clearFault()
-	m.mid.clear()
-	n.mu.Lock()
-	n.crashAt = ""
-	n.mu.Unlock()
-	m.count(rep)
-	if errors.Is(err, errMidStep) {
-		m.stats.midStep++
-	}
-	if round.IsCrash(err) || errors.Is(err, errMidStep) {
-		m.stats.crashes++
-		n.runner.Forget() // the process restarts with an empty cache
-	}
-	if !wfAllowedRoundError(err) {
-		t.Fatalf("round on %s: %v", n.name, err)
-	}
-}
-
-// wfAllowedRoundError: a round may crash, fail by an injected fault, lose
-// to another node, or fail on a poisoned signal.
-func wfAllowedRoundError(err error) bool {
-	return err == nil || round.IsCrash(err) || errors.Is(err, providertest.ErrInjected) ||
-		errors.Is(err, round.ErrConflict) || errors.Is(err, round.ErrLeaseLost) || wfPoisonedRound(err)
-}
-
-// restartNode restarts a process without a crash in a round: its executor
-// cache is gone.
-func (m *wfMachine) restartNode(t *rapid.T) {
-	rapid.SampledFrom(m.nodes).Draw(t, "node").runner.Forget()
-}
-
-func (m *wfMachine) activity(t *rapid.T) {
-	n := rapid.SampledFrom(m.nodes).Draw(t, "node")
-	m.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity")
-	if m.mode == round.ModePeekLock {
-		m.mid.plan(t, midStepActivityOps)
-	}
-	rep, err := n.worker.RunOnce(m.ctx)
-	m.clearFault()
-	m.mid.clear()
-	if errors.Is(err, errMidStep) {
-		m.stats.midStep++
-	}
-	if err != nil && !errors.Is(err, providertest.ErrInjected) {
-		t.Fatalf("activity on %s: %v", n.name, err)
-	}
-	m.countActivity(t, rep)
-}
-
-func (m *wfMachine) countActivity(t *rapid.T, rep *round.ActivityReport) {
-	if rep == nil {
-		return
-	}
-	m.stats.activities++
-	switch rep.Outcome {
-	case round.OutcomeRetry:
-		m.stats.retries++
-	case round.OutcomeDeadLettered:
-		t.Fatalf("activity %s dead-lettered", rep.TaskID)
-	}
-}
-
-func (m *wfMachine) advance(t *rapid.T) {
-	m.advanceBy(rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second, leaseDuration + time.Second, 2 * time.Minute}).Draw(t, "advance"))
-}
-
-// advanceBy moves the clock by whole seconds only, so every time the
-// machine makes (timers, deadlines, leases) stays exact in stores that
-// keep microseconds, as PostgreSQL does.
-func (m *wfMachine) advanceBy(d time.Duration) {
-	if d%time.Second != 0 {
-		panic(fmt.Sprintf("advance by %v: not whole seconds", d))
-	}
-	m.clock.Advance(d)
-}
-
-// duplicate delivers an event already in history again under a new message
-// id, as a redelivering queue would.
-func (m *wfMachine) duplicate(t *rapid.T) {
-	ids, _ := m.histories(t)
-	if len(ids) == 0 {
-		t.Skip("no history")
-	}
-	id := rapid.SampledFrom(ids).Draw(t, "instance")
-	var candidates []history.Event
-	for _, e := range m.load(t, id) {
-		for _, k := range round.MessageKinds() {
-			if e.Kind == k {
-				candidates = append(candidates, e)
-			}
-		}
-	}
-	if len(candidates) == 0 {
-		t.Skip("no completion")
-	}
-	e := rapid.SampledFrom(candidates).Draw(t, "event")
-	msg := round.Message{ID: m.id("dup"), InstanceID: id, ExecutionID: e.ExecutionID, Kind: e.Kind, CorrelationID: e.CorrelationID, Payload: e.Payload}
-	m.enqueue(t, msg)
-}
-
-// zombieClaim claims an activity task for a worker that then stalls.
-func (m *wfMachine) zombieClaim(t *rapid.T) {
-	l := claimFor(m.ctx, t, m.store, m.clock, "zombie")
-	m.stats.zombieTasks++
-	m.zombies = append(m.zombies, l)
-}
-
-// zombieComplete lets a stalled worker finish its attempt late, settling
-// it as a worker would: accepted only while its lease token is still the
-// task's.
-func (m *wfMachine) zombieComplete(t *rapid.T) {
-	if len(m.zombies) == 0 {
-		t.Skip("no zombie")
-	}
-	i := rapid.IntRange(0, len(m.zombies)-1).Draw(t, "zombie")
-	l := m.zombies[i]
-	m.zombies = append(m.zombies[:i], m.zombies[i+1:]...)
-	result, runErr := wfAttempt(&l.Task)
-	now := m.clock.Now()
-	var err error
-	if runErr != nil {
-		f := round.FailureOf(runErr)
-		policy := round.WithRetryDefaults(l.Task.Retry, round.DefaultRetryPolicy)
-		if retry, delay := round.RetryDelay(policy, l.Task.Attempt, &f, 0.5); retry {
-			err = m.store.RetryActivity(m.ctx, &round.RetryActivityParams{TaskID: l.Task.ID, Token: l.Token, VisibleAt: now.Add(delay), Error: f.Message})
-		} else {
-			err = m.completeZombie(t, l, nil, &f, now)
-		}
-	} else {
-		err = m.completeZombie(t, l, result, nil, now)
-	}
-	if err != nil && !errors.Is(err, round.ErrLeaseLost) {
-		t.Fatalf("zombie completion: %v", err)
-	}
-	if err != nil {
-		m.stats.zombieTasksRejected++
-	}
-}
-
-func (m *wfMachine) completeZombie(t *rapid.T, l *round.ActivityLease, result []byte, f *history.Failure, now time.Time) error {
-	msg, err := round.ActivityOutcome(&l.Task, result, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.store.CompleteActivity(m.ctx, &round.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: msg, Now: now})
-}
-
-// pausedRound stalls a round on one node at a crash point while its lease
-// runs out and another node works and clients send requests, then lets it
-// go on as a zombie.
-func (m *wfMachine) pausedRound(t *rapid.T) {
-	a := rapid.SampledFrom(m.nodes).Draw(t, "paused node")
-	var b *wfNode
-	for _, n := range m.nodes {
-		if n != a {
-			b = n
-		}
-	}
-	pz := &pause{
-		at:      rapid.SampledFrom([]round.CrashPoint{round.AfterLoad, round.AfterAppend, round.AfterProject, round.AfterEnqueue, round.BeforeAck}).Draw(t, "pause at"),
-		paused:  make(chan struct{}),
-		resumed: make(chan struct{}),
-	}
-	if m.mode != round.ModePeekLock || !m.mid.pauseRound(t, pz, midStepPauseOps) {
-		a.mu.Lock()
-		a.pause = pz
-		a.mu.Unlock()
-	}
-	type result struct {
-		rep *round.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := a.runner.RunOnce(m.ctx)
-		done <- result{rep, err}
-	}()
-	var res result
-	select {
-	case <-pz.paused:
-		m.stats.zombieRounds++
-		// Let the round go on and end also when the check fails, so that
-		// it never writes into the store of a later check.
-		resume := sync.OnceValue(func() result { close(pz.resumed); return <-done })
-		defer resume()
-		err := m.whilePaused(t, b)
-		res = resume()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case res = <-done:
-		a.mu.Lock()
-		a.pause = nil
-		a.mu.Unlock()
-		m.mid.unpause()
-	}
-	if pz.op != "" {
-		select {
-		case <-pz.paused:
-			m.stats.midZombies++
-		default:
-		}
-	}
-	m.faultMu.Lock()
-	m.cutOff = false
-	m.faultMu.Unlock()
-	m.count(res.rep)
-	if !wfAllowedRoundError(res.err) {
-		t.Fatalf("zombie round on %s: %v", a.name, res.err)
-	}
-	if res.err != nil {
-		m.stats.zombieRejected++
-	}
-}
-
-// whilePaused is what happens while a round is paused: clients go on
-// sending, its lease runs out, and node b runs rounds and activities. It
-// returns what went wrong, for the caller to fail once the paused round
-// is let go.
-func (m *wfMachine) whilePaused(t *rapid.T, b *wfNode) error {
-	var msgs []round.Message
-	if len(m.ids) > 0 {
-		switch rapid.IntRange(0, 3).Draw(t, "client while paused") {
-		case 1:
-			msgs = []round.Message{m.signalMessage(t)}
-		case 2:
-			msgs = m.controlMessages(t)
-		}
-	}
-	if len(msgs) > 0 {
-		if err := m.meanwhile(func(ctx context.Context) error {
-			return m.store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: m.clock.Now()})
-		}); err != nil {
-			return fmt.Errorf("enqueue while paused: %w", err)
-		}
-	}
-	if err := m.leaseRunsOut(t); err != nil {
-		return err
-	}
-	for i := rapid.IntRange(1, 4).Draw(t, "rounds while paused"); i > 0; i-- {
-		var rep *round.Report
-		err := m.meanwhile(func(ctx context.Context) (err error) {
-			rep, err = b.runner.RunOnce(ctx)
-			if wfAllowedRoundError(err) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("round on %s while paused: %w", b.name, err)
-		}
-		m.count(rep)
-		var arep *round.ActivityReport
-		if err := m.meanwhile(func(ctx context.Context) (err error) {
-			arep, err = b.worker.RunOnce(ctx)
-			return err
-		}); err != nil {
-			return fmt.Errorf("activity on %s while paused: %w", b.name, err)
-		}
-		if arep != nil && arep.Outcome == round.OutcomeDeadLettered {
-			return fmt.Errorf("activity %s dead-lettered", arep.TaskID)
-		}
-		m.countActivity(t, arep)
-	}
-	return nil
-}
-
-// leaseRunsOut moves the clock past the lease of the paused round. A
-// peek-lock round renews its lease as the clock passes a third of it: the
-// renewal succeeds (the round keeps the instance), or the paused round's
-// node is cut off from the store and its lease runs out mid-round, so the
-// other node takes the instance over and the paused round, let go, finds
-// its lease lost. The renewal runs in a goroutine of the runner: it waits
-// for its outcome, so that the other node acts on a settled lease.
-func (m *wfMachine) leaseRunsOut(t *rapid.T) error {
-	if m.mode != round.ModePeekLock {
-		m.advanceBy(leaseDuration + time.Second)
+// clientWhilePaused draws what clients send while a round is paused: a
+// signal, control requests, or nothing.
+func (m *wfMachine) clientWhilePaused(t *rapid.T) []provider.Message {
+	if len(m.ids) == 0 {
 		return nil
 	}
-	for len(m.renewed) > 0 {
-		<-m.renewed
-	}
-	cutOff := rapid.IntRange(0, 2).Draw(t, "cut off") > 0
-	m.faultMu.Lock()
-	m.cutOff = cutOff
-	m.faultMu.Unlock()
-	m.advanceBy(leaseDuration + time.Second)
-	select {
-	case err := <-m.renewed:
-		switch {
-		case cutOff && errors.Is(err, providertest.ErrInjected):
-			m.stats.leaseLost++
-		case !cutOff && err == nil:
-			m.stats.leaseRenewed++
-		default:
-			return fmt.Errorf("renewal of the paused round's lease (cut off %v): %v", cutOff, err)
-		}
-	case <-time.After(time.Minute):
-		return errors.New("the paused round did not renew its lease")
+	switch rapid.IntRange(0, 3).Draw(t, "client while paused") {
+	case 1:
+		return []provider.Message{m.signalMessage(t)}
+	case 2:
+		return m.controlMessages(t)
 	}
 	return nil
-}
-
-// errWaited: a call made while a round was paused waited for the paused
-// round's transaction.
-var errWaited = errors.New("the call waits for the paused round's transaction")
-
-// meanwhile runs op, calls of the store while a round is paused. None may
-// wait for the paused round (the postgres provider documents that enqueues
-// never wait for a round; see TestRegressionPostgresEnqueueWaitsForRound):
-// when the backend sees op wait for a lock, only the paused round can hold
-// it, so op is cancelled and errWaited returned, instead of a hang.
-func (m *wfMachine) meanwhile(op func(ctx context.Context) error) error {
-	if m.backend.waiting == nil {
-		return op(m.ctx)
-	}
-	ctx, cancel := context.WithCancel(m.ctx)
-	defer cancel()
-	stop, watched := make(chan struct{}), make(chan bool, 1)
-	go func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				watched <- false
-				return
-			case <-tick.C:
-				if m.backend.waiting(ctx) {
-					cancel()
-					watched <- true
-					return
-				}
-			}
-		}
-	}()
-	err := op(ctx)
-	close(stop)
-	if <-watched {
-		return errors.Join(errWaited, err)
-	}
-	return err
 }
 
 // purgeAndReuse purges an instance and starts it again under the same id
@@ -934,95 +432,18 @@ func (m *wfMachine) meanwhile(op func(ctx context.Context) error) error {
 // node caching it that takes a round of the new one must not trust its
 // cache). A purge of an instance that has not ended is refused.
 func (m *wfMachine) purgeAndReuse(t *rapid.T) {
-	if len(m.ids) == 0 {
-		t.Skip("no instance")
-	}
-	id := rapid.SampledFrom(m.ids).Draw(t, "instance")
-	events := m.load(t, id)
-	ts, crashed, err := m.mid.purge(m.ctx, t, m.store, &round.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: m.clock.Now()},
-		m.mode == round.ModePeekLock, m.round)
-	if crashed {
-		m.stats.midPurge++
-	}
-	if !checkPurge(t, m.mode, id, events, ts, err) {
-		m.stats.purgeRefused++
+	id, purged := m.purge(t)
+	if !purged {
 		return
 	}
-	if got, err := m.store.GetTombstone(m.ctx, id); err != nil || got.LastSeq != ts.LastSeq || string(got.LastHash) != string(ts.LastHash) {
-		t.Fatalf("%s: stored tombstone %+v (%v), purge returned %+v", id, got, err, ts)
-	}
-	// Nothing of the instance is left.
-	if n := len(m.load(t, id)); n > 0 {
-		t.Fatalf("%s: %d events left after the purge", id, n)
-	}
-	if _, _, err := m.store.GetSnapshot(m.ctx, id); !errors.Is(err, round.ErrNotFound) {
-		t.Fatalf("%s: snapshot after the purge: %v", id, err)
-	}
-	if _, err := m.store.GetInstance(m.ctx, id); !errors.Is(err, round.ErrNotFound) {
-		t.Fatalf("%s: instance record after the purge: %v", id, err)
-	}
-	if c, err := m.store.GetCustomProjection(m.ctx, wfAuditName, id); !errors.Is(err, round.ErrNotFound) {
+	if c, err := m.store.GetCustomProjection(m.ctx, wfAuditName, id); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("%s: custom record %+v after the purge: %v", id, c, err)
-	}
-	msgs, err := m.store.ListMessages(m.ctx, &round.ListMessagesParams{InstanceID: id, Limit: 100000})
-	if err != nil || len(msgs) > 0 {
-		t.Fatalf("%s: %d messages after the purge (%v)", id, len(msgs), err)
-	}
-	tasks, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
-	if err != nil || len(tasks) > 0 {
-		t.Fatalf("%s: %d activity tasks after the purge (%v)", id, len(tasks), err)
 	}
 	// The id's history starts over: what the checks remember of it goes.
 	delete(m.prev, id)
 	delete(m.scanned, id)
 	delete(m.views, id)
-	m.stats.purged++
 	m.enqueue(t, m.startMessage(t, id, m.sharing(drawWfSteps(t, "reused program", false))))
-}
-
-// deadWorker claims an activity task for a worker that dies at once: its
-// claim is never settled, and the clock passes its end, so another worker
-// takes the task over (running it again, or counting the lost claim as a
-// timed-out attempt: the checks allow both).
-func (m *wfMachine) deadWorker(t *rapid.T) {
-	claimFor(m.ctx, t, m.store, m.clock, "dead")
-	m.stats.deadWorkers++
-	m.advanceBy(leaseDuration + time.Second)
-	if rapid.Bool().Draw(t, "take over") {
-		n := rapid.SampledFrom(m.nodes).Draw(t, "node")
-		rep, err := n.worker.RunOnce(m.ctx)
-		if err != nil {
-			t.Fatalf("activity on %s: %v", n.name, err)
-		}
-		m.countActivity(t, rep)
-	}
-}
-
-// drain runs every node until nothing is visible; it reports whether a
-// round failed on a poisoned signal (its messages wait out a retry delay).
-func (m *wfMachine) drain(t *rapid.T) (poisoned bool) {
-	for i := 0; i < 1000; i++ {
-		busy := false
-		for _, n := range m.nodes {
-			rep, err := n.runner.RunOnce(m.ctx)
-			if err != nil && !errors.Is(err, round.ErrConflict) && !wfPoisonedRound(err) {
-				t.Fatalf("drain round on %s: %v", n.name, err)
-			}
-			poisoned = poisoned || wfPoisonedRound(err)
-			m.count(rep)
-			arep, err := n.worker.RunOnce(m.ctx)
-			if err != nil {
-				t.Fatalf("drain activity on %s: %v", n.name, err)
-			}
-			m.countActivity(t, arep)
-			busy = busy || rep != nil || arep != nil || err != nil
-		}
-		if !busy {
-			return poisoned
-		}
-	}
-	t.Fatalf("work left after draining")
-	return poisoned
 }
 
 // quiesce lets leases run out and drains, then checks that every open
@@ -1047,57 +468,9 @@ func (m *wfMachine) quiesce(t *rapid.T) {
 	ids, histories := m.histories(t)
 	queuedMsgs, queuedTasks := m.queued(t)
 	m.checkCensus(t, ids, queuedMsgs, queuedTasks)
-	tasks := map[string]int{}
-	for _, qt := range queuedTasks {
-		tasks[qt.Task.ID]++
-	}
-	msgs := map[string]int{}
-	// results counts the queued results of activities and children by
-	// instance, execution and schedule: a result held back (the
-	// instance's round failed on a poisoned signal, and its messages wait
-	// out the retry delay) is the live work item of an activity whose task
-	// is done, or of a child that ended.
-	results := map[string]int{}
-	for _, qm := range queuedMsgs {
-		msgs[qm.ID]++
-		switch qm.Kind {
-		case history.KindActivityCompleted, history.KindActivityFailed, history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed:
-			results[qm.InstanceID+"/"+qm.ExecutionID+"/"+qm.CorrelationID]++
-		}
-	}
+	checkLiveWork(t, ids, histories, queuedMsgs, queuedTasks, wfDump)
 	for _, id := range ids {
-		events := histories[id]
-		snap, err := round.Fold(id, events)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for seq := range snap.Activities {
-			n := tasks[round.ActivityTaskID(id, snap.ExecutionID, seq)] + results[id+"/"+snap.ExecutionID+"/"+history.SeqCorrelation(seq)]
-			if n != 1 {
-				t.Fatalf("%s: activity scheduled at seq %d has %d live tasks and results\n%s", id, seq, n, wfDump(events))
-			}
-		}
-		for seq := range snap.Timers {
-			if n := msgs[round.TimerMessageID(id, snap.ExecutionID, seq)]; n != 1 {
-				t.Fatalf("%s: timer created at seq %d has %d live messages\n%s", id, seq, n, wfDump(events))
-			}
-		}
-		for seq, child := range snap.SubWorkflows {
-			if results[id+"/"+snap.ExecutionID+"/"+history.SeqCorrelation(seq)] == 1 {
-				continue // the child ended; its parent has its result queued
-			}
-			cs, err := round.Fold(child, histories[child])
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Running for this parent: with a shared child id, another
-			// parent's child may run under the id.
-			if !cs.Started() || cs.Ended || cs.Parent == nil || cs.Parent.InstanceID != id ||
-				cs.Parent.ExecutionID != snap.ExecutionID || cs.Parent.ScheduledSeq != seq {
-				t.Fatalf("%s: child %s scheduled at seq %d is not running for it (parent %+v, ended %v)\n%s", id, child, seq, cs.Parent, cs.Ended, wfDump(events))
-			}
-		}
-		m.replayCheck(t, id, events)
+		m.replayCheck(t, id, histories[id])
 	}
 	// Conversely, a task lives only while its activity is pending: the end
 	// of an execution cancels its tasks.
@@ -1117,7 +490,7 @@ func (m *wfMachine) quiesce(t *rapid.T) {
 // checkCensus checks the machine's view of the store against the whole
 // store: every instance with history is one the machine knows, and every
 // queued message and activity task is one of theirs.
-func (m *wfMachine) checkCensus(t *rapid.T, ids []string, msgs []round.Message, tasks []round.QueuedActivity) {
+func (m *wfMachine) checkCensus(t *rapid.T, ids []string, msgs []provider.Message, tasks []provider.QueuedActivity) {
 	c := m.backend.census(t, m.store)
 	if !slices.Equal(c.instances, ids) || c.messages != len(msgs) || c.tasks != len(tasks) {
 		t.Fatalf("the store holds instances %v, %d messages and %d activity tasks; the machine knows instances %v, %d messages and %d activity tasks",
@@ -1131,25 +504,6 @@ func (m *wfMachine) replayCheck(t *rapid.T, id string, events []history.Event) {
 		t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 	}
 	m.stats.turns += m.checker.turns - before
-}
-
-func (m *wfMachine) count(rep *round.Report) {
-	if rep != nil {
-		m.stats.rounds++
-		m.stats.duplicates += rep.Duplicates
-		m.stats.stale += rep.Stale
-		if rep.Cold {
-			m.stats.cold++
-		}
-	}
-}
-
-func (m *wfMachine) load(t *rapid.T, id string) []history.Event {
-	events, err := m.store.LoadHistory(m.ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return events
 }
 
 // histories loads the history of every instance the machine knows, and
@@ -1190,15 +544,15 @@ func (m *wfMachine) histories(t *rapid.T) ([]string, map[string][]history.Event)
 
 // queued returns the messages and activity tasks queued for the
 // instances the machine knows (call histories first, to know them all).
-func (m *wfMachine) queued(t *rapid.T) ([]round.Message, []round.QueuedActivity) {
-	var msgs []round.Message
-	var tasks []round.QueuedActivity
+func (m *wfMachine) queued(t *rapid.T) ([]provider.Message, []provider.QueuedActivity) {
+	var msgs []provider.Message
+	var tasks []provider.QueuedActivity
 	for _, id := range sortedIDs(m.known) {
-		ms, err := m.store.ListMessages(m.ctx, &round.ListMessagesParams{InstanceID: id, Limit: 100000})
+		ms, err := m.store.ListMessages(m.ctx, &provider.ListMessagesParams{InstanceID: id, Limit: 100000})
 		if err != nil {
 			t.Fatalf("%s: list messages: %v", id, err)
 		}
-		ts, err := m.store.ListQueuedActivities(m.ctx, &round.ListQueuedActivitiesParams{InstanceID: id})
+		ts, err := m.store.ListQueuedActivities(m.ctx, &provider.ListQueuedActivitiesParams{InstanceID: id})
 		if err != nil {
 			t.Fatalf("%s: list activity tasks: %v", id, err)
 		}
@@ -1218,14 +572,8 @@ func (m *wfMachine) check(t *rapid.T) {
 	ids, histories := m.histories(t)
 	for _, id := range ids {
 		events := histories[id]
-		// Contiguous, hash-chained and append-only.
-		if err := history.Verify(events); err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
 		prev := m.prev[id]
-		if len(events) < len(prev.events) || (len(prev.events) > 0 && string(events[len(prev.events)-1].Hash) != string(prev.events[len(prev.events)-1].Hash)) {
-			t.Fatalf("%s: history was rewritten", id)
-		}
+		checkAppendOnly(t, id, events, prev.events)
 		// At most one completion per correlation and one end per
 		// execution, every completion after its schedule: the strict fold
 		// refuses anything else. The chain proves the history before the
@@ -1245,32 +593,16 @@ func (m *wfMachine) check(t *rapid.T) {
 			t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 		}
 	}
-	// Work items never exist without the event that schedules them.
 	queuedMsgs, queuedTasks := m.queued(t)
-	for _, qt := range queuedTasks {
-		events := histories[qt.Task.InstanceID]
-		if qt.Task.ScheduledSeq > int64(len(events)) || events[qt.Task.ScheduledSeq-1].Kind != history.KindActivityScheduled {
-			t.Fatalf("task %s has no schedule event", qt.Task.ID)
-		}
-	}
-	for _, qm := range queuedMsgs {
-		if qm.Kind != history.KindTimerFired {
-			continue
-		}
-		seq, _ := history.ParseSeqCorrelation(qm.CorrelationID)
-		events := histories[qm.InstanceID]
-		if seq > int64(len(events)) || events[seq-1].Kind != history.KindTimerCreated {
-			t.Fatalf("timer message %s has no TimerCreated", qm.ID)
-		}
-	}
+	checkScheduled(t, histories, queuedMsgs, queuedTasks)
 	// The only dead letters are task actions that lost a race: the round
 	// re-checked them against the task and rejected them.
-	letters, err := m.store.ListDeadLetters(m.ctx, &round.ListDeadLettersParams{Limit: 100000})
+	letters, err := m.store.ListDeadLetters(m.ctx, &provider.ListDeadLettersParams{Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range letters {
-		if l.Reason != round.ReasonRejected || l.Message == nil || !m.taskActions[l.Message.ID] || l.Message.Kind.Class() != history.ClassTask {
+		if l.Reason != provider.ReasonRejected || l.Message == nil || !m.taskActions[l.Message.ID] || l.Message.Kind.Class() != history.ClassTask {
 			t.Fatalf("dead letter %s: %s %s (message %+v)", l.ID, l.Reason, l.Error, l.Message)
 		}
 	}
@@ -1338,7 +670,7 @@ func wfOnceEach(events []history.Event) error {
 func (m *wfMachine) checkProjections(t *rapid.T, id string, events []history.Event, snap *round.Snapshot) {
 	m.stats.projections++
 	data, seq, err := m.store.GetSnapshot(m.ctx, id)
-	if errors.Is(err, round.ErrNotFound) && m.mode == round.ModePeekLock {
+	if errors.Is(err, provider.ErrNotFound) && m.mode == provider.ModePeekLock {
 		// A round crashed between append and projection, or between two
 		// of its projection writes: at most some records are projected,
 		// never the snapshot, which is written last.
@@ -1348,29 +680,15 @@ func (m *wfMachine) checkProjections(t *rapid.T, id string, events []history.Eve
 	if err != nil {
 		t.Fatalf("%s: snapshot: %v", id, err)
 	}
-	if seq < 1 || seq > snap.LastSeq || (m.mode == round.ModeTransactional && seq != snap.LastSeq) {
+	if seq < 1 || seq > snap.LastSeq || (m.mode == provider.ModeTransactional && seq != snap.LastSeq) {
 		t.Fatalf("%s: snapshot at seq %d, history at %d", id, seq, snap.LastSeq)
 	}
 	want := snap
 	if seq != snap.LastSeq {
 		want = m.foldAt(t, id, events, seq).Snapshot
 	}
-	stored, err := round.UnmarshalSnapshot(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantData, err := round.MarshalSnapshot(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotData, err := round.MarshalSnapshot(stored)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(wantData) != string(gotData) {
-		t.Fatalf("%s: stored snapshot differs from the fold of history:\nwant %+v\ngot  %+v", id, want, stored)
-	}
-	if m.mode == round.ModePeekLock && seq < snap.LastSeq {
+	checkStoredSnapshot(t, id, want, data)
+	if m.mode == provider.ModePeekLock && seq < snap.LastSeq {
 		m.checkLagging(t, id, events, seq)
 		return
 	}
@@ -1431,7 +749,7 @@ func (m *wfMachine) finish(t *rapid.T) {
 		m.replayCheck(t, id, events)
 		child := snap.Parent != nil
 		switch snap.Status {
-		case round.StatusCompleted:
+		case provider.StatusCompleted:
 			m.stats.completed++
 			if child {
 				m.stats.children++
@@ -1440,9 +758,9 @@ func (m *wfMachine) finish(t *rapid.T) {
 				t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 			}
 			m.checkCustomStatus(t, id, events, snap)
-		case round.StatusTerminated:
+		case provider.StatusTerminated:
 			m.stats.terminated++
-		case round.StatusFailed:
+		case provider.StatusFailed:
 			// Programs catch every failure they can meet.
 			t.Fatalf("%s failed: %+v\n%s", id, snap.Failure, wfDump(events))
 		default:
@@ -1523,7 +841,7 @@ func (m *wfMachine) countHistory(events []history.Event) {
 		}
 	}
 	var snap *round.Snapshot
-	if s, err := round.Fold(events[0].InstanceID, events); err == nil && s.Status == round.StatusCompleted {
+	if s, err := round.Fold(events[0].InstanceID, events); err == nil && s.Status == provider.StatusCompleted {
 		snap = s
 	}
 	if snap == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
@@ -110,7 +111,7 @@ type regBundle struct {
 
 func regSetup(t *testing.T) *regBundle {
 	t.Helper()
-	b := &regBundle{store: memory.New(memory.Options{Mode: round.ModePeekLock}), clock: round.NewManualClock(t0)}
+	b := &regBundle{store: memory.New(memory.Options{Mode: provider.ModePeekLock}), clock: round.NewManualClock(t0)}
 	lookup := func(name string) (replay.WorkflowFunc, bool) { fn, ok := regWorkflows[name]; return fn, ok }
 	for _, n := range []**regNode{&b.n1, &b.n2} {
 		node := &regNode{}
@@ -134,26 +135,26 @@ type nowOnly struct{ c *round.ManualClock }
 
 func (n nowOnly) Now() time.Time { return n.c.Now() }
 
-func (b *regBundle) enqueue(t *testing.T, msgs ...round.Message) {
+func (b *regBundle) enqueue(t *testing.T, msgs ...provider.Message) {
 	t.Helper()
-	require.NoError(t, b.store.EnqueueMessages(context.Background(), &round.EnqueueMessagesParams{Messages: msgs, Now: b.clock.Now()}))
+	require.NoError(t, b.store.EnqueueMessages(context.Background(), &provider.EnqueueMessagesParams{Messages: msgs, Now: b.clock.Now()}))
 }
 
 // start enqueues the start of a new execution of workflow with input.
-func (b *regBundle) start(t *testing.T, id, exec, workflow string, input any) round.Message {
+func (b *regBundle) start(t *testing.T, id, exec, workflow string, input any) provider.Message {
 	t.Helper()
 	data, err := history.Encode(input)
 	require.NoError(t, err)
-	m, err := round.NewMessage(history.DeterministicID(id, 0, "start:"+exec), id, exec, exec, &history.ExecutionStarted{Name: workflow, Input: data})
+	m, err := provider.NewMessage(history.DeterministicID(id, 0, "start:"+exec), id, exec, exec, &history.ExecutionStarted{Name: workflow, Input: data})
 	require.NoError(t, err)
 	return m
 }
 
 // request builds a client request addressed to the instance's current
 // execution, as Engine.RaiseEvent, Terminate, Suspend and Resume do.
-func (b *regBundle) request(t *testing.T, msgID, id, correlation string, attrs history.Attributes) round.Message {
+func (b *regBundle) request(t *testing.T, msgID, id, correlation string, attrs history.Attributes) provider.Message {
 	t.Helper()
-	m, err := round.NewMessage(msgID, id, "", correlation, attrs)
+	m, err := provider.NewMessage(msgID, id, "", correlation, attrs)
 	require.NoError(t, err)
 	return m
 }
@@ -180,7 +181,7 @@ func (b *regBundle) crashAfterAppend(t *testing.T, n *regNode) {
 
 func (b *regBundle) history(t *testing.T, id string) []history.Event {
 	t.Helper()
-	events, err := b.store.LoadHistory(context.Background(), &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+	events, err := b.store.LoadHistory(context.Background(), &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1})
 	require.NoError(t, err)
 	return events
 }
@@ -226,7 +227,7 @@ func TestRegressionRedeliveryAcrossExecutions(t *testing.T) {
 		}
 		require.Equal(t, 1, terminations, "one terminate request, one termination")
 		require.Equal(t, "exec-b", snap.ExecutionID)
-		require.Equal(t, round.StatusRunning, snap.Status, "the restarted execution must keep running")
+		require.Equal(t, provider.StatusRunning, snap.Status, "the restarted execution must keep running")
 	})
 
 	t.Run("SignalDeliveredAgainAfterContinueAsNew", func(t *testing.T) {
@@ -248,7 +249,7 @@ func TestRegressionRedeliveryAcrossExecutions(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, raised, "one signal sent, one signal recorded")
-		require.Equal(t, round.StatusRunning, b.snapshot(t, "relay").Status, "the second execution must still wait for its own signal")
+		require.Equal(t, provider.StatusRunning, b.snapshot(t, "relay").Status, "the second execution must still wait for its own signal")
 	})
 
 	t.Run("SuspendAndResumeAppliedAgainAfterContinueAsNew", func(t *testing.T) {
@@ -309,13 +310,13 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 	b.enqueue(t, b.request(t, "terminate-1", "claim", "", &history.ExecutionTerminated{Reason: "ops"}))
 	b.clock.Advance(leaseDuration + time.Second)
 	b.round(t, b.n2)
-	require.Equal(t, round.StatusTerminated, b.snapshot(t, "claim").Status)
+	require.Equal(t, provider.StatusTerminated, b.snapshot(t, "claim").Status)
 	require.Empty(t, b.store.QueuedActivities(), "the terminated execution has no activity task")
 
 	close(pz.resumed)
 	select {
 	case err := <-done:
-		require.True(t, errors.Is(err, round.ErrLeaseLost), "the zombie cannot ack: %v", err)
+		require.True(t, errors.Is(err, provider.ErrLeaseLost), "the zombie cannot ack: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("zombie round did not end")
 	}
@@ -335,7 +336,7 @@ func TestRegressionZombieEnqueuesAfterEnd(t *testing.T) {
 // record (ErrInvalidState), as it refuses a running one.
 func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
 	var failSave atomic.Bool
-	store := memory.New(memory.Options{Mode: round.ModePeekLock, Fault: func(op memory.Op) *memory.Fault {
+	store := memory.New(memory.Options{Mode: provider.ModePeekLock, Fault: func(op memory.Op) *memory.Fault {
 		if op == memory.OpSaveProjections && failSave.CompareAndSwap(true, false) {
 			return &memory.Fault{}
 		}
@@ -364,7 +365,7 @@ func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
 	roundOK()
 	rec, err := store.GetInstance(ctx, "claim")
 	require.NoError(t, err)
-	require.Equal(t, round.StatusCompleted, rec.Status)
+	require.Equal(t, provider.StatusCompleted, rec.Status)
 
 	// A new run starts under the same id; its round appends and fails to
 	// save its projections.
@@ -374,10 +375,10 @@ func TestRegressionPeekLockPurgeOfRestartedInstance(t *testing.T) {
 	require.ErrorIs(t, err, memory.ErrInjected)
 	snap := b.snapshot(t, "claim")
 	require.Equal(t, "exec-b", snap.ExecutionID)
-	require.Equal(t, round.StatusRunning, snap.Status, "the new run is running")
+	require.Equal(t, provider.StatusRunning, snap.Status, "the new run is running")
 
-	_, err = store.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "claim", By: "ops", Now: clock.Now()})
-	require.ErrorIs(t, err, round.ErrInvalidState, "purge must refuse an instance whose history runs on past its record")
+	_, err = store.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "claim", By: "ops", Now: clock.Now()})
+	require.ErrorIs(t, err, provider.ErrInvalidState, "purge must refuse an instance whose history runs on past its record")
 	require.Len(t, b.history(t, "claim"), int(snap.LastSeq), "the running run's history is kept")
 }
 

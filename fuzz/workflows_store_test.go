@@ -17,13 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
-// The workflows machine runs on any provider through round.Store alone:
+// The workflows machine runs on any provider through provider.Store alone:
 // it knows the instances it started and the children their histories
 // schedule, reads their queues with ListMessages and ListQueuedActivities,
 // and injects faults with providertest.Faulty. A backend adds what the
@@ -33,12 +33,12 @@ import (
 // wfBackend is a store the workflows machine runs on.
 type wfBackend struct {
 	name string
-	mode round.Mode
+	mode provider.Mode
 	// open returns an empty store for one check; a memory store crashes
 	// or stalls its steps between two record writes as mid plans.
-	open func(t *rapid.T, mid *midStep) round.FullStore
+	open func(t *rapid.T, mid *midStep) provider.FullStore
 	// census tells what the whole store holds.
-	census func(t *rapid.T, s round.Store) wfCensus
+	census func(t *rapid.T, s provider.Store) wfCensus
 	// waiting, when set, tells whether a call of the test waits for a
 	// lock that another transaction holds (only a paused round can hold
 	// one), so that such a wait fails the check instead of hanging it.
@@ -53,14 +53,14 @@ type wfCensus struct {
 }
 
 // wfMemory runs the machine on a new memory store per check.
-func wfMemory(mode round.Mode) *wfBackend {
+func wfMemory(mode provider.Mode) *wfBackend {
 	return &wfBackend{
 		name: "memory " + mode.String(),
 		mode: mode,
-		open: func(_ *rapid.T, mid *midStep) round.FullStore {
+		open: func(_ *rapid.T, mid *midStep) provider.FullStore {
 			return memory.New(memory.Options{Mode: mode, Fault: mid.fault, BetweenWrites: mid.between})
 		},
-		census: func(_ *rapid.T, s round.Store) wfCensus {
+		census: func(_ *rapid.T, s provider.Store) wfCensus {
 			ms := s.(*memory.Store)
 			return wfCensus{instances: ms.InstanceIDs(), messages: len(ms.QueuedMessages()), tasks: len(ms.QueuedActivities())}
 		},
@@ -114,8 +114,8 @@ func wfPostgres(t *testing.T) *wfBackend {
 	}
 	return &wfBackend{
 		name: "postgres",
-		mode: round.ModeTransactional,
-		open: func(t *rapid.T, _ *midStep) round.FullStore {
+		mode: provider.ModeTransactional,
+		open: func(t *rapid.T, _ *midStep) provider.FullStore {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// Without arguments Exec uses the simple protocol, which runs
@@ -126,7 +126,7 @@ func wfPostgres(t *testing.T) *wfBackend {
 			}
 			return store
 		},
-		census: func(t *rapid.T, _ round.Store) wfCensus {
+		census: func(t *rapid.T, _ provider.Store) wfCensus {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var c wfCensus

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -59,7 +60,7 @@ type wfTaskAction struct {
 }
 
 // wfAllowedActions lists what the client API lets each user do to t.
-func wfAllowedActions(t *round.TaskRecord) []wfTaskAction {
+func wfAllowedActions(t *provider.TaskRecord) []wfTaskAction {
 	var out []wfTaskAction
 	for _, u := range wfUsers {
 		role := u.holdsRole(t.Roles)
@@ -84,7 +85,7 @@ func wfAllowedActions(t *round.TaskRecord) []wfTaskAction {
 // message builds the action's message as the client API does: addressed to
 // the task's execution, its id a fresh message id that is also its
 // correlation, its actor the user.
-func (a wfTaskAction) message(t *round.TaskRecord, msgID string) (round.Message, error) {
+func (a wfTaskAction) message(t *provider.TaskRecord, msgID string) (provider.Message, error) {
 	var attrs history.Attributes
 	switch a.kind {
 	case "claim":
@@ -98,15 +99,15 @@ func (a wfTaskAction) message(t *round.TaskRecord, msgID string) (round.Message,
 	case "complete":
 		result, err := history.Encode(wfTaskResult(a.user.ID, msgID))
 		if err != nil {
-			return round.Message{}, err
+			return provider.Message{}, err
 		}
 		attrs = &history.TaskCompleted{TaskID: t.TaskID, Result: result}
 	default:
-		return round.Message{}, fmt.Errorf("unknown task action %q", a.kind)
+		return provider.Message{}, fmt.Errorf("unknown task action %q", a.kind)
 	}
-	m, err := round.NewMessage(msgID, t.InstanceID, t.ExecutionID, msgID, attrs)
+	m, err := provider.NewMessage(msgID, t.InstanceID, t.ExecutionID, msgID, attrs)
 	if err != nil {
-		return round.Message{}, err
+		return provider.Message{}, err
 	}
 	m.Actor = history.UserActor(a.user.ID)
 	return m, nil
@@ -114,15 +115,15 @@ func (a wfTaskAction) message(t *round.TaskRecord, msgID string) (round.Message,
 
 // openTasks returns the open tasks as a user's inbox shows them: the
 // stored task records, which may lag behind queued actions.
-func (m *wfMachine) openTasks(t *rapid.T) []round.TaskRecord {
-	tasks, err := m.store.ListTasks(m.ctx, &round.ListTasksParams{Status: round.TaskOpen, Limit: 10000})
+func (m *wfMachine) openTasks(t *rapid.T) []provider.TaskRecord {
+	tasks, err := m.store.ListTasks(m.ctx, &provider.ListTasksParams{Status: provider.TaskOpen, Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tasks
 }
 
-func (m *wfMachine) sendTaskAction(t *rapid.T, task *round.TaskRecord, a wfTaskAction) {
+func (m *wfMachine) sendTaskAction(t *rapid.T, task *provider.TaskRecord, a wfTaskAction) {
 	msgID := m.id("task")
 	msg, err := a.message(task, msgID)
 	if err != nil {
@@ -156,7 +157,7 @@ func (m *wfMachine) taskAction(t *rapid.T) {
 // and the other complete it) on the same view of it: the round's re-check
 // accepts the first and dead-letters the second as rejected.
 func (m *wfMachine) taskRace(t *rapid.T) {
-	var free []round.TaskRecord
+	var free []provider.TaskRecord
 	for _, task := range m.openTasks(t) {
 		if task.Assignee == "" {
 			free = append(free, task)
@@ -201,7 +202,7 @@ func (m *wfMachine) completeOpenTasks(t *rapid.T, histories map[string][]history
 		}
 		for _, taskID := range sortedIDs(snap.Tasks) {
 			ot := snap.Tasks[taskID]
-			task := round.TaskRecord{TaskID: taskID, InstanceID: id, ExecutionID: snap.ExecutionID, Assignee: ot.Assignee, Roles: ot.Roles}
+			task := provider.TaskRecord{TaskID: taskID, InstanceID: id, ExecutionID: snap.ExecutionID, Assignee: ot.Assignee, Roles: ot.Roles}
 			for _, a := range wfAllowedActions(&task) {
 				if a.kind == "complete" {
 					m.sendTaskAction(t, &task, a)
@@ -309,16 +310,16 @@ func (m *wfMachine) foldAt(t *rapid.T, id string, events []history.Event, seq in
 // stored snapshot (0: none stored). All of them are written with the
 // snapshot, each only forward, so they are always at that same Seq.
 func (m *wfMachine) checkProducts(t *rapid.T, id string, events []history.Event, seq int64) {
-	tasks, err := m.store.ListTasks(m.ctx, &round.ListTasksParams{InstanceID: id, Limit: 10000})
+	tasks, err := m.store.ListTasks(m.ctx, &provider.ListTasksParams{InstanceID: id, Limit: 10000})
 	if err != nil {
 		t.Fatalf("%s: list tasks: %v", id, err)
 	}
-	taskEvents, err := m.store.ListTaskEvents(m.ctx, &round.ListTaskEventsParams{InstanceID: id})
+	taskEvents, err := m.store.ListTaskEvents(m.ctx, &provider.ListTaskEventsParams{InstanceID: id})
 	if err != nil {
 		t.Fatalf("%s: list task events: %v", id, err)
 	}
 	custom, err := m.store.GetCustomProjection(m.ctx, wfAuditName, id)
-	if err != nil && !errors.Is(err, round.ErrNotFound) {
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("%s: custom projection: %v", id, err)
 	}
 	if seq == 0 {
@@ -358,15 +359,15 @@ func (m *wfMachine) checkProducts(t *rapid.T, id string, events []history.Event,
 // sortTaskEvents orders task events by Seq and task: the end of an
 // execution closes several tasks at one Seq, in an order stores need not
 // keep.
-func sortTaskEvents(es []round.TaskEventRecord) {
-	slices.SortFunc(es, func(a, b round.TaskEventRecord) int {
+func sortTaskEvents(es []provider.TaskEventRecord) {
+	slices.SortFunc(es, func(a, b provider.TaskEventRecord) int {
 		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.TaskID, b.TaskID))
 	})
 }
 
 // wfTaskDiff names the fields in which two task records differ; nil and
 // empty slices are alike, times compare as instants.
-func wfTaskDiff(a, b *round.TaskRecord) []string {
+func wfTaskDiff(a, b *provider.TaskRecord) []string {
 	var d []string
 	check := func(field string, same bool) {
 		if !same {
@@ -390,12 +391,12 @@ func wfTaskDiff(a, b *round.TaskRecord) []string {
 	return d
 }
 
-func wfTaskEventEqual(a, b *round.TaskEventRecord) bool {
+func wfTaskEventEqual(a, b *provider.TaskEventRecord) bool {
 	return a.InstanceID == b.InstanceID && a.TaskID == b.TaskID && a.Seq == b.Seq && a.Kind == b.Kind &&
 		a.Actor == b.Actor && a.At.Equal(b.At) && a.Assignee == b.Assignee && a.Detail == b.Detail
 }
 
-func wfCustomEqual(a, b *round.CustomRecord) bool {
+func wfCustomEqual(a, b *provider.CustomRecord) bool {
 	return a.Name == b.Name && a.Version == b.Version && a.InstanceID == b.InstanceID && a.Seq == b.Seq && bytes.Equal(a.Data, b.Data)
 }
 
@@ -423,7 +424,7 @@ func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, 
 	from := max(seq, 1)
 	rec, err := m.store.GetInstance(m.ctx, id)
 	switch {
-	case errors.Is(err, round.ErrNotFound) && seq == 0:
+	case errors.Is(err, provider.ErrNotFound) && seq == 0:
 	case err != nil:
 		t.Fatalf("%s: instance record: %v", id, err)
 	case rec.LastSeq < from || rec.LastSeq > last:
@@ -434,7 +435,7 @@ func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, 
 	}
 	custom, err := m.store.GetCustomProjection(m.ctx, wfAuditName, id)
 	switch {
-	case errors.Is(err, round.ErrNotFound) && seq == 0:
+	case errors.Is(err, provider.ErrNotFound) && seq == 0:
 	case err != nil:
 		t.Fatalf("%s: custom projection: %v", id, err)
 	default:
@@ -446,7 +447,7 @@ func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, 
 			t.Fatalf("%s: stored custom record differs from the fold of history at seq %d:\nwant %+v\ngot  %+v", id, x, want, custom)
 		}
 	}
-	tasks, err := m.store.ListTasks(m.ctx, &round.ListTasksParams{InstanceID: id, Limit: 10000})
+	tasks, err := m.store.ListTasks(m.ctx, &provider.ListTasksParams{InstanceID: id, Limit: 10000})
 	if err != nil {
 		t.Fatalf("%s: list tasks: %v", id, err)
 	}
@@ -466,13 +467,13 @@ func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, 
 			t.Fatalf("%s: stored task record %+v is no fold of history from seq %d to %d", id, tasks[i], from, last)
 		}
 	}
-	taskEvents, err := m.store.ListTaskEvents(m.ctx, &round.ListTaskEventsParams{InstanceID: id})
+	taskEvents, err := m.store.ListTaskEvents(m.ctx, &provider.ListTaskEventsParams{InstanceID: id})
 	if err != nil {
 		t.Fatalf("%s: list task events: %v", id, err)
 	}
 	all := at(last).TaskEvents
 	for i := range taskEvents {
-		if !slices.ContainsFunc(all, func(e round.TaskEventRecord) bool { return wfTaskEventEqual(&e, &taskEvents[i]) }) {
+		if !slices.ContainsFunc(all, func(e provider.TaskEventRecord) bool { return wfTaskEventEqual(&e, &taskEvents[i]) }) {
 			t.Fatalf("%s: stored task event %+v is not in the fold of history", id, taskEvents[i])
 		}
 	}
@@ -485,7 +486,7 @@ func (m *wfMachine) checkLagging(t *rapid.T, id string, events []history.Event, 
 		}
 	}
 	for _, w := range at(seq).TaskEvents {
-		if !slices.ContainsFunc(taskEvents, func(e round.TaskEventRecord) bool { return wfTaskEventEqual(&w, &e) }) {
+		if !slices.ContainsFunc(taskEvents, func(e provider.TaskEventRecord) bool { return wfTaskEventEqual(&w, &e) }) {
 			t.Fatalf("%s: task event %+v of the fold at seq %d is missing", id, w, seq)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -15,7 +16,7 @@ import (
 // instance's whole history (every execution). Bumping Version makes stores
 // replace the records of older versions when they are next written at or
 // beyond the stored Seq, and rebuilds refold them; a record of an older
-// version never replaces a newer one (see [round.CustomRecord.Replaces]),
+// version never replaces a newer one (see [provider.CustomRecord.Replaces]),
 // so nodes of both versions can run side by side during a deploy.
 type Definition struct {
 	Name    string
@@ -81,18 +82,18 @@ type State struct {
 	InstanceID string
 	Seq        int64
 	// Tasks holds every task of the instance by id.
-	Tasks map[string]*round.TaskRecord
+	Tasks map[string]*provider.TaskRecord
 	// Custom holds each custom projection's state by name.
 	Custom map[string]any
 	defs   []Definition
 
 	changed map[string]bool
-	events  []round.TaskEventRecord
+	events  []provider.TaskEventRecord
 }
 
 // NewState returns the state of an instance before any event.
 func (p *Projector) NewState(instanceID string) *State {
-	s := &State{InstanceID: instanceID, Tasks: map[string]*round.TaskRecord{}, Custom: map[string]any{}, defs: p.Definitions()}
+	s := &State{InstanceID: instanceID, Tasks: map[string]*provider.TaskRecord{}, Custom: map[string]any{}, defs: p.Definitions()}
 	for _, d := range s.defs {
 		s.Custom[d.Name] = d.New()
 	}
@@ -118,7 +119,7 @@ func (s *State) Apply(e *history.Event) error {
 	return nil
 }
 
-func (s *State) touch(t *round.TaskRecord, e *history.Event) {
+func (s *State) touch(t *provider.TaskRecord, e *history.Event) {
 	t.UpdatedAt, t.Seq = e.At, e.Seq
 	if s.changed == nil {
 		s.changed = map[string]bool{}
@@ -126,8 +127,8 @@ func (s *State) touch(t *round.TaskRecord, e *history.Event) {
 	s.changed[t.TaskID] = true
 }
 
-func (s *State) record(t *round.TaskRecord, e *history.Event, kind history.Kind, assignee, detail string) {
-	s.events = append(s.events, round.TaskEventRecord{
+func (s *State) record(t *provider.TaskRecord, e *history.Event, kind history.Kind, assignee, detail string) {
+	s.events = append(s.events, provider.TaskEventRecord{
 		InstanceID: s.InstanceID, TaskID: t.TaskID, Seq: e.Seq, Kind: kind,
 		Actor: e.Actor, At: e.At, Assignee: assignee, Detail: detail,
 	})
@@ -141,7 +142,7 @@ func (s *State) applyTask(e *history.Event) error {
 	if err != nil {
 		return err
 	}
-	task := func(id string) (*round.TaskRecord, error) {
+	task := func(id string) (*provider.TaskRecord, error) {
 		t, ok := s.Tasks[id]
 		if !ok {
 			return nil, fmt.Errorf("projector: %s seq %d: %s for unknown task %s", s.InstanceID, e.Seq, e.Kind, id)
@@ -150,9 +151,9 @@ func (s *State) applyTask(e *history.Event) error {
 	}
 	switch a := a.(type) {
 	case *history.TaskCreated:
-		t := &round.TaskRecord{
+		t := &provider.TaskRecord{
 			TaskID: a.TaskID, InstanceID: s.InstanceID, ExecutionID: e.ExecutionID, Name: a.Name,
-			Status: round.TaskOpen, Assignee: a.Assignee, Roles: a.Roles, Payload: a.Payload, Due: a.Due,
+			Status: provider.TaskOpen, Assignee: a.Assignee, Roles: a.Roles, Payload: a.Payload, Due: a.Due,
 			CreatedAt: e.At,
 		}
 		s.Tasks[a.TaskID] = t
@@ -191,7 +192,7 @@ func (s *State) applyTask(e *history.Event) error {
 		if err != nil {
 			return err
 		}
-		t.Status, t.Result, t.CompletedAt = round.TaskCompleted, a.Result, e.At
+		t.Status, t.Result, t.CompletedAt = provider.TaskCompleted, a.Result, e.At
 		s.touch(t, e)
 		s.record(t, e, e.Kind, t.Assignee, "completed")
 	case *history.TaskCancelled:
@@ -199,7 +200,7 @@ func (s *State) applyTask(e *history.Event) error {
 		if err != nil {
 			return err
 		}
-		t.Status, t.CompletedAt = round.TaskCancelled, e.At
+		t.Status, t.CompletedAt = provider.TaskCancelled, e.At
 		s.touch(t, e)
 		s.record(t, e, e.Kind, t.Assignee, a.Reason)
 	default:
@@ -209,8 +210,8 @@ func (s *State) applyTask(e *history.Event) error {
 		}
 		for _, id := range sortedKeys(s.Tasks) {
 			t := s.Tasks[id]
-			if t.Status == round.TaskOpen && t.ExecutionID == e.ExecutionID {
-				t.Status, t.CompletedAt = round.TaskCancelled, e.At
+			if t.Status == provider.TaskOpen && t.ExecutionID == e.ExecutionID {
+				t.Status, t.CompletedAt = provider.TaskCancelled, e.At
 				s.touch(t, e)
 				s.record(t, e, history.KindTaskCancelled, t.Assignee, "execution ended ("+string(e.Kind)+")")
 			}
@@ -241,7 +242,7 @@ func (s *State) flush() (*round.ProjectOutput, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)
 		}
-		out.Custom = append(out.Custom, round.CustomRecord{Name: d.Name, Version: d.Version, InstanceID: s.InstanceID, Seq: s.Seq, Data: data})
+		out.Custom = append(out.Custom, provider.CustomRecord{Name: d.Name, Version: d.Version, InstanceID: s.InstanceID, Seq: s.Seq, Data: data})
 	}
 	s.changed, s.events = nil, nil
 	return out, nil
@@ -282,12 +283,12 @@ func (p *Projector) Project(_ context.Context, in *round.ProjectInput) (*round.P
 // View is every projection of an instance as of one Seq.
 type View struct {
 	Snapshot   *round.Snapshot
-	Instance   *round.InstanceRecord
-	Tasks      []round.TaskRecord
-	TaskEvents []round.TaskEventRecord
+	Instance   *provider.InstanceRecord
+	Tasks      []provider.TaskRecord
+	TaskEvents []provider.TaskEventRecord
 	Custom     map[string]any
 	// CustomRecords are the custom states encoded as stores keep them.
-	CustomRecords []round.CustomRecord
+	CustomRecords []provider.CustomRecord
 }
 
 // FoldAt folds a whole history up to and including seq (0 or beyond the
@@ -303,7 +304,7 @@ func (p *Projector) FoldAt(instanceID string, events []history.Event, seq int64)
 		return nil, err
 	}
 	s := p.NewState(instanceID)
-	var all []round.TaskEventRecord
+	var all []provider.TaskEventRecord
 	for i := range events {
 		if err := s.Apply(&events[i]); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -48,7 +49,9 @@ func (e *NondeterminismError) Error() string {
 }
 
 // DeadLetterReason implements round.Reasoner.
-func (e *NondeterminismError) DeadLetterReason() round.Reason { return round.ReasonNondeterminism }
+func (e *NondeterminismError) DeadLetterReason() provider.Reason {
+	return provider.ReasonNondeterminism
+}
 
 // PanicError reports that workflow code panicked.
 type PanicError struct {
@@ -64,7 +67,7 @@ func (e *PanicError) Error() string {
 }
 
 // DeadLetterReason implements round.Reasoner.
-func (e *PanicError) DeadLetterReason() round.Reason { return round.ReasonPanic }
+func (e *PanicError) DeadLetterReason() provider.Reason { return provider.ReasonPanic }
 
 // ActivityError is returned by an activity's future when the activity
 // failed for good.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -215,7 +216,7 @@ func (r *Replayer) newExecutor(instanceID string, start *history.Event) (*execut
 	attrs := a.(*history.ExecutionStarted)
 	fn, ok := r.opts.Lookup(attrs.Name)
 	if !ok {
-		return nil, &round.DeadLetterError{Reason: round.ReasonUnknownWorkflow, Err: fmt.Errorf("%w: %q", ErrUnknownWorkflow, attrs.Name)}
+		return nil, &round.DeadLetterError{Reason: provider.ReasonUnknownWorkflow, Err: fmt.Errorf("%w: %q", ErrUnknownWorkflow, attrs.Name)}
 	}
 	x := &executor{
 		r: r, instanceID: instanceID, executionID: start.ExecutionID, start: attrs, startEvent: *start, fn: fn,
@@ -400,7 +401,7 @@ func (x *executor) runMain() {
 	case err != nil:
 		var inErr *InputError
 		if errors.As(err, &inErr) {
-			x.abort(&round.DeadLetterError{Reason: round.ReasonUndecodable, Err: err})
+			x.abort(&round.DeadLetterError{Reason: provider.ReasonUndecodable, Err: err})
 		}
 		x.command(&history.ExecutionFailed{Failure: failureOf(err)}, x.executionID)
 	default:

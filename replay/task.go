@@ -12,7 +12,7 @@ import (
 type TaskOptions struct {
 	// TaskID names the task; default: derived from the instance and Seq.
 	// Task ids are unique per store: an id another instance's task has
-	// fails the round (round.ErrTaskIDTaken).
+	// fails the round (provider.ErrTaskIDTaken).
 	TaskID string
 	// Roles may claim the task; Assignee, when set, has it from the start.
 	Roles    []string

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/internal/scripted"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -20,7 +21,7 @@ type probedStore struct {
 	probe func()
 }
 
-func (s *probedStore) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+func (s *probedStore) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	if s.probe != nil {
 		s.probe()
 	}
@@ -30,7 +31,7 @@ func (s *probedStore) AbandonMessages(ctx context.Context, p *round.AbandonMessa
 func TestRunnerFailedRoundKeepsItsHold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &probedStore{Store: memory.New(memory.Options{Mode: round.ModeTransactional})}
+	store := &probedStore{Store: memory.New(memory.Options{Mode: provider.ModeTransactional})}
 	clock := round.NewManualClock(t0)
 	errBoom := errors.New("boom")
 	runner, err := round.NewRunner(store, round.RunnerOptions{
@@ -45,8 +46,8 @@ func TestRunnerFailedRoundKeepsItsHold(t *testing.T) {
 	var slipped []string
 	errProbe := errors.New("probe")
 	store.probe = func() {
-		err := store.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: clock.Now(), Owner: "n2", Limit: 10})
+		err := store.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: clock.Now(), Owner: "n2", Limit: 10})
 			if err != nil {
 				return err
 			}
@@ -62,7 +63,7 @@ func TestRunnerFailedRoundKeepsItsHold(t *testing.T) {
 
 	m, err := scripted.StartMessage("i", scripted.Script{})
 	require.NoError(t, err)
-	require.NoError(t, store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: clock.Now()}))
+	require.NoError(t, store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: clock.Now()}))
 
 	rep, err := runner.RunOnce(ctx)
 	require.ErrorIs(t, err, errBoom)
@@ -71,7 +72,7 @@ func TestRunnerFailedRoundKeepsItsHold(t *testing.T) {
 	require.Empty(t, slipped, "another worker took the messages of a failed round before its retry hold was set")
 
 	// The delivery is counted and the instance held for the retry delay.
-	queued, err := store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "i"})
+	queued, err := store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i"})
 	require.NoError(t, err)
 	require.Len(t, queued, 1)
 	require.Equal(t, 1, queued[0].Attempts)
@@ -83,7 +84,7 @@ func TestRunnerFailedRoundKeepsItsHold(t *testing.T) {
 	rep, err = runner.RunOnce(ctx)
 	require.ErrorIs(t, err, errBoom)
 	require.NotNil(t, rep, "the instance was not delivered again after its retry delay")
-	queued, err = store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "i"})
+	queued, err = store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i"})
 	require.NoError(t, err)
 	require.Equal(t, 2, queued[0].Attempts)
 }

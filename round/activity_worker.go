@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // DefaultRetryPolicy is the retry policy of activities that set none:
@@ -90,7 +91,7 @@ func FailureOf(err error) history.Failure {
 // ActivityFunc runs one attempt of an activity task. ctx is cancelled when
 // the lease is lost, the lease runs out without a heartbeat, or the worker
 // stops.
-type ActivityFunc func(ctx context.Context, lease *ActivityLease, hb *Heartbeat) ([]byte, error)
+type ActivityFunc func(ctx context.Context, lease *provider.ActivityLease, hb *Heartbeat) ([]byte, error)
 
 // ActivityWorkerOptions configure an [ActivityWorker].
 type ActivityWorkerOptions struct {
@@ -117,12 +118,12 @@ type ActivityWorkerOptions struct {
 // ActivityWorker claims activity tasks and settles them: complete, retry
 // with backoff, fail for good or dead-letter.
 type ActivityWorker struct {
-	store Store
+	store provider.Store
 	opts  ActivityWorkerOptions
 }
 
 // NewActivityWorker returns an activity worker for store.
-func NewActivityWorker(store Store, opts ActivityWorkerOptions) (*ActivityWorker, error) {
+func NewActivityWorker(store provider.Store, opts ActivityWorkerOptions) (*ActivityWorker, error) {
 	var problems []string
 	if opts.Node == "" {
 		problems = append(problems, "Node is required")
@@ -178,7 +179,7 @@ type ActivityReport struct {
 // activity's own error is in the report.
 func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 	now := roundNow(w.opts.Clock)
-	lease, err := w.store.ClaimActivity(ctx, &ClaimActivityParams{
+	lease, err := w.store.ClaimActivity(ctx, &provider.ClaimActivityParams{
 		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)),
 	})
 	if err != nil {
@@ -191,44 +192,44 @@ func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 		return w.settleExpired(ctx, lease)
 	}
 	if lease.Task.Timeout > w.opts.LeaseDuration {
-		if err := w.store.HeartbeatActivity(ctx, &HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
+		if err := w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
 			return w.lost(lease, err)
 		}
 	}
 	return w.run(ctx, lease)
 }
 
-func (w *ActivityWorker) leaseFor(task *ActivityTask) time.Duration {
+func (w *ActivityWorker) leaseFor(task *provider.ActivityTask) time.Duration {
 	if task != nil && task.Timeout > w.opts.LeaseDuration {
 		return task.Timeout
 	}
 	return w.opts.LeaseDuration
 }
 
-func (w *ActivityWorker) lost(lease *ActivityLease, err error) (*ActivityReport, error) {
+func (w *ActivityWorker) lost(lease *provider.ActivityLease, err error) (*ActivityReport, error) {
 	rep := &ActivityReport{TaskID: lease.Task.ID, Name: lease.Task.Name, Attempt: lease.Task.Attempt, Outcome: OutcomeLeaseLost, Err: err}
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, provider.ErrLeaseLost) {
 		return rep, nil
 	}
 	return rep, err
 }
 
-func (w *ActivityWorker) run(ctx context.Context, lease *ActivityLease) (*ActivityReport, error) {
+func (w *ActivityWorker) run(ctx context.Context, lease *provider.ActivityLease) (*ActivityReport, error) {
 	task := &lease.Task
 	rep := &ActivityReport{TaskID: task.ID, Name: task.Name, Attempt: task.Attempt}
 	fn, ok := w.opts.Resolve(task.Name)
 	if !ok {
 		now := roundNow(w.opts.Clock)
 		tc := *task
-		err := w.store.DeadLetterActivity(ctx, &DeadLetterActivityParams{TaskID: task.ID, Token: lease.Token, Letter: DeadLetter{
-			ID: DeadLetterID(task.ID, task.EnqueuedAt), InstanceID: task.InstanceID, Activity: &tc,
-			Reason: ReasonUnknownActivity, Error: fmt.Sprintf("no activity named %q is registered", task.Name),
-			Node: w.opts.Node, At: now, Attempts: task.Attempt, Status: DeadLetterDead,
+		err := w.store.DeadLetterActivity(ctx, &provider.DeadLetterActivityParams{TaskID: task.ID, Token: lease.Token, Letter: provider.DeadLetter{
+			ID: provider.DeadLetterID(task.ID, task.EnqueuedAt), InstanceID: task.InstanceID, Activity: &tc,
+			Reason: provider.ReasonUnknownActivity, Error: fmt.Sprintf("no activity named %q is registered", task.Name),
+			Node: w.opts.Node, At: now, Attempts: task.Attempt, Status: provider.DeadLetterDead,
 		}})
 		if err != nil {
 			return w.lost(lease, err)
 		}
-		w.opts.Logger.WarnContext(ctx, "activity dead-lettered", slog.String("task", task.ID), slog.String("name", task.Name), slog.String("reason", string(ReasonUnknownActivity)))
+		w.opts.Logger.WarnContext(ctx, "activity dead-lettered", slog.String("task", task.ID), slog.String("name", task.Name), slog.String("reason", string(provider.ReasonUnknownActivity)))
 		rep.Outcome = OutcomeDeadLettered
 		return rep, nil
 	}
@@ -245,7 +246,7 @@ func (w *ActivityWorker) run(ctx context.Context, lease *ActivityLease) (*Activi
 // settleExpired settles the attempt of a task whose previous claim ran out
 // without a result, as a failed attempt: the task is not run by this claim.
 // Counting it is what bounds an activity that kills its worker.
-func (w *ActivityWorker) settleExpired(ctx context.Context, lease *ActivityLease) (*ActivityReport, error) {
+func (w *ActivityWorker) settleExpired(ctx context.Context, lease *provider.ActivityLease) (*ActivityReport, error) {
 	task := &lease.Task
 	timedOut := &ActivityTimedOutError{
 		TaskID: task.ID, Name: task.Name, Attempt: task.Attempt,
@@ -260,7 +261,7 @@ func (w *ActivityWorker) settleExpired(ctx context.Context, lease *ActivityLease
 // settle ends an attempt: completed with result when runErr is nil;
 // otherwise retried after a backoff while the retry policy allows it, or
 // failed for good.
-func (w *ActivityWorker) settle(ctx context.Context, lease *ActivityLease, rep *ActivityReport, result []byte, runErr error) (*ActivityReport, error) {
+func (w *ActivityWorker) settle(ctx context.Context, lease *provider.ActivityLease, rep *ActivityReport, result []byte, runErr error) (*ActivityReport, error) {
 	task := &lease.Task
 	now := roundNow(w.opts.Clock)
 	var failure *history.Failure
@@ -270,18 +271,18 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *ActivityLease, rep *
 		policy := WithRetryDefaults(task.Retry, w.opts.DefaultRetry)
 		if retry, delay := RetryDelay(policy, task.Attempt, failure, w.opts.Jitter()); retry {
 			rep.Outcome, rep.RetryAt = OutcomeRetry, now.Add(delay)
-			err := w.store.RetryActivity(ctx, &RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message})
+			err := w.store.RetryActivity(ctx, &provider.RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message})
 			if err != nil {
 				return w.lost(lease, err)
 			}
 			return rep, nil
 		}
 	}
-	msg, err := ActivityOutcome(task, result, failure)
+	msg, err := provider.ActivityOutcome(task, result, failure)
 	if err != nil {
 		return rep, err
 	}
-	if err := w.store.CompleteActivity(ctx, &CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}); err != nil {
+	if err := w.store.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}); err != nil {
 		return w.lost(lease, err)
 	}
 	rep.Outcome = OutcomeCompleted
@@ -291,7 +292,7 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *ActivityLease, rep *
 	return rep, nil
 }
 
-func callActivity(ctx context.Context, fn ActivityFunc, lease *ActivityLease, hb *Heartbeat) (result []byte, err error) {
+func callActivity(ctx context.Context, fn ActivityFunc, lease *provider.ActivityLease, hb *Heartbeat) (result []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			result, err = nil, &activityPanic{value: p}
@@ -345,18 +346,18 @@ type Heartbeat struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	w      *ActivityWorker
-	lease  *ActivityLease
+	lease  *provider.ActivityLease
 	timer  *time.Timer
 	mu     sync.Mutex
 	lost   error
 }
 
-func newHeartbeat(parent context.Context, w *ActivityWorker, lease *ActivityLease) *Heartbeat {
+func newHeartbeat(parent context.Context, w *ActivityWorker, lease *provider.ActivityLease) *Heartbeat {
 	ctx, cancel := context.WithCancelCause(parent)
 	hb := &Heartbeat{ctx: ctx, cancel: cancel, w: w, lease: lease}
 	// Without heartbeats the attempt ends when its lease would run out.
 	hb.timer = time.AfterFunc(w.leaseFor(&lease.Task), func() {
-		cancel(fmt.Errorf("activity %s: %w: no heartbeat within %s", lease.Task.ID, ErrLeaseLost, w.leaseFor(&lease.Task)))
+		cancel(fmt.Errorf("activity %s: %w: no heartbeat within %s", lease.Task.ID, provider.ErrLeaseLost, w.leaseFor(&lease.Task)))
 	})
 	return hb
 }
@@ -365,10 +366,10 @@ func newHeartbeat(parent context.Context, w *ActivityWorker, lease *ActivityLeas
 // activity's context, when the task was taken over, cancelled or removed.
 func (h *Heartbeat) Beat(ctx context.Context) error {
 	d := h.w.leaseFor(&h.lease.Task)
-	err := h.w.store.HeartbeatActivity(ctx, &HeartbeatActivityParams{
+	err := h.w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{
 		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d),
 	})
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, provider.ErrLeaseLost) {
 		h.mu.Lock()
 		h.lost = err
 		h.mu.Unlock()

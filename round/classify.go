@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // Verdict is what a round does with one dequeued message.
@@ -28,23 +29,23 @@ func (v Verdict) String() string {
 }
 
 // Classify decides what a round does with m given the snapshot. It expects
-// a message that passed [Message.Validate]. For Stale and Reject it also
-// says why; for Reject the reason is a dead-letter [Reason].
-func (s *Snapshot) Classify(m *Message) (Verdict, Reason, string) {
+// a message that passed [provider.Message.Validate]. For Stale and Reject it also
+// says why; for Reject the reason is a dead-letter [provider.Reason].
+func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, string) {
 	if m.Kind == history.KindExecutionStarted {
 		switch {
 		case slices.Contains(s.Executions, m.ExecutionID):
 			return Duplicate, "", ""
 		case s.Started() && !s.Ended:
-			return Reject, ReasonAlreadyRunning, fmt.Sprintf("execution %s of instance %s is still running", s.ExecutionID, s.InstanceID)
+			return Reject, provider.ReasonAlreadyRunning, fmt.Sprintf("execution %s of instance %s is still running", s.ExecutionID, s.InstanceID)
 		case m.CorrelationID != m.ExecutionID:
-			return Reject, ReasonUndecodable, "start message must be correlated with its execution id"
+			return Reject, provider.ReasonUndecodable, "start message must be correlated with its execution id"
 		}
 		return Accept, "", ""
 	}
 	switch {
 	case !s.Started():
-		return Reject, ReasonNotStarted, fmt.Sprintf("instance %s has not been started", s.InstanceID)
+		return Reject, provider.ReasonNotStarted, fmt.Sprintf("instance %s has not been started", s.InstanceID)
 	case m.ExecutionID != "" && m.ExecutionID != s.ExecutionID:
 		return Stale, "", fmt.Sprintf("message for execution %s, current is %s", m.ExecutionID, s.ExecutionID)
 	case s.Ended:
@@ -67,23 +68,23 @@ func (s *Snapshot) Classify(m *Message) (Verdict, Reason, string) {
 	case history.ClassTask:
 		attrs, err := history.DecodeAttributes(m.Kind, m.Payload)
 		if err != nil {
-			return Reject, ReasonUndecodable, err.Error()
+			return Reject, provider.ReasonUndecodable, err.Error()
 		}
 		t, ok := s.Tasks[taskIDOf(attrs)]
 		if !ok {
 			return Stale, "", fmt.Sprintf("task %s is not open", taskIDOf(attrs))
 		}
 		if why := taskConflict(t, attrs, m.Actor); why != "" {
-			return Reject, ReasonRejected, fmt.Sprintf("task %s: %s", taskIDOf(attrs), why)
+			return Reject, provider.ReasonRejected, fmt.Sprintf("task %s: %s", taskIDOf(attrs), why)
 		}
 	}
 	switch m.Kind {
 	case history.KindExecutionSuspended:
-		if s.Status == StatusSuspended {
+		if s.Status == provider.StatusSuspended {
 			return Stale, "", "already suspended"
 		}
 	case history.KindExecutionResumed:
-		if s.Status != StatusSuspended {
+		if s.Status != provider.StatusSuspended {
 			return Stale, "", "not suspended"
 		}
 	case history.KindExecutionTerminated:
@@ -93,10 +94,10 @@ func (s *Snapshot) Classify(m *Message) (Verdict, Reason, string) {
 	return Accept, "", ""
 }
 
-func (s *Snapshot) pending(m *Message, open func(int64) bool) (Verdict, Reason, string) {
+func (s *Snapshot) pending(m *provider.Message, open func(int64) bool) (Verdict, provider.Reason, string) {
 	seq, err := history.ParseSeqCorrelation(m.CorrelationID)
 	if err != nil {
-		return Reject, ReasonUndecodable, err.Error()
+		return Reject, provider.ReasonUndecodable, err.Error()
 	}
 	if !open(seq) {
 		// Either its completion is already in history or it was cancelled.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/internal/scripted"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -18,7 +19,7 @@ type renewSpy struct {
 	renewed chan error
 }
 
-func (s renewSpy) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error {
+func (s renewSpy) RenewLease(ctx context.Context, p *provider.RenewLeaseParams) error {
 	err := s.Store.RenewLease(ctx, p)
 	s.renewed <- err
 	return err
@@ -31,7 +32,7 @@ func TestLongPeekLockRoundKeepsItsLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := round.NewManualClock(t0)
-	store := renewSpy{Store: memory.New(memory.Options{Mode: round.ModePeekLock}), renewed: make(chan error, 10)}
+	store := renewSpy{Store: memory.New(memory.Options{Mode: provider.ModePeekLock}), renewed: make(chan error, 10)}
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	slow := func(ctx context.Context, in *round.TurnInput) (*round.TurnOutput, error) {
 		close(entered)
@@ -45,7 +46,7 @@ func TestLongPeekLockRoundKeepsItsLease(t *testing.T) {
 	require.NoError(t, err)
 	m, err := scripted.StartMessage("i", scripted.Script{Steps: []scripted.Step{{Kind: scripted.Signal, Name: "go"}}})
 	require.NoError(t, err)
-	require.NoError(t, store.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: clock.Now()}))
+	require.NoError(t, store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: clock.Now()}))
 
 	type result struct {
 		rep *round.Report
@@ -74,7 +75,7 @@ func TestLongPeekLockRoundKeepsItsLease(t *testing.T) {
 	require.NoError(t, res.err)
 	require.False(t, res.rep.Failed)
 	require.Equal(t, 1, res.rep.Processed)
-	msgs, err := store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "i"})
+	msgs, err := store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i"})
 	require.NoError(t, err)
 	require.Empty(t, msgs, "the start was acked")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // loaded is what a round knows of an instance's stored history before it
@@ -30,7 +31,7 @@ type loaded struct {
 // corrupt returns the dead-letter error of an instance whose stored history
 // cannot be trusted.
 func corrupt(id string, err error) error {
-	return &DeadLetterError{Reason: ReasonCorruptHistory, Err: fmt.Errorf("history of %s: %w", id, err)}
+	return &DeadLetterError{Reason: provider.ReasonCorruptHistory, Err: fmt.Errorf("history of %s: %w", id, err)}
 }
 
 // loadErr classifies an error of loading history: a stored event that
@@ -54,7 +55,7 @@ func loadErr(id string, err error) error {
 func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, error) {
 	if entry := r.cache.take(id); entry != nil {
 		snap := entry.snap
-		tail, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: max(snap.LastSeq, 1)})
+		tail, err := ops.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: max(snap.LastSeq, 1)})
 		if err != nil {
 			entry.close()
 			return nil, loadErr(id, err)
@@ -73,7 +74,7 @@ func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, er
 		return nil, err
 	}
 	if snap == nil {
-		events, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: 1})
+		events, err := ops.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1})
 		if err != nil {
 			return nil, loadErr(id, err)
 		}
@@ -87,7 +88,7 @@ func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, er
 		return l, nil
 	}
 	l.projectedSeq, l.from = snap.LastSeq, snap.ExecutionStartSeq
-	events, err := ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: id, FromSeq: l.from})
+	events, err := ops.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: l.from})
 	if err != nil {
 		return nil, loadErr(id, err)
 	}
@@ -112,7 +113,7 @@ func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, er
 // is none or it cannot be used (then the round folds the whole history).
 func (r *Runner) storedSnapshot(ctx context.Context, ops roundOps, id string) (*Snapshot, error) {
 	data, seq, err := ops.GetSnapshot(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, provider.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // TurnFunc runs workflow code for one round: given the events the round
@@ -66,16 +67,16 @@ type ProjectInput struct {
 
 // ProjectOutput is what a projection step produces.
 type ProjectOutput struct {
-	Tasks      []TaskRecord
-	TaskEvents []TaskEventRecord
-	Custom     []CustomRecord
+	Tasks      []provider.TaskRecord
+	TaskEvents []provider.TaskEventRecord
+	Custom     []provider.CustomRecord
 	Cached     any
 }
 
 // Reasoner is implemented by errors that know their dead-letter reason
 // (a nondeterminism error, a panic).
 type Reasoner interface {
-	DeadLetterReason() Reason
+	DeadLetterReason() provider.Reason
 }
 
 // RunnerOptions configure a [Runner]. Zero values take the defaults.
@@ -112,16 +113,16 @@ type RunnerOptions struct {
 // Runner drives rounds on a store: one call of [Runner.RunOnce] is one
 // round of one instance, in the store's mode.
 type Runner struct {
-	store Store
-	tx    TxStore
-	lease LeaseStore
+	store provider.Store
+	tx    provider.TxStore
+	lease provider.LeaseStore
 	opts  RunnerOptions
 	cache *cache
 	log   *slog.Logger
 }
 
 // NewRunner returns a runner for store.
-func NewRunner(store Store, opts RunnerOptions) (*Runner, error) {
+func NewRunner(store provider.Store, opts RunnerOptions) (*Runner, error) {
 	var problems []string
 	if opts.Node == "" {
 		problems = append(problems, "Node is required")
@@ -131,14 +132,14 @@ func NewRunner(store Store, opts RunnerOptions) (*Runner, error) {
 	}
 	r := &Runner{store: store}
 	switch store.Mode() {
-	case ModeTransactional:
-		tx, ok := store.(TxStore)
+	case provider.ModeTransactional:
+		tx, ok := store.(provider.TxStore)
 		if !ok {
 			problems = append(problems, "store reports transactional mode but does not implement TxStore")
 		}
 		r.tx = tx
-	case ModePeekLock:
-		ls, ok := store.(LeaseStore)
+	case provider.ModePeekLock:
+		ls, ok := store.(provider.LeaseStore)
 		if !ok {
 			problems = append(problems, "store reports peek-lock mode but does not implement LeaseStore")
 		}
@@ -231,15 +232,15 @@ func (r *Runner) RunOnce(ctx context.Context) (*Report, error) {
 func (r *Runner) runTx(ctx context.Context) (*Report, error) {
 	now := roundNow(r.opts.Clock)
 	var (
-		batch *Batch
+		batch *provider.Batch
 		entry *cacheEntry
 		rep   *Report
 		// abandoned is the error of a round that committed only the
 		// abandon of its messages.
 		abandoned error
 	)
-	err := r.tx.RunRound(ctx, func(ctx context.Context, tx Tx) error {
-		b, err := tx.DequeueInstance(ctx, &DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
+	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
 		if err != nil || b == nil {
 			return err
 		}
@@ -283,7 +284,7 @@ func (r *Runner) runTx(ctx context.Context) (*Report, error) {
 
 func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	now := roundNow(r.opts.Clock)
-	lease, err := r.lease.LeaseInstance(ctx, &LeaseParams{
+	lease, err := r.lease.LeaseInstance(ctx, &provider.LeaseParams{
 		Now: now, LockedUntil: now.Add(r.opts.LeaseDuration), Owner: r.opts.Node, Limit: r.opts.BatchLimit,
 	})
 	if err != nil {
@@ -301,7 +302,7 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	if err == nil {
 		entry, rep, err = r.process(roundCtx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
 	}
-	if cause := context.Cause(roundCtx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+	if cause := context.Cause(roundCtx); err != nil && errors.Is(cause, provider.ErrLeaseLost) && !errors.Is(err, provider.ErrLeaseLost) {
 		err = fmt.Errorf("%w: %w", cause, err) // the renewal found the lease taken over
 	}
 	release()
@@ -322,7 +323,7 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 // returned context is cancelled, so the round stops early instead of
 // failing at its fenced steps. release stops the renewals and waits for
 // one in flight. Clocks without timers get no renewals.
-func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, func()) {
+func (r *Runner) keepLease(ctx context.Context, lease *provider.Lease) (context.Context, func()) {
 	tc, ok := r.opts.Clock.(TimerClock)
 	if !ok {
 		return ctx, func() {}
@@ -352,8 +353,8 @@ func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, 
 		}
 		mu.Unlock()
 		until := r.opts.Clock.Now().Add(r.opts.LeaseDuration)
-		err := r.lease.RenewLease(ctx, &RenewLeaseParams{Lease: lease, LockedUntil: until})
-		if errors.Is(err, ErrLeaseLost) {
+		err := r.lease.RenewLease(ctx, &provider.RenewLeaseParams{Lease: lease, LockedUntil: until})
+		if errors.Is(err, provider.ErrLeaseLost) {
 			r.log.WarnContext(ctx, "round lease lost", slog.String("instance", lease.InstanceID))
 			mu.Lock()
 			halt()
@@ -380,7 +381,7 @@ func (r *Runner) keepLease(ctx context.Context, lease *Lease) (context.Context, 
 // failed handles a round that did not finish: a crash leaves everything as
 // it is, a dead-letter error moves the batch to the dead-letter store, any
 // other error puts the messages back with a delay.
-func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, now time.Time, err error, lease *Lease) (*Report, error) {
+func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.Message, now time.Time, err error, lease *provider.Lease) (*Report, error) {
 	failed := &Report{InstanceID: instanceID, Failed: true}
 	if IsCrash(err) {
 		r.cache.take(instanceID).close()
@@ -398,8 +399,8 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []Message, 
 	p := r.abandonParams(instanceID, msgs, now, err)
 	var abandonErr error
 	if lease != nil {
-		abandonErr = r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: p.VisibleAt, Error: p.Error})
-		if errors.Is(abandonErr, ErrLeaseLost) {
+		abandonErr = r.lease.AbandonLease(ctx, &provider.AbandonLeaseParams{Lease: lease, VisibleAt: p.VisibleAt, Error: p.Error})
+		if errors.Is(abandonErr, provider.ErrLeaseLost) {
 			abandonErr = nil
 		}
 	} else {
@@ -421,7 +422,7 @@ func (r *Runner) abandonable(ctx context.Context, err error) bool {
 
 // abandonParams records the failed delivery of msgs: the instance is held
 // for the retry delay of their most failed delivery.
-func (r *Runner) abandonParams(instanceID string, msgs []Message, now time.Time, err error) *AbandonMessagesParams {
+func (r *Runner) abandonParams(instanceID string, msgs []provider.Message, now time.Time, err error) *provider.AbandonMessagesParams {
 	attempts := 0
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -433,16 +434,16 @@ func (r *Runner) abandonParams(instanceID string, msgs []Message, now time.Time,
 	if errors.As(err, &rs) {
 		text = string(rs.DeadLetterReason()) + ": " + text
 	}
-	return &AbandonMessagesParams{InstanceID: instanceID, MessageIDs: ids, VisibleAt: now.Add(r.opts.RetryDelay(attempts)), Error: text}
+	return &provider.AbandonMessagesParams{InstanceID: instanceID, MessageIDs: ids, VisibleAt: now.Add(r.opts.RetryDelay(attempts)), Error: text}
 }
 
-func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []Message, dl *DeadLetterError, now time.Time, lease *Lease) (int, error) {
+func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []provider.Message, dl *DeadLetterError, now time.Time, lease *provider.Lease) (int, error) {
 	want := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		want[m.ID] = true
 	}
-	letters := func(queued []Message) []DeadLetter {
-		var out []DeadLetter
+	letters := func(queued []provider.Message) []provider.DeadLetter {
+		var out []provider.DeadLetter
 		for i := range queued {
 			if want[queued[i].ID] {
 				out = append(out, r.letter(&queued[i], dl.Reason, dl.Err.Error(), now))
@@ -452,14 +453,14 @@ func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []
 	}
 	if lease != nil {
 		ls := letters(lease.Messages)
-		if err := r.lease.DeadLetterLeased(ctx, &DeadLetterLeasedParams{Lease: lease, Letters: ls}); err != nil {
+		if err := r.lease.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: lease, Letters: ls}); err != nil {
 			return 0, err
 		}
-		return len(ls), r.lease.AbandonLease(ctx, &AbandonLeaseParams{Lease: lease, VisibleAt: now})
+		return len(ls), r.lease.AbandonLease(ctx, &provider.AbandonLeaseParams{Lease: lease, VisibleAt: now})
 	}
 	n := 0
-	err := r.tx.RunRound(ctx, func(ctx context.Context, tx Tx) error {
-		b, err := tx.DequeueInstance(ctx, &DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit, InstanceID: instanceID})
+	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit, InstanceID: instanceID})
 		if err != nil || b == nil {
 			return err
 		}
@@ -468,19 +469,19 @@ func (r *Runner) deadLetterBatch(ctx context.Context, instanceID string, msgs []
 		if n == 0 {
 			return nil
 		}
-		return tx.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: ls})
+		return tx.DeadLetterMessages(ctx, &provider.DeadLetterMessagesParams{InstanceID: instanceID, Letters: ls})
 	})
 	return n, err
 }
 
 // letter builds the dead letter of a message whose current delivery failed;
 // Attempts counts that delivery.
-func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) DeadLetter {
+func (r *Runner) letter(m *provider.Message, reason provider.Reason, text string, now time.Time) provider.DeadLetter {
 	mc := *m
-	return DeadLetter{
-		ID: DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &mc,
+	return provider.DeadLetter{
+		ID: provider.DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &mc,
 		Reason: reason, Error: history.CleanText(text), Node: r.opts.Node, At: now, Attempts: m.Attempts + 1,
-		Status: DeadLetterDead,
+		Status: provider.DeadLetterDead,
 	}
 }
 
@@ -491,8 +492,8 @@ func (r *Runner) letter(m *Message, reason Reason, text string, now time.Time) D
 // record by record and fences its queue writes with the round's lease (the
 // append is fenced by its seq).
 type roundOps interface {
-	Steps
-	deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error
+	provider.Steps
+	deadLetter(ctx context.Context, instanceID string, letters []provider.DeadLetter) error
 	// pin records the execution a message without one was judged against,
 	// before the round appends: only peek-lock rounds need it, since their
 	// ack does not commit with their append.
@@ -505,34 +506,34 @@ type roundOps interface {
 	repairsOpenWork() bool
 }
 
-type txOps struct{ Tx }
+type txOps struct{ provider.Tx }
 
 func (txOps) pin(context.Context, map[string]string) error { return nil }
 
 func (txOps) repairsOpenWork() bool { return false }
 
-func (o txOps) deadLetter(ctx context.Context, instanceID string, letters []DeadLetter) error {
-	return o.DeadLetterMessages(ctx, &DeadLetterMessagesParams{InstanceID: instanceID, Letters: letters})
+func (o txOps) deadLetter(ctx context.Context, instanceID string, letters []provider.DeadLetter) error {
+	return o.DeadLetterMessages(ctx, &provider.DeadLetterMessagesParams{InstanceID: instanceID, Letters: letters})
 }
 
 func (o txOps) ack(ctx context.Context, instanceID string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return o.AckMessages(ctx, &AckMessagesParams{InstanceID: instanceID, MessageIDs: ids})
+	return o.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: instanceID, MessageIDs: ids})
 }
 
 type leaseOps struct {
-	LeaseStore
-	lease *Lease
+	provider.LeaseStore
+	lease *provider.Lease
 }
 
-func (o leaseOps) deadLetter(ctx context.Context, _ string, letters []DeadLetter) error {
-	return o.DeadLetterLeased(ctx, &DeadLetterLeasedParams{Lease: o.lease, Letters: letters})
+func (o leaseOps) deadLetter(ctx context.Context, _ string, letters []provider.DeadLetter) error {
+	return o.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: o.lease, Letters: letters})
 }
 
 func (o leaseOps) ack(ctx context.Context, _ string, ids []string) error {
-	return o.AckLease(ctx, &AckLeaseParams{Lease: o.lease, MessageIDs: ids})
+	return o.AckLease(ctx, &provider.AckLeaseParams{Lease: o.lease, MessageIDs: ids})
 }
 
 func (leaseOps) repairsOpenWork() bool { return true }
@@ -541,25 +542,25 @@ func (o leaseOps) pin(ctx context.Context, pins map[string]string) error {
 	if len(pins) == 0 {
 		return nil
 	}
-	return o.PinMessages(ctx, &PinMessagesParams{Lease: o.lease, Pins: pins})
+	return o.PinMessages(ctx, &provider.PinMessagesParams{Lease: o.lease, Pins: pins})
 }
 
 // EnqueueMessages fences the enqueue with the round's lease.
-func (o leaseOps) EnqueueMessages(ctx context.Context, p *EnqueueMessagesParams) error {
+func (o leaseOps) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	q := *p
 	q.Lease = o.lease
 	return o.LeaseStore.EnqueueMessages(ctx, &q)
 }
 
 // CancelActivities fences the cancel with the round's lease.
-func (o leaseOps) CancelActivities(ctx context.Context, p *CancelActivitiesParams) error {
+func (o leaseOps) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
 	q := *p
 	q.Lease = o.lease
 	return o.LeaseStore.CancelActivities(ctx, &q)
 }
 
 // EnqueueActivities fences the enqueue with the round's lease.
-func (o leaseOps) EnqueueActivities(ctx context.Context, p *EnqueueActivitiesParams) error {
+func (o leaseOps) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	q := *p
 	q.Lease = o.lease
 	return o.LeaseStore.EnqueueActivities(ctx, &q)
@@ -584,10 +585,10 @@ type panicError struct {
 	value any
 }
 
-func (e *panicError) Error() string            { return fmt.Sprintf("%s panicked: %v", e.what, e.value) }
-func (e *panicError) DeadLetterReason() Reason { return ReasonPanic }
+func (e *panicError) Error() string                     { return fmt.Sprintf("%s panicked: %v", e.what, e.value) }
+func (e *panicError) DeadLetterReason() provider.Reason { return provider.ReasonPanic }
 
-func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, since func(from int64) ([]history.Event, error)) (*Projections, error) {
+func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []history.Event, since func(from int64) ([]history.Event, error)) (*provider.Projections, error) {
 	snap := entry.snap
 	if !snap.Started() {
 		return nil, nil
@@ -596,7 +597,7 @@ func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot of %s: %w", snap.InstanceID, err)
 	}
-	p := &Projections{InstanceID: snap.InstanceID, Seq: snap.LastSeq, Snapshot: data, Instance: snap.Record()}
+	p := &provider.Projections{InstanceID: snap.InstanceID, Seq: snap.LastSeq, Snapshot: data, Instance: snap.Record()}
 	if r.opts.Project == nil {
 		return p, nil
 	}
@@ -634,7 +635,7 @@ func (r *Runner) seal(snap *Snapshot, e *history.Event) {
 // normalize fills the defaults of a message's correlation: an end request is
 // correlated with the execution it ends, and signals, task actions and
 // control requests without a key are keyed by their message id.
-func normalize(m *Message, snap *Snapshot) {
+func normalize(m *provider.Message, snap *Snapshot) {
 	if m.Kind.Terminal() {
 		m.CorrelationID = m.ExecutionID
 		if m.CorrelationID == "" {
@@ -651,7 +652,7 @@ func normalize(m *Message, snap *Snapshot) {
 }
 
 // messageEvent turns an accepted message into the next event of the log.
-func (r *Runner) messageEvent(snap *Snapshot, m *Message, now time.Time) history.Event {
+func (r *Runner) messageEvent(snap *Snapshot, m *provider.Message, now time.Time) history.Event {
 	e := history.Event{
 		Seq: snap.LastSeq + 1, InstanceID: snap.InstanceID, ExecutionID: m.ExecutionID, Kind: m.Kind,
 		CorrelationID: m.CorrelationID, At: now, Actor: m.Actor, Payload: m.Payload,
@@ -667,13 +668,13 @@ func (r *Runner) messageEvent(snap *Snapshot, m *Message, now time.Time) history
 }
 
 // lastReason recovers the reason prefix a failed delivery recorded.
-func lastReason(lastError string) Reason {
-	for _, reason := range []Reason{ReasonNondeterminism, ReasonPanic, ReasonUnknownWorkflow} {
+func lastReason(lastError string) provider.Reason {
+	for _, reason := range []provider.Reason{provider.ReasonNondeterminism, provider.ReasonPanic, provider.ReasonUnknownWorkflow} {
 		if strings.HasPrefix(lastError, string(reason)+": ") {
 			return reason
 		}
 	}
-	return ReasonMaxDeliveries
+	return provider.ReasonMaxDeliveries
 }
 
 func (w *Work) merge(o *Work) {
@@ -695,7 +696,7 @@ func (w *Work) merge(o *Work) {
 			w.Activities, seenTask[t.ID] = append(w.Activities, t), true
 		}
 	}
-	seenCancel := map[CancelActivitiesParams]bool{}
+	seenCancel := map[provider.CancelActivitiesParams]bool{}
 	for _, c := range w.Cancels {
 		seenCancel[c] = true
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/scripted"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -24,7 +25,7 @@ type bundle struct {
 	ctx    context.Context
 }
 
-func setup(t *testing.T, mode round.Mode, opts memory.Options, hooks round.Hooks) *bundle {
+func setup(t *testing.T, mode provider.Mode, opts memory.Options, hooks round.Hooks) *bundle {
 	t.Helper()
 	opts.Mode = mode
 	b := &bundle{store: memory.New(opts), clock: round.NewManualClock(t0), ctx: context.Background()}
@@ -40,14 +41,14 @@ func (b *bundle) start(t *testing.T, id string, steps ...scripted.Step) {
 	t.Helper()
 	m, err := scripted.StartMessage(id, scripted.Script{Steps: steps})
 	require.NoError(t, err)
-	require.NoError(t, b.store.EnqueueMessages(b.ctx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: b.clock.Now()}))
+	require.NoError(t, b.store.EnqueueMessages(b.ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: b.clock.Now()}))
 }
 
 func (b *bundle) signal(t *testing.T, id, name, key string) {
 	t.Helper()
 	m, err := scripted.SignalMessage(id, name, key)
 	require.NoError(t, err)
-	require.NoError(t, b.store.EnqueueMessages(b.ctx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: b.clock.Now()}))
+	require.NoError(t, b.store.EnqueueMessages(b.ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: b.clock.Now()}))
 }
 
 func (b *bundle) drain(t *testing.T) {
@@ -57,13 +58,13 @@ func (b *bundle) drain(t *testing.T) {
 
 func (b *bundle) history(t *testing.T, id string) []history.Event {
 	t.Helper()
-	events, err := b.store.LoadHistory(b.ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+	events, err := b.store.LoadHistory(b.ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1})
 	require.NoError(t, err)
 	require.NoError(t, history.Verify(events))
 	return events
 }
 
-func (b *bundle) status(t *testing.T, id string) round.Status {
+func (b *bundle) status(t *testing.T, id string) provider.Status {
 	t.Helper()
 	rec, err := b.store.GetInstance(b.ctx, id)
 	require.NoError(t, err)
@@ -78,7 +79,9 @@ func kinds(events []history.Event) []history.Kind {
 	return out
 }
 
-func modes() []round.Mode { return []round.Mode{round.ModeTransactional, round.ModePeekLock} }
+func modes() []provider.Mode {
+	return []provider.Mode{provider.ModeTransactional, provider.ModePeekLock}
+}
 
 func TestRunnerDrivesScriptToCompletion(t *testing.T) {
 	t.Parallel()
@@ -94,17 +97,17 @@ func TestRunnerDrivesScriptToCompletion(t *testing.T) {
 				scripted.Step{Kind: scripted.FanOut, Name: "flaky", Count: 3},
 			)
 			b.drain(t)
-			require.Equal(t, round.StatusRunning, b.status(t, "claim-1"), "parked on the timer")
+			require.Equal(t, provider.StatusRunning, b.status(t, "claim-1"), "parked on the timer")
 
 			b.clock.Advance(time.Hour)
 			b.signal(t, "claim-1", "docs", "upload-1")
 			b.signal(t, "claim-1", "docs", "upload-1") // duplicate key
 			b.drain(t)
 			// The flaky fan-out waits for its retries.
-			require.Equal(t, round.StatusRunning, b.status(t, "claim-1"))
+			require.Equal(t, provider.StatusRunning, b.status(t, "claim-1"))
 			b.clock.Advance(time.Minute)
 			b.drain(t)
-			require.Equal(t, round.StatusCompleted, b.status(t, "claim-1"))
+			require.Equal(t, provider.StatusCompleted, b.status(t, "claim-1"))
 
 			events := b.history(t, "claim-1")
 			require.Equal(t, []history.Kind{
@@ -118,7 +121,7 @@ func TestRunnerDrivesScriptToCompletion(t *testing.T) {
 			}, kinds(events))
 			child := b.history(t, "claim-1/child-10")
 			require.Equal(t, history.KindExecutionCompleted, child[len(child)-1].Kind)
-			require.Equal(t, round.StatusCompleted, b.status(t, "claim-1/child-10"))
+			require.Equal(t, provider.StatusCompleted, b.status(t, "claim-1/child-10"))
 			require.Empty(t, b.store.QueuedMessages())
 			require.Empty(t, b.store.QueuedActivities())
 
@@ -164,7 +167,7 @@ func TestRunnerCrashAtEveryPointLosesNothing(t *testing.T) {
 					require.NoError(t, err)
 				}
 				require.Equal(t, 3, crashes)
-				require.Equal(t, round.StatusCompleted, b.status(t, "i"))
+				require.Equal(t, provider.StatusCompleted, b.status(t, "i"))
 				events := b.history(t, "i")
 				_, err := round.Fold("i", events)
 				require.NoError(t, err)
@@ -187,22 +190,22 @@ func TestRunnerDeadLetters(t *testing.T) {
 			// A message for an instance that never started.
 			b.signal(t, "ghost", "docs", "k")
 			// An undecodable payload.
-			bad := round.Message{ID: "bad-1", InstanceID: "ghost2", Kind: history.KindEventRaised, CorrelationID: "k", Payload: []byte{0xc1}}
-			require.NoError(t, b.store.EnqueueMessages(b.ctx, &round.EnqueueMessagesParams{Messages: []round.Message{bad}, Now: t0}))
+			bad := provider.Message{ID: "bad-1", InstanceID: "ghost2", Kind: history.KindEventRaised, CorrelationID: "k", Payload: []byte{0xc1}}
+			require.NoError(t, b.store.EnqueueMessages(b.ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{bad}, Now: t0}))
 			// An unknown activity.
 			b.start(t, "i", scripted.Step{Kind: scripted.Activity, Name: "missing-activity"})
 			b.drain(t)
 
-			letters, err := b.store.ListDeadLetters(b.ctx, &round.ListDeadLettersParams{})
+			letters, err := b.store.ListDeadLetters(b.ctx, &provider.ListDeadLettersParams{})
 			require.NoError(t, err)
-			reasons := map[round.Reason]string{}
+			reasons := map[provider.Reason]string{}
 			for _, l := range letters {
 				reasons[l.Reason] = l.InstanceID
 			}
-			require.Equal(t, map[round.Reason]string{
-				round.ReasonNotStarted:      "ghost",
-				round.ReasonUndecodable:     "ghost2",
-				round.ReasonUnknownActivity: "i",
+			require.Equal(t, map[provider.Reason]string{
+				provider.ReasonNotStarted:      "ghost",
+				provider.ReasonUndecodable:     "ghost2",
+				provider.ReasonUnknownActivity: "i",
 			}, reasons)
 			rec, err := b.store.GetInstance(b.ctx, "i")
 			require.NoError(t, err)

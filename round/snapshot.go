@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // Snapshot is the runtime state of an instance folded from its history: its
@@ -27,7 +28,7 @@ type Snapshot struct {
 	Executions    []string           `msgpack:"executions,omitempty"`
 	Name          string             `msgpack:"name,omitempty"`
 	Version       string             `msgpack:"version,omitempty"`
-	Status        Status             `msgpack:"status,omitempty"`
+	Status        provider.Status    `msgpack:"status,omitempty"`
 	Ended         bool               `msgpack:"ended,omitempty"`
 	BusinessKey   string             `msgpack:"business_key,omitempty"`
 	BusinessParts map[string]string  `msgpack:"business_parts,omitempty"`
@@ -88,8 +89,8 @@ func (s *Snapshot) Pending() bool {
 }
 
 // Record returns the instance record of the snapshot.
-func (s *Snapshot) Record() *InstanceRecord {
-	r := &InstanceRecord{
+func (s *Snapshot) Record() *provider.InstanceRecord {
+	r := &provider.InstanceRecord{
 		InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, Name: s.Name, Version: s.Version,
 		Status: s.Status, BusinessKey: s.BusinessKey, BusinessParts: s.BusinessParts,
 		CustomStatus: s.CustomStatus, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
@@ -235,7 +236,7 @@ func seenKey(class, correlation string) string { return class + "/" + correlatio
 // activities when an execution ends.
 func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: instance %s seq %d (%s): %s", ErrConflict, s.InstanceID, e.Seq, e.Kind, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: instance %s seq %d (%s): %s", provider.ErrConflict, s.InstanceID, e.Seq, e.Kind, fmt.Sprintf(format, args...))
 	}
 	if e.Seq != s.LastSeq+1 {
 		return fail("expected seq %d", s.LastSeq+1)
@@ -282,7 +283,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	case *history.ExecutionStarted:
 		s.ExecutionID, s.ExecutionStartSeq, s.Ended = e.ExecutionID, e.Seq, false
 		s.Executions = append(s.Executions, e.ExecutionID)
-		s.Name, s.Version, s.Status = a.Name, a.Version, StatusRunning
+		s.Name, s.Version, s.Status = a.Name, a.Version, provider.StatusRunning
 		s.BusinessKey, s.BusinessParts, s.Parent = a.BusinessKey, a.BusinessParts, a.Parent
 		if s.CreatedAt.IsZero() {
 			s.CreatedAt = e.At
@@ -290,33 +291,33 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		s.CompletedAt, s.Output, s.Failure = time.Time{}, nil, nil
 		s.Activities, s.Timers, s.SubWorkflows, s.Tasks, s.Seen = nil, nil, nil, nil, nil
 	case *history.ExecutionCompleted:
-		s.end(e, w, StatusCompleted)
+		s.end(e, w, provider.StatusCompleted)
 		s.Output = a.Output
 	case *history.ExecutionFailed:
-		s.end(e, w, StatusFailed)
+		s.end(e, w, provider.StatusFailed)
 		f := a.Failure
 		s.Failure, s.LastError = &f, f.Message
 	case *history.ExecutionTerminated:
-		s.end(e, w, StatusTerminated)
+		s.end(e, w, provider.StatusTerminated)
 		s.Failure = &history.Failure{Message: "terminated: " + a.Reason, Type: "Terminated", NonRetryable: true}
 	case *history.ContinuedAsNew:
-		s.end(e, w, StatusRunning)
+		s.end(e, w, provider.StatusRunning)
 		s.CompletedAt = time.Time{}
 	case *history.ExecutionSuspended:
-		if s.Status == StatusSuspended {
+		if s.Status == provider.StatusSuspended {
 			return fail("already suspended")
 		}
-		s.Status = StatusSuspended
+		s.Status = provider.StatusSuspended
 	case *history.ExecutionResumed:
-		if s.Status != StatusSuspended {
+		if s.Status != provider.StatusSuspended {
 			return fail("not suspended")
 		}
-		s.Status = StatusRunning
+		s.Status = provider.StatusRunning
 	case *history.ActivityScheduled:
 		s.Activities = put(s.Activities, e.Seq, a.Name)
 		if w != nil {
-			w.Activities = append(w.Activities, ActivityTask{
-				ID: ActivityTaskID(s.InstanceID, s.ExecutionID, e.Seq), InstanceID: s.InstanceID,
+			w.Activities = append(w.Activities, provider.ActivityTask{
+				ID: provider.ActivityTaskID(s.InstanceID, s.ExecutionID, e.Seq), InstanceID: s.InstanceID,
 				ExecutionID: s.ExecutionID, ScheduledSeq: e.Seq, Name: a.Name, Queue: a.Queue,
 				Input: a.Input, Attempt: 1, Retry: a.Retry, Timeout: a.Timeout,
 			})
@@ -333,7 +334,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	case *history.TimerCreated:
 		s.Timers = put(s.Timers, e.Seq, a.FireAt)
 		if w != nil {
-			m, err := NewMessage(TimerMessageID(s.InstanceID, s.ExecutionID, e.Seq), s.InstanceID, s.ExecutionID,
+			m, err := provider.NewMessage(TimerMessageID(s.InstanceID, s.ExecutionID, e.Seq), s.InstanceID, s.ExecutionID,
 				history.SeqCorrelation(e.Seq), &history.TimerFired{FireAt: a.FireAt})
 			if err != nil {
 				return fail("%v", err)
@@ -394,7 +395,7 @@ func (s *Snapshot) advance(e *history.Event) {
 func (s *Snapshot) taskAction(e *history.Event, taskID string, change func(*OpenTask)) error {
 	t, ok := s.Tasks[taskID]
 	if !ok {
-		return fmt.Errorf("%w: instance %s seq %d (%s): task %s is not open", ErrConflict, s.InstanceID, e.Seq, e.Kind, taskID)
+		return fmt.Errorf("%w: instance %s seq %d (%s): task %s is not open", provider.ErrConflict, s.InstanceID, e.Seq, e.Kind, taskID)
 	}
 	change(t)
 	s.advance(e)
@@ -420,10 +421,10 @@ func (s *Snapshot) settle(e *history.Event, pending any) (int64, error) {
 	return seq, nil
 }
 
-func (s *Snapshot) end(e *history.Event, w *Work, status Status) {
+func (s *Snapshot) end(e *history.Event, w *Work, status provider.Status) {
 	if w != nil {
 		if len(s.Activities) > 0 {
-			w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
+			w.Cancels = append(w.Cancels, provider.CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
 		}
 		if s.Parent != nil && e.Kind != history.KindContinuedAsNew {
 			w.parentPending = true
@@ -446,43 +447,43 @@ func TimerMessageID(instanceID, executionID string, timerSeq int64) string {
 	return history.DeterministicID(instanceID+"\x00"+executionID, timerSeq, "timer")
 }
 
-func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (Message, error) {
+func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (provider.Message, error) {
 	// The id depends on the parent's identity, so starts of one child id by
 	// two parents (or by a purged and reused parent id) never collide.
-	m, err := NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
+	m, err := provider.NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
 		&history.ExecutionStarted{
 			Name: a.Name, Version: a.Version, Input: a.Input,
 			Parent: &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
 		})
 	if err != nil {
-		return Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)
+		return provider.Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)
 	}
 	return m, nil
 }
 
 // parentNotice builds the message that tells a parent its child ended.
-func (s *Snapshot) parentNotice() (Message, error) {
+func (s *Snapshot) parentNotice() (provider.Message, error) {
 	p := s.Parent
-	id := SubWorkflowResultID(p.InstanceID, p.ExecutionID, p.ScheduledSeq)
+	id := provider.SubWorkflowResultID(p.InstanceID, p.ExecutionID, p.ScheduledSeq)
 	corr := history.SeqCorrelation(p.ScheduledSeq)
 	var attrs history.Attributes = &history.SubWorkflowCompleted{Output: s.Output}
-	if s.Status != StatusCompleted {
+	if s.Status != provider.StatusCompleted {
 		f := history.Failure{Message: "sub-workflow " + string(s.Status)}
 		if s.Failure != nil {
 			f = *s.Failure
 		}
 		attrs = &history.SubWorkflowFailed{Failure: f}
 	}
-	return NewMessage(id, p.InstanceID, p.ExecutionID, corr, attrs)
+	return provider.NewMessage(id, p.InstanceID, p.ExecutionID, corr, attrs)
 }
 
 // Work is what a round enqueues besides history: it is derived from the
 // events the round appends, so a round that crashed after its append can
 // derive it again.
 type Work struct {
-	Messages      []Message
-	Activities    []ActivityTask
-	Cancels       []CancelActivitiesParams
+	Messages      []provider.Message
+	Activities    []provider.ActivityTask
+	Cancels       []provider.CancelActivitiesParams
 	parentPending bool
 }
 
@@ -524,10 +525,10 @@ func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
 	if len(s.Executions) > 1 {
 		// A round that ended an execution and started the next may have
 		// died before it cancelled the ended one's activities.
-		w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, OtherThan: s.ExecutionID})
+		w.Cancels = append(w.Cancels, provider.CancelActivitiesParams{InstanceID: s.InstanceID, OtherThan: s.ExecutionID})
 	}
 	if s.Ended {
-		w.Cancels = append(w.Cancels, CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
+		w.Cancels = append(w.Cancels, provider.CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
 		if s.Parent != nil && s.Status.Terminal() {
 			w.parentPending = true
 		}
@@ -546,7 +547,7 @@ func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
 		}
 		// Replaying the schedule event on a scratch snapshot positioned
 		// just before it derives exactly the work its round derived.
-		scratch := &Snapshot{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, Executions: s.Executions, LastSeq: e.Seq - 1, Status: StatusRunning}
+		scratch := &Snapshot{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, Executions: s.Executions, LastSeq: e.Seq - 1, Status: provider.StatusRunning}
 		if err := scratch.Apply(e, w); err != nil {
 			return nil, err
 		}

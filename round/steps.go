@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // roundState is what one round of one instance carries from step to step.
@@ -36,7 +37,7 @@ type roundState struct {
 	// letters are the dead letters of messages the round cannot process;
 	// acks the ids of messages it is done with; pins the execution a
 	// message without one was judged against, by message id.
-	letters []DeadLetter
+	letters []provider.DeadLetter
 	acks    []string
 	pins    map[string]string
 }
@@ -44,7 +45,7 @@ type roundState struct {
 // process runs steps 2–8 of a round on one instance: load, classify the
 // messages, run the turn, derive the work, write. The instance's cache
 // entry is the caller's when process succeeds, and closed when it fails.
-func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
+func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []provider.Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
 	l, err := r.load(ctx, ops, id)
 	if err != nil {
 		return nil, nil, err
@@ -87,14 +88,14 @@ func (rs *roundState) since(ctx context.Context, from int64) ([]history.Event, e
 		return rs.appended[from-rs.baseSeq-1:], nil
 	}
 	if rs.events == nil || rs.from > from {
-		events, err := rs.ops.LoadHistory(ctx, &LoadHistoryParams{InstanceID: rs.id, FromSeq: from})
+		events, err := rs.ops.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: rs.id, FromSeq: from})
 		if err != nil {
 			return nil, loadErr(rs.id, err)
 		}
 		// In a transaction the load may see the round's own append.
 		n := rs.baseSeq - from + 1
 		if int64(len(events)) < n || events[0].Seq != from {
-			return nil, fmt.Errorf("load history of %s: %w: %d events from seq %d, snapshot at seq %d", rs.id, ErrConflict, len(events), from, rs.baseSeq)
+			return nil, fmt.Errorf("load history of %s: %w: %d events from seq %d, snapshot at seq %d", rs.id, provider.ErrConflict, len(events), from, rs.baseSeq)
 		}
 		rs.events, rs.from = events[:n], from
 	}
@@ -113,7 +114,7 @@ func (r *Runner) deriveEndedWork(rs *roundState) error {
 	if !rs.cold || !rs.ops.repairsOpenWork() || !snap.Ended {
 		return nil
 	}
-	rs.ended = &Work{Cancels: []CancelActivitiesParams{{InstanceID: rs.id, ExecutionID: snap.ExecutionID}}}
+	rs.ended = &Work{Cancels: []provider.CancelActivitiesParams{{InstanceID: rs.id, ExecutionID: snap.ExecutionID}}}
 	rs.ended.parentPending = snap.Parent != nil && snap.Status.Terminal()
 	return rs.ended.finish(snap)
 }
@@ -124,12 +125,12 @@ func (r *Runner) deriveEndedWork(rs *roundState) error {
 // letter (or, for a child's start whose id is taken, a notice to its
 // parent), and an accepted one becomes the next event, applied at once so
 // that the next message is judged against it.
-func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []Message) error {
+func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []provider.Message) error {
 	snap, rep := rs.snap, rs.rep
 	for i := range msgs {
 		m := msgs[i]
 		if err := m.Validate(); err != nil {
-			rs.letters = append(rs.letters, r.letter(&m, ReasonUndecodable, err.Error(), rs.now))
+			rs.letters = append(rs.letters, r.letter(&m, provider.ReasonUndecodable, err.Error(), rs.now))
 			continue
 		}
 		if m.Attempts >= r.opts.MaxDeliveries {
@@ -152,7 +153,7 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []Me
 			rs.acks = append(rs.acks, m.ID)
 			r.log.DebugContext(ctx, "stale message acked", slog.String("instance", rs.id), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
 		case Reject:
-			if reason == ReasonAlreadyRunning {
+			if reason == provider.ReasonAlreadyRunning {
 				// A child's start whose id is taken: tell its parent.
 				n, ok, err := snap.RefusedChildStart(&m)
 				if err != nil {
@@ -321,7 +322,7 @@ func (r *Runner) appendEvents(ctx context.Context, rs *roundState) error {
 	if len(rs.appended) == 0 {
 		return nil
 	}
-	if err := rs.ops.AppendHistory(ctx, &AppendHistoryParams{InstanceID: rs.id, Events: rs.appended}); err != nil {
+	if err := rs.ops.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: rs.id, Events: rs.appended}); err != nil {
 		return fmt.Errorf("append history of %s: %w", rs.id, err)
 	}
 	rs.rep.Appended = len(rs.appended)
@@ -356,12 +357,12 @@ func (r *Runner) saveProjections(ctx context.Context, rs *roundState) error {
 func (r *Runner) enqueueWork(ctx context.Context, rs *roundState) error {
 	work := rs.work
 	if len(work.Messages) > 0 {
-		if err := rs.ops.EnqueueMessages(ctx, &EnqueueMessagesParams{Messages: work.Messages, Now: rs.now}); err != nil {
+		if err := rs.ops.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: work.Messages, Now: rs.now}); err != nil {
 			return fmt.Errorf("enqueue messages of %s: %w", rs.id, err)
 		}
 	}
 	if len(work.Activities) > 0 {
-		if err := rs.ops.EnqueueActivities(ctx, &EnqueueActivitiesParams{Tasks: work.Activities, Now: rs.now}); err != nil {
+		if err := rs.ops.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: work.Activities, Now: rs.now}); err != nil {
 			return fmt.Errorf("enqueue activities of %s: %w", rs.id, err)
 		}
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chronicleflow/chronicle/internal/bench"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/postgres"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // benchJSON is one line of bench's JSON output.
@@ -112,7 +112,7 @@ func (c *cli) benchStoreName() string {
 
 // benchStore returns a fresh store for one workload: a new memory store,
 // or a new, migrated PostgreSQL schema that is dropped afterwards.
-func (c *cli) benchStore(keep bool) (round.Store, func(), error) {
+func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 	if c.storeURL == "memory" {
 		return memory.New(memory.Options{}), func() {}, nil
 	}

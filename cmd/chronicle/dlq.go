@@ -8,23 +8,23 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // deadLetterJSON is a dead letter in JSON output.
 type deadLetterJSON struct {
-	ID         string                 `json:"id"`
-	InstanceID string                 `json:"instance_id"`
-	Status     round.DeadLetterStatus `json:"status"`
-	Reason     round.Reason           `json:"reason"`
-	Error      string                 `json:"error"`
-	Node       string                 `json:"node"`
-	At         time.Time              `json:"at"`
-	Attempts   int                    `json:"attempts"`
-	ResolvedBy string                 `json:"resolved_by,omitempty"`
-	ResolvedAt time.Time              `json:"resolved_at,omitzero"`
-	Message    *messageJSON           `json:"message,omitempty"`
-	Activity   *activityJSON          `json:"activity,omitempty"`
+	ID         string                    `json:"id"`
+	InstanceID string                    `json:"instance_id"`
+	Status     provider.DeadLetterStatus `json:"status"`
+	Reason     provider.Reason           `json:"reason"`
+	Error      string                    `json:"error"`
+	Node       string                    `json:"node"`
+	At         time.Time                 `json:"at"`
+	Attempts   int                       `json:"attempts"`
+	ResolvedBy string                    `json:"resolved_by,omitempty"`
+	ResolvedAt time.Time                 `json:"resolved_at,omitzero"`
+	Message    *messageJSON              `json:"message,omitempty"`
+	Activity   *activityJSON             `json:"activity,omitempty"`
 }
 
 // messageJSON is a dead-lettered orchestration message.
@@ -68,7 +68,7 @@ func (c *cli) toDeadLetterJSON(dl *chronicle.DeadLetter) deadLetterJSON {
 
 // messageDetail describes what a message's attributes hold, as a timeline
 // would show its event.
-func (c *cli) messageDetail(m *round.Message) string {
+func (c *cli) messageDetail(m *provider.Message) string {
 	return timeline.Detail(&history.Event{InstanceID: m.InstanceID, ExecutionID: m.ExecutionID, Kind: m.Kind,
 		CorrelationID: m.CorrelationID, Actor: m.Actor, Payload: m.Payload}, c.decoder())
 }
@@ -103,7 +103,7 @@ func (c *cli) deadLetterTable(prefix string, letters []chronicle.DeadLetter, wit
 	table(c.stdout, prefix, header, rows)
 }
 
-var deadLetterStatuses = []string{string(round.DeadLetterDead), string(round.DeadLetterRedriven), string(round.DeadLetterDiscarded)}
+var deadLetterStatuses = []string{string(provider.DeadLetterDead), string(provider.DeadLetterRedriven), string(provider.DeadLetterDiscarded)}
 
 func runDLQList(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
@@ -122,7 +122,7 @@ func runDLQList(c *cli, cmd *command, args []string) error {
 	if f.Limit < 1 {
 		return usagef(cmd, "invalid value %d for flag --limit: must be at least 1", f.Limit)
 	}
-	f.Status = round.DeadLetterStatus(status)
+	f.Status = provider.DeadLetterStatus(status)
 	e, err := c.open()
 	if err != nil {
 		return err
@@ -210,14 +210,14 @@ func runDLQShow(c *cli, cmd *command, args []string) error {
 
 // resolveReport is the JSON output of dlq redrive and discard.
 type resolveReport struct {
-	ID             string                 `json:"id"`
-	Action         string                 `json:"action"`
-	By             string                 `json:"by"`
-	Status         round.DeadLetterStatus `json:"status"`
-	InstanceID     string                 `json:"instance_id"`
-	Applied        bool                   `json:"applied"`
-	InstanceStatus chronicle.Status       `json:"instance_status,omitempty"`
-	Incident       string                 `json:"incident,omitempty"`
+	ID             string                    `json:"id"`
+	Action         string                    `json:"action"`
+	By             string                    `json:"by"`
+	Status         provider.DeadLetterStatus `json:"status"`
+	InstanceID     string                    `json:"instance_id"`
+	Applied        bool                      `json:"applied"`
+	InstanceStatus chronicle.Status          `json:"instance_status,omitempty"`
+	Incident       string                    `json:"incident,omitempty"`
 }
 
 func runDLQRedrive(c *cli, cmd *command, args []string) error {

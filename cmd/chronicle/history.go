@@ -11,7 +11,7 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // timelineRow is an event of history show's JSON output.
@@ -293,7 +293,7 @@ func (c *cli) checkArchive(e *chronicle.Engine, events []history.Event) (ok bool
 		}
 		return true, fmt.Sprintf("matches the tombstone of %s: purged %s by %s at seq %d", id, when(ts.PurgedAt), ts.PurgedBy, ts.LastSeq)
 	}
-	stored, err := e.Store().LoadHistory(c.ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: last.Seq})
+	stored, err := e.Store().LoadHistory(c.ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: last.Seq})
 	switch {
 	case err != nil:
 		return false, "cannot read the stored history: " + err.Error()

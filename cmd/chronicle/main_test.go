@@ -17,8 +17,8 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/leakcheck"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -380,7 +380,7 @@ func TestVerifyArchive(t *testing.T) {
 
 	// A purge in the store: the archive is checked against the tombstone.
 	purged := hooks{afterSeed: func(s *memory.Store) {
-		_, err := s.PurgeInstance(context.Background(), &round.PurgeInstanceParams{InstanceID: "CLM-1001", By: "user:ops",
+		_, err := s.PurgeInstance(context.Background(), &provider.PurgeInstanceParams{InstanceID: "CLM-1001", By: "user:ops",
 			Now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)})
 		require.NoError(t, err)
 	}}
@@ -446,19 +446,19 @@ func TestDoctor(t *testing.T) {
 	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	// discard resolves the demo's dead letter as an operator would.
 	discard := func(t *testing.T, s *memory.Store) {
-		letters, err := s.ListDeadLetters(ctx, &round.ListDeadLettersParams{Status: round.DeadLetterDead})
+		letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{Status: provider.DeadLetterDead})
 		require.NoError(t, err)
 		require.Len(t, letters, 1)
-		require.NoError(t, s.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: letters[0].ID, Status: round.DeadLetterDiscarded, By: "user:ops", Now: at}))
+		require.NoError(t, s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: letters[0].ID, Status: provider.DeadLetterDiscarded, By: "user:ops", Now: at}))
 	}
 	healthy := hooks{afterSeed: func(s *memory.Store) { discard(t, s) }}
 	failing := hooks{afterSeed: func(s *memory.Store) {
 		discard(t, s)
-		queued, err := s.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "REF-4001"})
+		queued, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "REF-4001"})
 		require.NoError(t, err)
 		require.Len(t, queued, 1)
 		for i := 0; i < 2; i++ {
-			require.NoError(t, s.AbandonMessages(ctx, &round.AbandonMessagesParams{InstanceID: "REF-4001", MessageIDs: []string{queued[0].ID},
+			require.NoError(t, s.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "REF-4001", MessageIDs: []string{queued[0].ID},
 				VisibleAt: at.Add(time.Minute), Error: "project REF-4001: fold refunds: cannot read the amount"}))
 		}
 	}}

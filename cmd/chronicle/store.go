@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/postgres"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // checkStoreURL rejects a --store value no build could open, before any
@@ -28,7 +28,7 @@ func isPostgres(url string) bool {
 // that closes it. "memory" is a new, empty memory store (the caller seeds
 // it with the demo data); a postgres:// URL selects PostgreSQL, with its
 // tables under schema ("" for the provider's default).
-func openStore(ctx context.Context, url, schema string) (round.Store, func(), error) {
+func openStore(ctx context.Context, url, schema string) (provider.Store, func(), error) {
 	switch {
 	case url == "memory":
 		return memory.New(memory.Options{}), func() {}, nil

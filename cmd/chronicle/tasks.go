@@ -9,25 +9,25 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // taskJSON is a task in JSON output.
 type taskJSON struct {
-	ID          string           `json:"id"`
-	Name        string           `json:"name"`
-	InstanceID  string           `json:"instance_id"`
-	ExecutionID string           `json:"execution_id"`
-	Status      round.TaskStatus `json:"status"`
-	Assignee    string           `json:"assignee,omitempty"`
-	Roles       []string         `json:"roles"`
-	Payload     any              `json:"payload,omitempty"`
-	Result      any              `json:"result,omitempty"`
-	Due         time.Time        `json:"due,omitzero"`
-	CreatedAt   time.Time        `json:"created_at"`
-	UpdatedAt   time.Time        `json:"updated_at"`
-	CompletedAt time.Time        `json:"completed_at,omitzero"`
-	Seq         int64            `json:"seq"`
+	ID          string              `json:"id"`
+	Name        string              `json:"name"`
+	InstanceID  string              `json:"instance_id"`
+	ExecutionID string              `json:"execution_id"`
+	Status      provider.TaskStatus `json:"status"`
+	Assignee    string              `json:"assignee,omitempty"`
+	Roles       []string            `json:"roles"`
+	Payload     any                 `json:"payload,omitempty"`
+	Result      any                 `json:"result,omitempty"`
+	Due         time.Time           `json:"due,omitzero"`
+	CreatedAt   time.Time           `json:"created_at"`
+	UpdatedAt   time.Time           `json:"updated_at"`
+	CompletedAt time.Time           `json:"completed_at,omitzero"`
+	Seq         int64               `json:"seq"`
 }
 
 func (c *cli) toTaskJSON(t *chronicle.TaskInfo) taskJSON {
@@ -85,7 +85,7 @@ func runTasksList(c *cli, cmd *command, args []string) error {
 	if f.Unassigned && f.Assignee != "" {
 		return usagef(cmd, "--unassigned and --assignee exclude each other")
 	}
-	f.Roles, f.Status = roles, round.TaskStatus(status)
+	f.Roles, f.Status = roles, provider.TaskStatus(status)
 	e, err := c.open()
 	if err != nil {
 		return err
@@ -247,14 +247,14 @@ func runTaskComplete(c *cli, cmd *command, args []string) error {
 
 // taskReport is the JSON output of a task action.
 type taskReport struct {
-	TaskID         string           `json:"task_id"`
-	Action         string           `json:"action"`
-	User           string           `json:"user"`
-	Applied        bool             `json:"applied"`
-	TaskStatus     round.TaskStatus `json:"task_status,omitempty"`
-	Assignee       string           `json:"assignee,omitempty"`
-	InstanceID     string           `json:"instance_id,omitempty"`
-	InstanceStatus chronicle.Status `json:"instance_status,omitempty"`
+	TaskID         string              `json:"task_id"`
+	Action         string              `json:"action"`
+	User           string              `json:"user"`
+	Applied        bool                `json:"applied"`
+	TaskStatus     provider.TaskStatus `json:"task_status,omitempty"`
+	Assignee       string              `json:"assignee,omitempty"`
+	InstanceID     string              `json:"instance_id,omitempty"`
+	InstanceStatus chronicle.Status    `json:"instance_status,omitempty"`
 }
 
 // reportTask lets a task action take effect and says what it did.

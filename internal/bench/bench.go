@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // Workloads.
@@ -98,7 +98,7 @@ func (o *observer) Activity(chronicle.ActivityStats) { o.activities.Add(1) }
 
 // Run runs one workload on store, which must be empty of instances with the
 // ids it uses ("bench-…").
-func Run(ctx context.Context, store round.Store, c Config) (_ *Result, err error) {
+func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err error) {
 	if c.Instances <= 0 {
 		c.Instances = 100
 	}

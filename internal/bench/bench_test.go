@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/internal/bench"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 func TestWorkloadsRun(t *testing.T) {
@@ -35,7 +35,7 @@ func TestWorkloadsRun(t *testing.T) {
 	require.Error(t, err)
 }
 
-func benchmark(b *testing.B, store func(b *testing.B) round.Store, w string) {
+func benchmark(b *testing.B, store func(b *testing.B) provider.Store, w string) {
 	b.ReportAllocs()
 	res, err := bench.Run(b.Context(), store(b), bench.Config{Workload: w, Instances: max(b.N, 1), OrchestrationWorkers: 4, ActivityWorkers: 8})
 	require.NoError(b, err)
@@ -48,9 +48,9 @@ func benchmark(b *testing.B, store func(b *testing.B) round.Store, w string) {
 	}
 }
 
-func memoryStore(*testing.B) round.Store { return memory.New(memory.Options{}) }
+func memoryStore(*testing.B) provider.Store { return memory.New(memory.Options{}) }
 
-func postgresStore(b *testing.B) round.Store { return pgtest.NewStore(b, postgres.Options{}) }
+func postgresStore(b *testing.B) provider.Store { return pgtest.NewStore(b, postgres.Options{}) }
 
 func BenchmarkMemoryW1Sequence(b *testing.B)   { benchmark(b, memoryStore, bench.W1) }
 func BenchmarkMemoryW2FanOut(b *testing.B)     { benchmark(b, memoryStore, bench.W2) }

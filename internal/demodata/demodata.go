@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -49,7 +50,7 @@ type Demo struct {
 	// Engine has the demo's workflows and activities registered.
 	Engine *chronicle.Engine
 	// Store holds the demo data.
-	Store round.FullStore
+	Store provider.FullStore
 	// Clock is the engine's clock; it moves only when told.
 	Clock *round.ManualClock
 }
@@ -89,11 +90,11 @@ func (c *counter) next() string {
 
 // Seed creates the demo engine on store, which must be empty, and fills the
 // store with the demo instances. Call [Demo.Close] when done with it.
-func Seed(ctx context.Context, store round.FullStore) (*Demo, error) {
+func Seed(ctx context.Context, store provider.FullStore) (*Demo, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: demodata: nil store", chronicle.ErrInvalidArgument)
 	}
-	if recs, err := store.ListInstances(ctx, &round.ListInstancesParams{Limit: 1}); err != nil || len(recs) > 0 {
+	if recs, err := store.ListInstances(ctx, &provider.ListInstancesParams{Limit: 1}); err != nil || len(recs) > 0 {
 		return nil, fmt.Errorf("%w: demodata: the store is not empty (%v)", chronicle.ErrInvalidArgument, err)
 	}
 	clock := round.NewManualClock(Start)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -16,7 +17,7 @@ func Resolve(name string) (round.ActivityFunc, bool) {
 	if strings.HasPrefix(name, "missing") {
 		return nil, false
 	}
-	return func(_ context.Context, l *round.ActivityLease, _ *round.Heartbeat) ([]byte, error) {
+	return func(_ context.Context, l *provider.ActivityLease, _ *round.Heartbeat) ([]byte, error) {
 		switch {
 		case strings.HasPrefix(name, "fail"):
 			return nil, permanent{fmt.Errorf("%s refused %q", name, l.Task.Input)}
@@ -37,7 +38,7 @@ func (permanent) NonRetryable() bool { return true }
 func Drain(ctx context.Context, r *round.Runner, w *round.ActivityWorker, limit int) error {
 	for i := 0; i < limit; i++ {
 		rep, err := r.RunOnce(ctx)
-		if err != nil && !errors.Is(err, round.ErrConflict) {
+		if err != nil && !errors.Is(err, provider.ErrConflict) {
 			return err
 		}
 		arep, aerr := w.RunOnce(ctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -45,27 +46,27 @@ type Script struct {
 }
 
 // StartMessage builds the message that starts a scripted instance.
-func StartMessage(instanceID string, s Script) (round.Message, error) {
+func StartMessage(instanceID string, s Script) (provider.Message, error) {
 	return StartRunMessage(instanceID, "", s)
 }
 
 // StartRunMessage builds the message that starts run of a scripted
 // instance: runs of one instance id (started again after a purge, say) get
 // their own execution and message ids. The run "" is StartMessage's.
-func StartRunMessage(instanceID, run string, s Script) (round.Message, error) {
+func StartRunMessage(instanceID, run string, s Script) (provider.Message, error) {
 	input, err := history.Encode(&s)
 	if err != nil {
-		return round.Message{}, err
+		return provider.Message{}, err
 	}
 	exec := history.DeterministicID(instanceID, 0, "execution"+run)
-	return round.NewMessage(history.DeterministicID(instanceID, 0, "start"+run), instanceID, exec, exec,
+	return provider.NewMessage(history.DeterministicID(instanceID, 0, "start"+run), instanceID, exec, exec,
 		&history.ExecutionStarted{Name: WorkflowName, Input: input})
 }
 
 // SignalMessage builds a message raising the event name with an
 // idempotency key.
-func SignalMessage(instanceID, name, key string) (round.Message, error) {
-	return round.NewMessage(history.NewID(), instanceID, "", key, &history.EventRaised{Name: name, IdempotencyKey: key})
+func SignalMessage(instanceID, name, key string) (provider.Message, error) {
+	return provider.NewMessage(history.NewID(), instanceID, "", key, &history.EventRaised{Name: name, IdempotencyKey: key})
 }
 
 // state is what a script's history says: where it is and what is pending.
@@ -99,7 +100,7 @@ func Turn(_ context.Context, in *round.TurnInput) (*round.TurnOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Snapshot.Status == round.StatusSuspended {
+	if in.Snapshot.Status == provider.StatusSuspended {
 		return &round.TurnOutput{Cached: events}, nil
 	}
 	out := decide(st, in.Snapshot, in.Now)
@@ -114,7 +115,7 @@ func Replay(events []history.Event, snap *round.Snapshot, now time.Time) ([]hist
 	if err != nil {
 		return nil, err
 	}
-	if snap.Status == round.StatusSuspended {
+	if snap.Status == provider.StatusSuspended {
 		return nil, nil
 	}
 	return decide(st, snap, now), nil

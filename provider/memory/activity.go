@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
-// ClaimActivity implements round.Store.
-func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams) (*round.ActivityLease, error) {
-	var l *round.ActivityLease
+// ClaimActivity implements provider.Store.
+func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
+	var l *provider.ActivityLease
 	err := s.do(ctx, OpClaimActivity, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -30,13 +30,13 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 		if best == nil {
 			return nil
 		}
-		var expired *round.ExpiredClaim
+		var expired *provider.ExpiredClaim
 		if best.token != "" {
-			expired = &round.ExpiredClaim{Owner: best.owner, LockedUntil: best.until}
+			expired = &provider.ExpiredClaim{Owner: best.owner, LockedUntil: best.until}
 		}
 		best.token, best.owner, best.until = s.token(), p.Owner, p.LockedUntil
 		s.taskHeap(best.t.Queue).fix(best)
-		l = &round.ActivityLease{Task: best.t, Token: best.token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}
+		l = &provider.ActivityLease{Task: best.t, Token: best.token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}
 		return nil
 	})
 	return l, err
@@ -46,13 +46,13 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 func (s *Store) claimed(id, token string) (*task, error) {
 	t, ok := s.tasks[id]
 	if !ok || t.token == "" || t.token != token {
-		return nil, fmt.Errorf("activity task %s: %w", id, round.ErrLeaseLost)
+		return nil, fmt.Errorf("activity task %s: %w", id, provider.ErrLeaseLost)
 	}
 	return t, nil
 }
 
-// HeartbeatActivity implements round.Store.
-func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
+// HeartbeatActivity implements provider.Store.
+func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActivityParams) error {
 	return s.do(ctx, OpHeartbeatActivity, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -66,8 +66,8 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivit
 	})
 }
 
-// CompleteActivity implements round.Store.
-func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
+// CompleteActivity implements provider.Store.
+func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
 	return s.step(ctx, OpCompleteActivity, func(w *writes) error {
 		if err := w.read(func() error {
 			_, err := s.claimed(p.TaskID, p.Token)
@@ -77,9 +77,9 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 		}
 		// The result first, then the task: a crash between them leaves
 		// the task claimed until its claim runs out, and its next attempt
-		// enqueues a result of the same id (round.ActivityResultID).
+		// enqueues a result of the same id (provider.ActivityResultID).
 		if err := w.write(func() error {
-			s.enqueueMessages([]round.Message{p.Result}, p.Now)
+			s.enqueueMessages([]provider.Message{p.Result}, p.Now)
 			return nil
 		}); err != nil {
 			return err
@@ -95,8 +95,8 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 	})
 }
 
-// RetryActivity implements round.Store.
-func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams) error {
+// RetryActivity implements provider.Store.
+func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityParams) error {
 	return s.do(ctx, OpRetryActivity, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -108,13 +108,13 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 		t.t.VisibleAt, t.t.LastError = p.VisibleAt, p.Error
 		t.token, t.owner, t.until = "", "", p.VisibleAt
 		s.taskHeap(t.t.Queue).fix(t)
-		s.notify(round.QueueActivity)
+		s.notify(provider.QueueActivity)
 		return nil
 	})
 }
 
-// DeadLetterActivity implements round.Store.
-func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
+// DeadLetterActivity implements provider.Store.
+func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterActivityParams) error {
 	return s.step(ctx, OpDeadLetterActivity, func(w *writes) error {
 		var (
 			in *instance
@@ -137,7 +137,7 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActiv
 		// The letter and the incident first, the task last: a crash
 		// before its removal leaves it claimed until the claim runs out,
 		// never lost.
-		return s.deadLetterWrites(w, in, []round.DeadLetter{l}, func() error {
+		return s.deadLetterWrites(w, in, []provider.DeadLetter{l}, func() error {
 			t, err := s.claimed(p.TaskID, p.Token)
 			if err != nil {
 				return err

@@ -3,22 +3,22 @@ package memory_test
 import (
 	"testing"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/providertest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 func TestConformanceTransactional(t *testing.T) {
 	t.Parallel()
-	providertest.Exercise(t, func(t *testing.T) round.Store {
+	providertest.Exercise(t, func(t *testing.T) provider.Store {
 		return memory.New(memory.Options{})
 	})
 }
 
 func TestConformancePeekLock(t *testing.T) {
 	t.Parallel()
-	providertest.Exercise(t, func(t *testing.T) round.Store {
-		return memory.New(memory.Options{Mode: round.ModePeekLock})
+	providertest.Exercise(t, func(t *testing.T) provider.Store {
+		return memory.New(memory.Options{Mode: provider.ModePeekLock})
 	})
 }
 
@@ -27,10 +27,10 @@ func TestConformancePeekLock(t *testing.T) {
 // the cases of the optional capabilities are skipped.
 func TestConformanceCoreOnly(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []round.Mode{round.ModeTransactional, round.ModePeekLock} {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			providertest.Exercise(t, func(t *testing.T) round.Store {
+			providertest.Exercise(t, func(t *testing.T) provider.Store {
 				return providertest.CoreOnly(memory.New(memory.Options{Mode: mode}))
 			})
 		})

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
-func cloneLetter(l *round.DeadLetter) round.DeadLetter {
+func cloneLetter(l *provider.DeadLetter) provider.DeadLetter {
 	c := *l
 	if l.Message != nil {
 		m := *l.Message
@@ -21,9 +21,9 @@ func cloneLetter(l *round.DeadLetter) round.DeadLetter {
 	return c
 }
 
-// ListDeadLetters implements round.Store.
-func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
-	var out []round.DeadLetter
+// ListDeadLetters implements provider.Store.
+func (s *Store) ListDeadLetters(ctx context.Context, p *provider.ListDeadLettersParams) ([]provider.DeadLetter, error) {
+	var out []provider.DeadLetter
 	err := s.do(ctx, OpListDeadLetters, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -51,15 +51,15 @@ func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersPar
 	return out, err
 }
 
-// GetDeadLetter implements round.Store.
-func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
-	var out *round.DeadLetter
+// GetDeadLetter implements provider.Store.
+func (s *Store) GetDeadLetter(ctx context.Context, id string) (*provider.DeadLetter, error) {
+	var out *provider.DeadLetter
 	err := s.do(ctx, OpGetDeadLetter, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		l, ok := s.letters[id]
 		if !ok {
-			return fmt.Errorf("dead letter %s: %w", id, round.ErrNotFound)
+			return fmt.Errorf("dead letter %s: %w", id, provider.ErrNotFound)
 		}
 		c := cloneLetter(l)
 		out = &c
@@ -68,17 +68,17 @@ func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter
 	return out, err
 }
 
-// ResolveDeadLetter implements round.Store.
-func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+// ResolveDeadLetter implements provider.Store.
+func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLetterParams) error {
 	return s.step(ctx, OpResolveDeadLetter, func(w *writes) error {
-		var l round.DeadLetter
+		var l provider.DeadLetter
 		if err := w.read(func() error {
 			stored, ok := s.letters[p.ID]
 			if !ok {
-				return fmt.Errorf("dead letter %s: %w", p.ID, round.ErrNotFound)
+				return fmt.Errorf("dead letter %s: %w", p.ID, provider.ErrNotFound)
 			}
-			if stored.Status != round.DeadLetterDead {
-				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, round.ErrInvalidState)
+			if stored.Status != provider.DeadLetterDead {
+				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, provider.ErrInvalidState)
 			}
 			l = cloneLetter(stored)
 			return nil
@@ -91,12 +91,12 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 		// message ids (idempotent) or the same task again.
 		var queue []func() error
 		switch p.Status {
-		case round.DeadLetterRedriven:
+		case provider.DeadLetterRedriven:
 			if l.Message != nil {
 				m := *l.Message
 				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
 				queue = append(queue, func() error {
-					s.enqueueMessages([]round.Message{m}, p.Now)
+					s.enqueueMessages([]provider.Message{m}, p.Now)
 					return nil
 				})
 			}
@@ -109,31 +109,31 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 					}
 					s.taskIDs[t.ID] = true
 					s.insertTask(t)
-					s.notify(round.QueueActivity)
+					s.notify(provider.QueueActivity)
 					return nil
 				})
 			}
-		case round.DeadLetterDiscarded:
+		case provider.DeadLetterDiscarded:
 			if l.Activity != nil {
-				m, err := round.DiscardedActivityResult(&l, p.By)
+				m, err := provider.DiscardedActivityResult(&l, p.By)
 				if err != nil {
 					return err
 				}
 				queue = append(queue, func() error {
-					s.enqueueMessages([]round.Message{m}, p.Now)
+					s.enqueueMessages([]provider.Message{m}, p.Now)
 					return nil
 				})
 			}
-			if m, ok, err := round.DiscardedSubWorkflowResult(&l, p.By); err != nil {
+			if m, ok, err := provider.DiscardedSubWorkflowResult(&l, p.By); err != nil {
 				return err
 			} else if ok {
 				queue = append(queue, func() error {
-					s.enqueueMessages([]round.Message{m}, p.Now)
+					s.enqueueMessages([]provider.Message{m}, p.Now)
 					return nil
 				})
 			}
 		default:
-			return fmt.Errorf("dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
+			return fmt.Errorf("dead letter %s: %w: cannot resolve to %q", p.ID, provider.ErrInvalidState, p.Status)
 		}
 		for _, fn := range queue {
 			if err := w.write(fn); err != nil {
@@ -147,9 +147,9 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 			}
 			// The incident is the newest dead letter still unresolved
 			// but this one.
-			var newest *round.DeadLetter
+			var newest *provider.DeadLetter
 			for _, other := range s.letters {
-				if other.ID != l.ID && other.InstanceID == l.InstanceID && other.Status == round.DeadLetterDead &&
+				if other.ID != l.ID && other.InstanceID == l.InstanceID && other.Status == provider.DeadLetterDead &&
 					(newest == nil || other.At.After(newest.At) || (other.At.Equal(newest.At) && other.ID > newest.ID)) {
 					newest = other
 				}
@@ -165,10 +165,10 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 		return w.write(func() error {
 			stored, ok := s.letters[p.ID]
 			if !ok {
-				return fmt.Errorf("dead letter %s: %w", p.ID, round.ErrNotFound)
+				return fmt.Errorf("dead letter %s: %w", p.ID, provider.ErrNotFound)
 			}
-			if stored.Status != round.DeadLetterDead {
-				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, round.ErrInvalidState)
+			if stored.Status != provider.DeadLetterDead {
+				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, provider.ErrInvalidState)
 			}
 			stored.Status, stored.ResolvedBy, stored.ResolvedAt = p.Status, p.By, p.Now
 			return nil

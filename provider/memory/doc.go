@@ -3,10 +3,10 @@
 // deployments whose state may be lost on exit.
 //
 // It implements both modes of the round contract. By default rounds are
-// transactional ([round.TxStore]): a round's writes are staged and applied
+// transactional ([provider.TxStore]): a round's writes are staged and applied
 // together at commit, and the instance stays locked until then. With
-// [Options].Mode set to [round.ModePeekLock] it behaves like a store without
-// transactions ([round.LeaseStore]): instances are leased with a token and a
+// [Options].Mode set to [provider.ModePeekLock] it behaves like a store without
+// transactions ([provider.LeaseStore]): instances are leased with a token and a
 // fencing epoch, and every step is applied on its own.
 //
 // The store never reads a clock: every time comes from the caller, so a test

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // QueuedMessages returns every queued orchestration message, in enqueue
 // order. It is meant for tests and tools that inspect the store.
-func (s *Store) QueuedMessages() []round.Message {
+func (s *Store) QueuedMessages() []provider.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ms := make([]*message, 0, len(s.messages))
@@ -19,7 +19,7 @@ func (s *Store) QueuedMessages() []round.Message {
 		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].seq < ms[j].seq })
-	out := make([]round.Message, len(ms))
+	out := make([]provider.Message, len(ms))
 	for i, m := range ms {
 		out[i] = m.m
 	}
@@ -28,7 +28,7 @@ func (s *Store) QueuedMessages() []round.Message {
 
 // QueuedActivities returns every queued or claimed activity task, in enqueue
 // order.
-func (s *Store) QueuedActivities() []round.QueuedActivity {
+func (s *Store) QueuedActivities() []provider.QueuedActivity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := make([]*task, 0, len(s.tasks))
@@ -36,9 +36,9 @@ func (s *Store) QueuedActivities() []round.QueuedActivity {
 		ts = append(ts, t)
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].seq < ts[j].seq })
-	out := make([]round.QueuedActivity, len(ts))
+	out := make([]provider.QueuedActivity, len(ts))
 	for i, t := range ts {
-		out[i] = round.QueuedActivity{Task: t.t, Owner: t.owner, LockedUntil: t.until}
+		out[i] = provider.QueuedActivity{Task: t.t, Owner: t.owner, LockedUntil: t.until}
 		if t.token == "" {
 			out[i].LockedUntil = time.Time{}
 		}
@@ -46,9 +46,9 @@ func (s *Store) QueuedActivities() []round.QueuedActivity {
 	return out
 }
 
-// ListQueuedActivities implements round.Store.
-func (s *Store) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
-	var out []round.QueuedActivity
+// ListQueuedActivities implements provider.Store.
+func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueuedActivitiesParams) ([]provider.QueuedActivity, error) {
+	var out []provider.QueuedActivity
 	err := s.do(ctx, OpListQueuedActivities, func() error {
 		for _, q := range s.QueuedActivities() {
 			if q.Task.InstanceID == p.InstanceID {

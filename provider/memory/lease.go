@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
-// AppendHistory implements round.Steps in peek-lock mode.
-func (s *Store) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+// AppendHistory implements provider.Steps in peek-lock mode.
+func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
 	return s.do(ctx, OpAppendHistory, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -23,8 +23,8 @@ func (s *Store) AppendHistory(ctx context.Context, p *round.AppendHistoryParams)
 	})
 }
 
-// SaveProjections implements round.Steps in peek-lock mode.
-func (s *Store) SaveProjections(ctx context.Context, p *round.Projections) error {
+// SaveProjections implements provider.Steps in peek-lock mode.
+func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) error {
 	return s.step(ctx, OpSaveProjections, func(w *writes) error {
 		if err := w.read(func() error { return s.takenTaskID(p) }); err != nil {
 			return err
@@ -33,8 +33,8 @@ func (s *Store) SaveProjections(ctx context.Context, p *round.Projections) error
 	})
 }
 
-// EnqueueActivities implements round.Steps in peek-lock mode.
-func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+// EnqueueActivities implements provider.Steps in peek-lock mode.
+func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return s.step(ctx, OpEnqueueActivities, func(w *writes) error {
 		if err := w.read(func() error { return s.fence(p.Lease) }); err != nil {
 			return err
@@ -43,7 +43,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitie
 		// which stays known once the task is done.
 		for _, t := range p.Tasks {
 			if err := w.write(func() error {
-				s.enqueueActivities([]round.ActivityTask{t}, p.Now)
+				s.enqueueActivities([]provider.ActivityTask{t}, p.Now)
 				return nil
 			}); err != nil {
 				return err
@@ -53,8 +53,8 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitie
 	})
 }
 
-// PinMessages implements round.LeaseStore.
-func (s *Store) PinMessages(ctx context.Context, p *round.PinMessagesParams) error {
+// PinMessages implements provider.LeaseStore.
+func (s *Store) PinMessages(ctx context.Context, p *provider.PinMessagesParams) error {
 	return s.step(ctx, OpPinMessages, func(w *writes) error {
 		var in *instance
 		if err := w.read(func() (err error) {
@@ -83,8 +83,8 @@ func (s *Store) PinMessages(ctx context.Context, p *round.PinMessagesParams) err
 	})
 }
 
-// CancelActivities implements round.Steps in peek-lock mode.
-func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+// CancelActivities implements provider.Steps in peek-lock mode.
+func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
 	return s.step(ctx, OpCancelActivities, func(w *writes) error {
 		var ids []string
 		if err := w.read(func() error {
@@ -111,11 +111,11 @@ func (s *Store) CancelActivities(ctx context.Context, p *round.CancelActivitiesP
 	})
 }
 
-// LeaseInstance implements round.LeaseStore.
-func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round.Lease, error) {
-	var l *round.Lease
+// LeaseInstance implements provider.LeaseStore.
+func (s *Store) LeaseInstance(ctx context.Context, p *provider.LeaseParams) (*provider.Lease, error) {
+	var l *provider.Lease
 	err := s.do(ctx, OpLeaseInstance, func() error {
-		if s.mode != round.ModePeekLock {
+		if s.mode != provider.ModePeekLock {
 			return fmt.Errorf("memory: LeaseInstance on a %s store", s.mode)
 		}
 		s.mu.Lock()
@@ -136,7 +136,7 @@ func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round
 		in.lease = &leaseState{token: s.token(), owner: p.Owner, until: p.LockedUntil}
 		msgs := visible(in, p.Now, p.Limit)
 		s.reindex(in)
-		l = &round.Lease{InstanceID: in.id, Messages: msgs, Token: in.lease.token, Epoch: in.epoch, Owner: p.Owner, LockedUntil: p.LockedUntil}
+		l = &provider.Lease{InstanceID: in.id, Messages: msgs, Token: in.lease.token, Epoch: in.epoch, Owner: p.Owner, LockedUntil: p.LockedUntil}
 		return nil
 	})
 	return l, err
@@ -144,17 +144,17 @@ func (s *Store) LeaseInstance(ctx context.Context, p *round.LeaseParams) (*round
 
 // leased returns the instance of a lease whose token still matches;
 // callers hold s.mu.
-func (s *Store) leased(l *round.Lease) (*instance, error) {
+func (s *Store) leased(l *provider.Lease) (*instance, error) {
 	in := s.instances[l.InstanceID]
 	if in == nil || in.lease == nil || in.lease.token != l.Token {
-		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, round.ErrLeaseLost)
+		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, provider.ErrLeaseLost)
 	}
 	return in, nil
 }
 
 // fence checks the lease a peek-lock step is fenced with, if any; callers
 // hold s.mu.
-func (s *Store) fence(l *round.Lease) error {
+func (s *Store) fence(l *provider.Lease) error {
 	if l == nil {
 		return nil
 	}
@@ -162,8 +162,8 @@ func (s *Store) fence(l *round.Lease) error {
 	return err
 }
 
-// RenewLease implements round.LeaseStore.
-func (s *Store) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error {
+// RenewLease implements provider.LeaseStore.
+func (s *Store) RenewLease(ctx context.Context, p *provider.RenewLeaseParams) error {
 	return s.do(ctx, OpRenewLease, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -177,8 +177,8 @@ func (s *Store) RenewLease(ctx context.Context, p *round.RenewLeaseParams) error
 	})
 }
 
-// DeadLetterLeased implements round.LeaseStore.
-func (s *Store) DeadLetterLeased(ctx context.Context, p *round.DeadLetterLeasedParams) error {
+// DeadLetterLeased implements provider.LeaseStore.
+func (s *Store) DeadLetterLeased(ctx context.Context, p *provider.DeadLetterLeasedParams) error {
 	return s.step(ctx, OpDeadLetterLeased, func(w *writes) error {
 		var in *instance
 		if err := w.read(func() (err error) {
@@ -191,8 +191,8 @@ func (s *Store) DeadLetterLeased(ctx context.Context, p *round.DeadLetterLeasedP
 	})
 }
 
-// AckLease implements round.LeaseStore.
-func (s *Store) AckLease(ctx context.Context, p *round.AckLeaseParams) error {
+// AckLease implements provider.LeaseStore.
+func (s *Store) AckLease(ctx context.Context, p *provider.AckLeaseParams) error {
 	return s.step(ctx, OpAckLease, func(w *writes) error {
 		var in *instance
 		if err := w.read(func() (err error) {
@@ -218,14 +218,14 @@ func (s *Store) AckLease(ctx context.Context, p *round.AckLeaseParams) error {
 			}
 			in.lease = nil
 			s.reindex(in)
-			s.notify(round.QueueOrchestration)
+			s.notify(provider.QueueOrchestration)
 			return nil
 		})
 	})
 }
 
-// AbandonLease implements round.LeaseStore.
-func (s *Store) AbandonLease(ctx context.Context, p *round.AbandonLeaseParams) error {
+// AbandonLease implements provider.LeaseStore.
+func (s *Store) AbandonLease(ctx context.Context, p *provider.AbandonLeaseParams) error {
 	return s.step(ctx, OpAbandonLease, func(w *writes) error {
 		var in *instance
 		if err := w.read(func() (err error) {

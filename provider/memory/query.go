@@ -10,18 +10,18 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
-func cloneRecord(in *instance) round.InstanceRecord {
+func cloneRecord(in *instance) provider.InstanceRecord {
 	r := *in.record
 	r.Incident = in.incident
 	return r
 }
 
-// ListInstances implements round.Store.
-func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
-	var out []round.InstanceRecord
+// ListInstances implements provider.Store.
+func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
+	var out []provider.InstanceRecord
 	err := s.do(ctx, OpListInstances, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -62,21 +62,21 @@ func limitOf(n int) int {
 	return n
 }
 
-func cloneTask(t *round.TaskRecord) round.TaskRecord {
+func cloneTask(t *provider.TaskRecord) provider.TaskRecord {
 	c := *t
 	c.Roles = slices.Clone(t.Roles)
 	return c
 }
 
-// GetTask implements round.Store.
-func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
-	var out *round.TaskRecord
+// GetTask implements provider.Store.
+func (s *Store) GetTask(ctx context.Context, taskID string) (*provider.TaskRecord, error) {
+	var out *provider.TaskRecord
 	err := s.do(ctx, OpGetTask, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		in := s.instances[s.taskOwner[taskID]]
 		if in == nil || in.taskRecs[taskID] == nil {
-			return fmt.Errorf("task %s: %w", taskID, round.ErrNotFound)
+			return fmt.Errorf("task %s: %w", taskID, provider.ErrNotFound)
 		}
 		c := cloneTask(in.taskRecs[taskID])
 		out = &c
@@ -85,9 +85,9 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, 
 	return out, err
 }
 
-// ListTasks implements round.Store.
-func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
-	var out []round.TaskRecord
+// ListTasks implements provider.Store.
+func (s *Store) ListTasks(ctx context.Context, p *provider.ListTasksParams) ([]provider.TaskRecord, error) {
+	var out []provider.TaskRecord
 	err := s.do(ctx, OpListTasks, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -118,9 +118,9 @@ func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]roun
 	return out, err
 }
 
-// ListTaskEvents implements round.Store.
-func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
-	var out []round.TaskEventRecord
+// ListTaskEvents implements provider.Store.
+func (s *Store) ListTaskEvents(ctx context.Context, p *provider.ListTaskEventsParams) ([]provider.TaskEventRecord, error) {
+	var out []provider.TaskEventRecord
 	err := s.do(ctx, OpListTaskEvents, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -144,19 +144,19 @@ func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParam
 	return out, err
 }
 
-// GetCustomProjection implements round.Store.
-func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
-	var out *round.CustomRecord
+// GetCustomProjection implements provider.Store.
+func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*provider.CustomRecord, error) {
+	var out *provider.CustomRecord
 	err := s.do(ctx, OpGetCustomProjection, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		in := s.instances[instanceID]
 		if in == nil {
-			return fmt.Errorf("projection %s of %s: %w", name, instanceID, round.ErrNotFound)
+			return fmt.Errorf("projection %s of %s: %w", name, instanceID, provider.ErrNotFound)
 		}
 		c, ok := in.custom[name]
 		if !ok {
-			return fmt.Errorf("projection %s of %s: %w", name, instanceID, round.ErrNotFound)
+			return fmt.Errorf("projection %s of %s: %w", name, instanceID, provider.ErrNotFound)
 		}
 		c.Data = append([]byte(nil), c.Data...)
 		out = &c
@@ -185,8 +185,8 @@ func (s *Store) resetProjections(id string, custom []string, all bool) {
 	}
 }
 
-// ResetProjections implements round.Steps in peek-lock mode.
-func (s *Store) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
+// ResetProjections implements provider.Steps in peek-lock mode.
+func (s *Store) ResetProjections(ctx context.Context, p *provider.ResetProjectionsParams) error {
 	return s.step(ctx, OpResetProjections, func(w *writes) error {
 		// The snapshot goes first: once it is gone a cold round projects
 		// afresh, whatever else a crash left.
@@ -205,13 +205,13 @@ func (s *Store) ResetProjections(ctx context.Context, p *round.ResetProjectionsP
 	})
 }
 
-// PurgeInstance implements round.Store.
-func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
-	var ts *round.Tombstone
+// PurgeInstance implements provider.Store.
+func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	var ts *provider.Tombstone
 	err := s.step(ctx, OpPurgeInstance, func(w *writes) error {
 		var (
 			in *instance
-			t  *round.Tombstone
+			t  *provider.Tombstone
 		)
 		if err := w.read(func() error {
 			in = s.instances[p.InstanceID]
@@ -222,15 +222,15 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 				return nil
 			}
 			if in == nil || (in.record == nil && len(in.events) == 0) {
-				return fmt.Errorf("purge %s: %w", p.InstanceID, round.ErrNotFound)
+				return fmt.Errorf("purge %s: %w", p.InstanceID, provider.ErrNotFound)
 			}
 			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
-				return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
+				return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 			}
 			if err := unfinishedRound(in, p.Now); err != nil {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, err)
 			}
-			t = &round.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
+			t = &provider.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
 			if n := len(in.events); n > 0 {
 				t.LastSeq, t.LastHash = in.events[n-1].Seq, bytes.Clone(in.events[n-1].Hash)
 			}
@@ -254,7 +254,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 // often the purge resumes), then dead letters, activity tasks with their
 // remembered ids, messages, projections and history go, and the instance
 // record last. Callers hold no lock.
-func (s *Store) purgeWrites(w *writes, in *instance, t *round.Tombstone) error {
+func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone) error {
 	one := func(fn func()) error {
 		return w.write(func() error {
 			fn()
@@ -361,28 +361,28 @@ func unfinishedRound(in *instance, now time.Time) error {
 		// A peek-lock round appended (a new run of the ended instance,
 		// say) and has not written its projections: the record's ended
 		// status is not the instance's.
-		return fmt.Errorf("%w: history is at seq %d, its record at seq %d; a round has not finished", round.ErrInvalidState, in.events[n-1].Seq, in.record.LastSeq)
+		return fmt.Errorf("%w: history is at seq %d, its record at seq %d; a round has not finished", provider.ErrInvalidState, in.events[n-1].Seq, in.record.LastSeq)
 	}
 	switch {
 	case in.lease == nil:
 		return nil
 	case in.lease.until.After(now):
-		return fmt.Errorf("%w: a round of %s holds its lease until %s", round.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: a round of %s holds its lease until %s", provider.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
 	case len(visible(in, now, 1)) > 0:
-		return fmt.Errorf("%w: a round of %s ended without an ack at %s; its messages wait for a redelivery", round.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: a round of %s ended without an ack at %s; its messages wait for a redelivery", provider.ErrInvalidState, in.lease.owner, in.lease.until.Format(time.RFC3339Nano))
 	}
 	return nil
 }
 
-// GetTombstone implements round.Store.
-func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
-	var out *round.Tombstone
+// GetTombstone implements provider.Store.
+func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*provider.Tombstone, error) {
+	var out *provider.Tombstone
 	err := s.do(ctx, OpGetTombstone, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		all := s.tombstones[instanceID]
 		if len(all) == 0 {
-			return fmt.Errorf("tombstone of %s: %w", instanceID, round.ErrNotFound)
+			return fmt.Errorf("tombstone of %s: %w", instanceID, provider.ErrNotFound)
 		}
 		c := all[len(all)-1]
 		c.LastHash = bytes.Clone(c.LastHash)
@@ -392,9 +392,9 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 	return out, err
 }
 
-// ListTombstones implements round.Store.
-func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
-	var out []round.Tombstone
+// ListTombstones implements provider.Store.
+func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]provider.Tombstone, error) {
+	var out []provider.Tombstone
 	err := s.do(ctx, OpListTombstones, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // Op names a store operation for fault injection.
@@ -85,8 +85,8 @@ var ErrInjected = errors.New("memory: injected fault")
 
 // Options configure a Store.
 type Options struct {
-	// Mode is round.ModeTransactional (default) or round.ModePeekLock.
-	Mode round.Mode
+	// Mode is provider.ModeTransactional (default) or provider.ModePeekLock.
+	Mode provider.Mode
 	// Fault, when set, is called at the start of every operation; a non-nil
 	// Fault makes it fail. It may be called concurrently.
 	Fault func(op Op) *Fault
@@ -100,7 +100,7 @@ type Options struct {
 
 // Store is the memory provider. Create it with [New].
 type Store struct {
-	mode    round.Mode
+	mode    provider.Mode
 	fault   func(Op) *Fault
 	between func(op Op, done int)
 
@@ -116,37 +116,37 @@ type Store struct {
 	// a purge forgets them.
 	taskInstance map[string]string
 	taskHeaps    map[string]*taskHeap
-	letters      map[string]*round.DeadLetter
+	letters      map[string]*provider.DeadLetter
 	// taskOwner maps human task ids to their instance.
 	taskOwner map[string]string
 	// tombstones keeps every purge's tombstone of an id, oldest first.
-	tombstones map[string][]round.Tombstone
-	hints      map[round.Queue]chan struct{}
+	tombstones map[string][]provider.Tombstone
+	hints      map[provider.Queue]chan struct{}
 }
 
 var (
-	_ round.TxStore    = (*Store)(nil)
-	_ round.LeaseStore = (*Store)(nil)
-	_ round.FullStore  = (*Store)(nil)
-	_ round.Notifier   = (*Store)(nil)
+	_ provider.TxStore    = (*Store)(nil)
+	_ provider.LeaseStore = (*Store)(nil)
+	_ provider.FullStore  = (*Store)(nil)
+	_ provider.Notifier   = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New(opts Options) *Store {
 	if opts.Mode == 0 {
-		opts.Mode = round.ModeTransactional
+		opts.Mode = provider.ModeTransactional
 	}
 	return &Store{
 		mode: opts.Mode, fault: opts.Fault, between: opts.BetweenWrites,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
-		letters: map[string]*round.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]round.Tombstone{},
-		hints: map[round.Queue]chan struct{}{round.QueueOrchestration: make(chan struct{}), round.QueueActivity: make(chan struct{})},
+		letters: map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
+		hints: map[provider.Queue]chan struct{}{provider.QueueOrchestration: make(chan struct{}), provider.QueueActivity: make(chan struct{})},
 	}
 }
 
-// Mode implements round.Store.
-func (s *Store) Mode() round.Mode { return s.mode }
+// Mode implements provider.Store.
+func (s *Store) Mode() provider.Mode { return s.mode }
 
 type instance struct {
 	id        string
@@ -160,15 +160,15 @@ type instance struct {
 	epoch     int64
 	// purging is the tombstone of a purge that has begun; the instance
 	// is then never leased.
-	purging *round.Tombstone
+	purging *provider.Tombstone
 
 	snapshot    []byte
 	snapshotSeq int64
-	record      *round.InstanceRecord
+	record      *provider.InstanceRecord
 	incident    string
-	taskRecs    map[string]*round.TaskRecord
-	taskEvents  map[taskEventKey]round.TaskEventRecord
-	custom      map[string]round.CustomRecord
+	taskRecs    map[string]*provider.TaskRecord
+	taskEvents  map[taskEventKey]provider.TaskEventRecord
+	custom      map[string]provider.CustomRecord
 }
 
 type taskEventKey struct {
@@ -183,13 +183,13 @@ type leaseState struct {
 }
 
 type message struct {
-	m    round.Message
+	m    provider.Message
 	seq  int64
 	inst *instance
 }
 
 type task struct {
-	t         round.ActivityTask
+	t         provider.ActivityTask
 	seq       int64
 	token     string
 	owner     string
@@ -252,13 +252,13 @@ func (s *Store) token() string {
 }
 
 // notify wakes the workers waiting on q.
-func (s *Store) notify(q round.Queue) {
+func (s *Store) notify(q provider.Queue) {
 	close(s.hints[q])
 	s.hints[q] = make(chan struct{})
 }
 
-// WorkHint implements round.Notifier.
-func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
+// WorkHint implements provider.Notifier.
+func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch, ok := s.hints[q]
@@ -270,7 +270,7 @@ func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
 }
 
 // enqueueMessages adds messages idempotently; callers hold s.mu.
-func (s *Store) enqueueMessages(msgs []round.Message, now time.Time) {
+func (s *Store) enqueueMessages(msgs []provider.Message, now time.Time) {
 	touched := map[*instance]bool{}
 	for _, m := range msgs {
 		if _, ok := s.messages[m.ID]; ok {
@@ -293,7 +293,7 @@ func (s *Store) enqueueMessages(msgs []round.Message, now time.Time) {
 		s.reindex(in)
 	}
 	if len(touched) > 0 {
-		s.notify(round.QueueOrchestration)
+		s.notify(provider.QueueOrchestration)
 	}
 }
 
@@ -322,11 +322,11 @@ func (s *Store) removeMessages(in *instance, ids []string) {
 }
 
 // visible returns the instance's messages visible at now, at most limit.
-func visible(in *instance, now time.Time, limit int) []round.Message {
+func visible(in *instance, now time.Time, limit int) []provider.Message {
 	if limit <= 0 {
 		limit = 100
 	}
-	var out []round.Message
+	var out []provider.Message
 	for _, m := range in.msgs {
 		if !m.m.VisibleAt.After(now) {
 			out = append(out, m.m)
@@ -338,8 +338,8 @@ func visible(in *instance, now time.Time, limit int) []round.Message {
 	return out
 }
 
-// EnqueueMessages implements round.Store.
-func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+// EnqueueMessages implements provider.Store.
+func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return s.step(ctx, OpEnqueueMessages, func(w *writes) error {
 		if err := w.read(func() error { return s.fence(p.Lease) }); err != nil {
 			return err
@@ -347,7 +347,7 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesPar
 		// One write per message, each idempotent by its id.
 		for _, m := range p.Messages {
 			if err := w.write(func() error {
-				s.enqueueMessages([]round.Message{m}, p.Now)
+				s.enqueueMessages([]provider.Message{m}, p.Now)
 				return nil
 			}); err != nil {
 				return err
@@ -357,8 +357,8 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesPar
 	})
 }
 
-// LoadHistory implements round.Store.
-func (s *Store) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+// LoadHistory implements provider.Store.
+func (s *Store) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	var out []history.Event
 	err := s.do(ctx, OpLoadHistory, func() error {
 		s.mu.Lock()
@@ -385,9 +385,9 @@ func cloneEvents(events []history.Event) []history.Event {
 	return append([]history.Event(nil), events...)
 }
 
-// ListMessages implements round.Store.
-func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
-	var out []round.Message
+// ListMessages implements provider.Store.
+func (s *Store) ListMessages(ctx context.Context, p *provider.ListMessagesParams) ([]provider.Message, error) {
+	var out []provider.Message
 	err := s.do(ctx, OpListMessages, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -410,8 +410,8 @@ func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) (
 	return out, err
 }
 
-// AbandonMessages implements round.Store.
-func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+// AbandonMessages implements provider.Store.
+func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	return s.step(ctx, OpAbandonMessages, func(w *writes) error {
 		var in *instance
 		_ = w.read(func() error {
@@ -425,8 +425,8 @@ func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesPar
 	})
 }
 
-// NextVisibleAt implements round.Store.
-func (s *Store) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams) (time.Time, bool, error) {
+// NextVisibleAt implements provider.Store.
+func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
 	var (
 		at time.Time
 		ok bool
@@ -435,11 +435,11 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		switch p.Queue {
-		case round.QueueOrchestration:
+		case provider.QueueOrchestration:
 			if len(s.ready) > 0 {
 				at, ok = s.ready[0].readyAt(), true
 			}
-		case round.QueueActivity:
+		case provider.QueueActivity:
 			for _, q := range queuesOf(p.Queues) {
 				if h := s.taskHeaps[q]; h != nil && len(*h) > 0 {
 					if t := (*h)[0].claimableAt(); !ok || t.Before(at) {
@@ -462,15 +462,15 @@ func queuesOf(qs []string) []string {
 	return qs
 }
 
-// GetInstance implements round.Store.
-func (s *Store) GetInstance(ctx context.Context, id string) (*round.InstanceRecord, error) {
-	var rec *round.InstanceRecord
+// GetInstance implements provider.Store.
+func (s *Store) GetInstance(ctx context.Context, id string) (*provider.InstanceRecord, error) {
+	var rec *provider.InstanceRecord
 	err := s.do(ctx, OpGetInstance, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		in, ok := s.instances[id]
 		if !ok || in.record == nil {
-			return fmt.Errorf("instance %s: %w", id, round.ErrNotFound)
+			return fmt.Errorf("instance %s: %w", id, provider.ErrNotFound)
 		}
 		c := *in.record
 		c.Incident = in.incident
@@ -480,7 +480,7 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*round.InstanceReco
 	return rec, err
 }
 
-// GetSnapshot implements round.Store.
+// GetSnapshot implements provider.Store.
 func (s *Store) GetSnapshot(ctx context.Context, id string) ([]byte, int64, error) {
 	var (
 		data []byte
@@ -491,7 +491,7 @@ func (s *Store) GetSnapshot(ctx context.Context, id string) ([]byte, int64, erro
 		defer s.mu.Unlock()
 		in, ok := s.instances[id]
 		if !ok || in.snapshot == nil {
-			return fmt.Errorf("snapshot of %s: %w", id, round.ErrNotFound)
+			return fmt.Errorf("snapshot of %s: %w", id, provider.ErrNotFound)
 		}
 		data, seq = append([]byte(nil), in.snapshot...), in.snapshotSeq
 		return nil
@@ -518,13 +518,13 @@ func appendCheck(in *instance, staged, events []history.Event) (skip bool, err e
 		for i := range events {
 			seq := first + int64(i)
 			if seq > last || string(at(seq).Hash) != string(events[i].Hash) {
-				return false, fmt.Errorf("append to %s at seq %d: %w: seq already taken", in.id, seq, round.ErrConflict)
+				return false, fmt.Errorf("append to %s at seq %d: %w: seq already taken", in.id, seq, provider.ErrConflict)
 			}
 		}
 		return true, nil
 	}
 	if first != last+1 {
-		return false, fmt.Errorf("append to %s: %w: first seq %d, expected %d", in.id, round.ErrConflict, first, last+1)
+		return false, fmt.Errorf("append to %s: %w: first seq %d, expected %d", in.id, provider.ErrConflict, first, last+1)
 	}
 	seen := map[history.Key]bool{}
 	for _, e := range staged {
@@ -535,11 +535,11 @@ func appendCheck(in *instance, staged, events []history.Event) (skip bool, err e
 	for i := range events {
 		e := &events[i]
 		if e.Seq != first+int64(i) || e.InstanceID != in.id {
-			return false, fmt.Errorf("append to %s: %w: event %d has seq %d of instance %q", in.id, round.ErrConflict, i, e.Seq, e.InstanceID)
+			return false, fmt.Errorf("append to %s: %w: event %d has seq %d of instance %q", in.id, provider.ErrConflict, i, e.Seq, e.InstanceID)
 		}
 		if k, ok := e.Key(); ok {
 			if in.keys[k] || seen[k] {
-				return false, fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", in.id, e.Seq, round.ErrConflict, k)
+				return false, fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", in.id, e.Seq, provider.ErrConflict, k)
 			}
 			seen[k] = true
 		}
@@ -556,12 +556,12 @@ func (in *instance) append(events []history.Event) {
 	}
 }
 
-// takenTaskID returns a *round.TaskIDTakenError when a task record of p
+// takenTaskID returns a *provider.TaskIDTakenError when a task record of p
 // names a task id that another instance's task has; callers hold s.mu.
-func (s *Store) takenTaskID(p *round.Projections) error {
+func (s *Store) takenTaskID(p *provider.Projections) error {
 	for _, t := range p.Tasks {
 		if owner, ok := s.taskOwner[t.TaskID]; ok && owner != p.InstanceID {
-			return &round.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
+			return &provider.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
 		}
 	}
 	return nil
@@ -569,7 +569,7 @@ func (s *Store) takenTaskID(p *round.Projections) error {
 
 // saveProjections writes projections unless stored ones are as new;
 // callers hold s.mu.
-func (s *Store) saveProjections(p *round.Projections) {
+func (s *Store) saveProjections(p *provider.Projections) {
 	in := s.instance(p.InstanceID)
 	if p.Snapshot != nil && p.Seq > in.snapshotSeq {
 		in.snapshot, in.snapshotSeq = append([]byte(nil), p.Snapshot...), p.Seq
@@ -582,7 +582,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 	}
 	for _, t := range p.Tasks {
 		if in.taskRecs == nil {
-			in.taskRecs = map[string]*round.TaskRecord{}
+			in.taskRecs = map[string]*provider.TaskRecord{}
 		}
 		if old, ok := in.taskRecs[t.TaskID]; !ok || t.Seq > old.Seq {
 			tc := cloneTask(&t)
@@ -592,7 +592,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 	}
 	for _, e := range p.TaskEvents {
 		if in.taskEvents == nil {
-			in.taskEvents = map[taskEventKey]round.TaskEventRecord{}
+			in.taskEvents = map[taskEventKey]provider.TaskEventRecord{}
 		}
 		k := taskEventKey{e.Seq, e.TaskID}
 		if _, ok := in.taskEvents[k]; !ok {
@@ -601,7 +601,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 	}
 	for _, c := range p.Custom {
 		if in.custom == nil {
-			in.custom = map[string]round.CustomRecord{}
+			in.custom = map[string]provider.CustomRecord{}
 		}
 		if old, ok := in.custom[c.Name]; !ok || c.Replaces(&old) {
 			in.custom[c.Name] = c
@@ -613,7 +613,7 @@ func (s *Store) saveProjections(p *round.Projections) {
 // records, task events, custom records, the instance record and the
 // snapshot last, each only when it is newer than the stored one, so that
 // a stored snapshot at seq S promises that every other record reached S.
-func (s *Store) saveProjectionWrites(w *writes, p *round.Projections) error {
+func (s *Store) saveProjectionWrites(w *writes, p *provider.Projections) error {
 	one := func(fn func()) error {
 		return w.write(func() error {
 			fn()
@@ -625,9 +625,9 @@ func (s *Store) saveProjectionWrites(w *writes, p *round.Projections) error {
 			// The task id is checked again with the write, as a unique
 			// index on it would.
 			if owner, ok := s.taskOwner[t.TaskID]; ok && owner != p.InstanceID {
-				return &round.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
+				return &provider.TaskIDTakenError{TaskID: t.TaskID, InstanceID: p.InstanceID, Owner: owner}
 			}
-			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Tasks: []round.TaskRecord{t}})
+			s.saveProjections(&provider.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Tasks: []provider.TaskRecord{t}})
 			return nil
 		}); err != nil {
 			return err
@@ -635,28 +635,28 @@ func (s *Store) saveProjectionWrites(w *writes, p *round.Projections) error {
 	}
 	for _, e := range p.TaskEvents {
 		if err := one(func() {
-			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, TaskEvents: []round.TaskEventRecord{e}})
+			s.saveProjections(&provider.Projections{InstanceID: p.InstanceID, Seq: p.Seq, TaskEvents: []provider.TaskEventRecord{e}})
 		}); err != nil {
 			return err
 		}
 	}
 	for _, c := range p.Custom {
 		if err := one(func() {
-			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Custom: []round.CustomRecord{c}})
+			s.saveProjections(&provider.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Custom: []provider.CustomRecord{c}})
 		}); err != nil {
 			return err
 		}
 	}
 	if p.Instance != nil {
 		if err := one(func() {
-			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Instance: p.Instance})
+			s.saveProjections(&provider.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Instance: p.Instance})
 		}); err != nil {
 			return err
 		}
 	}
 	if p.Snapshot != nil {
 		return one(func() {
-			s.saveProjections(&round.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Snapshot: p.Snapshot})
+			s.saveProjections(&provider.Projections{InstanceID: p.InstanceID, Seq: p.Seq, Snapshot: p.Snapshot})
 		})
 	}
 	return nil
@@ -664,7 +664,7 @@ func (s *Store) saveProjectionWrites(w *writes, p *round.Projections) error {
 
 // enqueueActivities adds tasks idempotently by id, forever; callers hold
 // s.mu.
-func (s *Store) enqueueActivities(tasks []round.ActivityTask, now time.Time) {
+func (s *Store) enqueueActivities(tasks []provider.ActivityTask, now time.Time) {
 	added := false
 	for _, t := range tasks {
 		if s.taskIDs[t.ID] {
@@ -685,11 +685,11 @@ func (s *Store) enqueueActivities(tasks []round.ActivityTask, now time.Time) {
 		added = true
 	}
 	if added {
-		s.notify(round.QueueActivity)
+		s.notify(provider.QueueActivity)
 	}
 }
 
-func (s *Store) insertTask(t round.ActivityTask) {
+func (s *Store) insertTask(t provider.ActivityTask) {
 	s.nextSeq++
 	tk := &task{t: t, seq: s.nextSeq, heapIndex: -1}
 	s.tasks[t.ID] = tk
@@ -711,7 +711,7 @@ func (s *Store) removeTask(t *task) {
 }
 
 // cancelActivities removes an execution's tasks; callers hold s.mu.
-func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
+func (s *Store) cancelActivities(p *provider.CancelActivitiesParams) {
 	for _, id := range s.cancelled(p) {
 		s.removeTask(s.tasks[id])
 	}
@@ -719,7 +719,7 @@ func (s *Store) cancelActivities(p *round.CancelActivitiesParams) {
 
 // cancelled returns the ids of the tasks a cancel removes, in order;
 // callers hold s.mu.
-func (s *Store) cancelled(p *round.CancelActivitiesParams) []string {
+func (s *Store) cancelled(p *provider.CancelActivitiesParams) []string {
 	var ids []string
 	for id, t := range s.tasks {
 		if t.t.InstanceID != p.InstanceID {
@@ -763,7 +763,7 @@ func (s *Store) hold(in *instance, visibleAt time.Time) {
 // message's count, then the instance's hold, and with it the release of
 // lease when it is set (its token still current). The hold comes last, so
 // that the instance is not redelivered before every count is written.
-func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt time.Time, text string, lease *round.Lease) error {
+func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt time.Time, text string, lease *provider.Lease) error {
 	for _, id := range ids {
 		if err := w.write(func() error {
 			s.countAttempt(in, id, text)
@@ -778,7 +778,7 @@ func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt t
 				return err
 			}
 			in.lease = nil
-			defer s.notify(round.QueueOrchestration)
+			defer s.notify(provider.QueueOrchestration)
 		}
 		s.hold(in, visibleAt)
 		return nil
@@ -786,7 +786,7 @@ func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt t
 }
 
 // deadLetter stores letters and removes their messages; callers hold s.mu.
-func (s *Store) deadLetter(in *instance, letters []round.DeadLetter) {
+func (s *Store) deadLetter(in *instance, letters []provider.DeadLetter) {
 	var ids []string
 	for _, l := range letters {
 		s.insertLetter(l)
@@ -800,11 +800,11 @@ func (s *Store) deadLetter(in *instance, letters []round.DeadLetter) {
 
 // insertLetter stores a dead letter unless its id is taken; callers hold
 // s.mu.
-func (s *Store) insertLetter(l round.DeadLetter) {
+func (s *Store) insertLetter(l provider.DeadLetter) {
 	if _, ok := s.letters[l.ID]; !ok {
 		lc := l
 		if lc.Status == "" {
-			lc.Status = round.DeadLetterDead
+			lc.Status = provider.DeadLetterDead
 		}
 		s.letters[l.ID] = &lc
 	}
@@ -816,7 +816,7 @@ func (s *Store) insertLetter(l round.DeadLetter) {
 // activity task, by remove). Removals come last: a crash before them
 // leaves the item queued, so it is delivered again and dead-lettered
 // again under the same letter id, never lost.
-func (s *Store) deadLetterWrites(w *writes, in *instance, letters []round.DeadLetter, remove func() error) error {
+func (s *Store) deadLetterWrites(w *writes, in *instance, letters []provider.DeadLetter, remove func() error) error {
 	if len(letters) == 0 {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // tx stages the writes of one transactional round; commit applies them
@@ -15,26 +15,26 @@ type tx struct {
 	s       *Store
 	locked  []*instance
 	appends map[*instance][]history.Event
-	projs   []*round.Projections
-	msgs    []round.EnqueueMessagesParams
-	tasks   []round.EnqueueActivitiesParams
-	cancels []round.CancelActivitiesParams
-	resets  []round.ResetProjectionsParams
-	letters map[*instance][]round.DeadLetter
+	projs   []*provider.Projections
+	msgs    []provider.EnqueueMessagesParams
+	tasks   []provider.EnqueueActivitiesParams
+	cancels []provider.CancelActivitiesParams
+	resets  []provider.ResetProjectionsParams
+	letters map[*instance][]provider.DeadLetter
 	acks    map[*instance][]string
 	// abandons are failed deliveries recorded inside the round.
-	abandons map[*instance]round.AbandonMessagesParams
+	abandons map[*instance]provider.AbandonMessagesParams
 	closed   bool
 }
 
 var errTxClosed = errors.New("memory: transaction already ended")
 
-// RunRound implements round.TxStore.
-func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx round.Tx) error) (err error) {
-	if s.mode != round.ModeTransactional {
+// RunRound implements provider.TxStore.
+func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx provider.Tx) error) (err error) {
+	if s.mode != provider.ModeTransactional {
 		return fmt.Errorf("memory: RunRound on a %s store", s.mode)
 	}
-	t := &tx{s: s, appends: map[*instance][]history.Event{}, letters: map[*instance][]round.DeadLetter{}, acks: map[*instance][]string{}}
+	t := &tx{s: s, appends: map[*instance][]history.Event{}, letters: map[*instance][]provider.DeadLetter{}, acks: map[*instance][]string{}}
 	defer func() {
 		if p := recover(); p != nil {
 			t.rollback()
@@ -84,7 +84,7 @@ func (t *tx) unlock() {
 		t.s.reindex(in)
 	}
 	if len(t.locked) > 0 {
-		t.s.notify(round.QueueOrchestration)
+		t.s.notify(provider.QueueOrchestration)
 	}
 	t.locked = nil
 }
@@ -148,9 +148,9 @@ func (t *tx) holds(id string) (*instance, error) {
 	return nil, fmt.Errorf("memory: instance %s is not locked by this round", id)
 }
 
-// DequeueInstance implements round.Tx.
-func (t *tx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*round.Batch, error) {
-	var b *round.Batch
+// DequeueInstance implements provider.Tx.
+func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
+	var b *provider.Batch
 	err := t.step(ctx, OpDequeueInstance, func() error {
 		s := t.s
 		s.mu.Lock()
@@ -170,13 +170,13 @@ func (t *tx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*roun
 		in.lockedBy = t
 		s.reindex(in)
 		t.locked = append(t.locked, in)
-		b = &round.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit)}
+		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit)}
 		return nil
 	})
 	return b, err
 }
 
-// GetSnapshot implements round.Steps inside a transaction. Rounds read the
+// GetSnapshot implements provider.Steps inside a transaction. Rounds read the
 // snapshot before they stage one, so the committed snapshot is the one
 // they see.
 func (t *tx) GetSnapshot(ctx context.Context, id string) ([]byte, int64, error) {
@@ -186,9 +186,9 @@ func (t *tx) GetSnapshot(ctx context.Context, id string) ([]byte, int64, error) 
 	return t.s.GetSnapshot(ctx, id)
 }
 
-// LoadHistory implements round.Steps inside a transaction: committed events
+// LoadHistory implements provider.Steps inside a transaction: committed events
 // followed by the round's staged ones.
-func (t *tx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+func (t *tx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	var out []history.Event
 	err := t.step(ctx, OpLoadHistory, func() error {
 		s := t.s
@@ -209,8 +209,8 @@ func (t *tx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]his
 	return out, err
 }
 
-// AppendHistory implements round.Steps.
-func (t *tx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+// AppendHistory implements provider.Steps.
+func (t *tx) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
 	return t.step(ctx, OpAppendHistory, func() error {
 		s := t.s
 		s.mu.Lock()
@@ -225,8 +225,8 @@ func (t *tx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) er
 	})
 }
 
-// SaveProjections implements round.Steps.
-func (t *tx) SaveProjections(ctx context.Context, p *round.Projections) error {
+// SaveProjections implements provider.Steps.
+func (t *tx) SaveProjections(ctx context.Context, p *provider.Projections) error {
 	return t.step(ctx, OpSaveProjections, func() error {
 		t.s.mu.Lock()
 		err := t.s.takenTaskID(p)
@@ -240,41 +240,41 @@ func (t *tx) SaveProjections(ctx context.Context, p *round.Projections) error {
 	})
 }
 
-// EnqueueMessages implements round.Steps.
-func (t *tx) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+// EnqueueMessages implements provider.Steps.
+func (t *tx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return t.step(ctx, OpEnqueueMessages, func() error {
-		t.msgs = append(t.msgs, round.EnqueueMessagesParams{Messages: append([]round.Message(nil), p.Messages...), Now: p.Now})
+		t.msgs = append(t.msgs, provider.EnqueueMessagesParams{Messages: append([]provider.Message(nil), p.Messages...), Now: p.Now})
 		return nil
 	})
 }
 
-// EnqueueActivities implements round.Steps.
-func (t *tx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+// EnqueueActivities implements provider.Steps.
+func (t *tx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return t.step(ctx, OpEnqueueActivities, func() error {
-		t.tasks = append(t.tasks, round.EnqueueActivitiesParams{Tasks: append([]round.ActivityTask(nil), p.Tasks...), Now: p.Now})
+		t.tasks = append(t.tasks, provider.EnqueueActivitiesParams{Tasks: append([]provider.ActivityTask(nil), p.Tasks...), Now: p.Now})
 		return nil
 	})
 }
 
-// CancelActivities implements round.Steps.
-func (t *tx) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+// CancelActivities implements provider.Steps.
+func (t *tx) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
 	return t.step(ctx, OpCancelActivities, func() error {
 		t.cancels = append(t.cancels, *p)
 		return nil
 	})
 }
 
-// ResetProjections implements round.Steps; the reset applies before the
+// ResetProjections implements provider.Steps; the reset applies before the
 // round's own projection writes.
-func (t *tx) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
+func (t *tx) ResetProjections(ctx context.Context, p *provider.ResetProjectionsParams) error {
 	return t.step(ctx, OpResetProjections, func() error {
 		t.resets = append(t.resets, *p)
 		return nil
 	})
 }
 
-// DeadLetterMessages implements round.Tx.
-func (t *tx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessagesParams) error {
+// DeadLetterMessages implements provider.Tx.
+func (t *tx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetterMessagesParams) error {
 	return t.step(ctx, OpDeadLetterMessages, func() error {
 		in, err := t.holds(p.InstanceID)
 		if err != nil {
@@ -285,8 +285,8 @@ func (t *tx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessages
 	})
 }
 
-// AckMessages implements round.Tx.
-func (t *tx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error {
+// AckMessages implements provider.Tx.
+func (t *tx) AckMessages(ctx context.Context, p *provider.AckMessagesParams) error {
 	return t.step(ctx, OpAckMessages, func() error {
 		in, err := t.holds(p.InstanceID)
 		if err != nil {
@@ -297,10 +297,10 @@ func (t *tx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error 
 	})
 }
 
-// AbandonMessages implements round.Tx: it drops the round's staged writes
+// AbandonMessages implements provider.Tx: it drops the round's staged writes
 // and stages the abandon, which the commit applies before it unlocks the
 // instance.
-func (t *tx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	return t.step(ctx, OpAbandonMessages, func() error {
 		in, err := t.holds(p.InstanceID)
 		if err != nil {
@@ -313,7 +313,7 @@ func (t *tx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams
 		clear(t.letters)
 		clear(t.acks)
 		t.projs, t.msgs, t.tasks, t.cancels, t.resets = nil, nil, nil, nil, nil
-		t.abandons = map[*instance]round.AbandonMessagesParams{in: {
+		t.abandons = map[*instance]provider.AbandonMessagesParams{in: {
 			InstanceID: p.InstanceID, MessageIDs: append([]string(nil), p.MessageIDs...), VisibleAt: p.VisibleAt, Error: p.Error,
 		}}
 		return nil

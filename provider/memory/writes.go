@@ -3,7 +3,7 @@ package memory
 import (
 	"context"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // writes applies the record writes of one store step. In peek-lock mode
@@ -62,7 +62,7 @@ func (s *Store) step(ctx context.Context, op Op, fn func(w *writes) error) error
 	if f != nil && !f.AfterEffect && f.AfterWrites <= 0 {
 		return f.Err
 	}
-	w := &writes{s: s, op: op, atomic: s.mode != round.ModePeekLock}
+	w := &writes{s: s, op: op, atomic: s.mode != provider.ModePeekLock}
 	if f != nil && f.AfterWrites > 0 && !w.atomic {
 		w.fault = f
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -17,7 +18,7 @@ var base = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 
 // crashAfter returns a store of mode whose next call of op stops after its
 // k-th record write.
-func crashAfter(mode round.Mode, op memory.Op, k int) *memory.Store {
+func crashAfter(mode provider.Mode, op memory.Op, k int) *memory.Store {
 	armed := true
 	return memory.New(memory.Options{Mode: mode, Fault: func(o memory.Op) *memory.Fault {
 		if o != op || !armed {
@@ -29,13 +30,13 @@ func crashAfter(mode round.Mode, op memory.Op, k int) *memory.Store {
 }
 
 // claimTask enqueues an activity task of inst-a and claims it at now.
-func claimTask(t *testing.T, s *memory.Store, now time.Time) *round.ActivityLease {
+func claimTask(t *testing.T, s *memory.Store, now time.Time) *provider.ActivityLease {
 	t.Helper()
 	ctx := context.Background()
-	task := round.ActivityTask{ID: "task-1", InstanceID: "inst-a", ExecutionID: "exec-1", ScheduledSeq: 3, Name: "a", Input: []byte("in"),
+	task := provider.ActivityTask{ID: "task-1", InstanceID: "inst-a", ExecutionID: "exec-1", ScheduledSeq: 3, Name: "a", Input: []byte("in"),
 		Retry: round.DefaultRetryPolicy, Timeout: time.Minute}
-	require.NoError(t, s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base}))
-	l, err := s.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: "w", Now: now, LockedUntil: now.Add(time.Minute)})
+	require.NoError(t, s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: base}))
+	l, err := s.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: "w", Now: now, LockedUntil: now.Add(time.Minute)})
 	require.NoError(t, err)
 	require.NotNil(t, l)
 	return l
@@ -47,11 +48,11 @@ func TestPeekLockWritesOneRecordAtATime(t *testing.T) {
 	t.Run("CompleteActivityCrashAfterTheResult", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		s := crashAfter(round.ModePeekLock, memory.OpCompleteActivity, 1)
+		s := crashAfter(provider.ModePeekLock, memory.OpCompleteActivity, 1)
 		l := claimTask(t, s, base)
-		result, err := round.ActivityOutcome(&l.Task, []byte("out"), nil)
+		result, err := provider.ActivityOutcome(&l.Task, []byte("out"), nil)
 		require.NoError(t, err)
-		err = s.CompleteActivity(ctx, &round.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: result, Now: base})
+		err = s.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: result, Now: base})
 		require.ErrorIs(t, err, memory.ErrInjected)
 		// The result is queued, the task still claimed: nothing is lost.
 		require.Len(t, s.QueuedMessages(), 1)
@@ -59,13 +60,13 @@ func TestPeekLockWritesOneRecordAtATime(t *testing.T) {
 
 		// Its claim runs out; the next attempt completes it with a result
 		// of the same id, which is not queued twice.
-		l2, err := s.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: "w2", Now: base.Add(time.Minute), LockedUntil: base.Add(2 * time.Minute)})
+		l2, err := s.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: "w2", Now: base.Add(time.Minute), LockedUntil: base.Add(2 * time.Minute)})
 		require.NoError(t, err)
 		require.NotNil(t, l2)
-		again, err := round.ActivityOutcome(&l2.Task, []byte("out"), nil)
+		again, err := provider.ActivityOutcome(&l2.Task, []byte("out"), nil)
 		require.NoError(t, err)
 		require.Equal(t, result.ID, again.ID)
-		require.NoError(t, s.CompleteActivity(ctx, &round.CompleteActivityParams{TaskID: l2.Task.ID, Token: l2.Token, Result: again, Now: base.Add(time.Minute)}))
+		require.NoError(t, s.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: l2.Task.ID, Token: l2.Token, Result: again, Now: base.Add(time.Minute)}))
 		require.Len(t, s.QueuedMessages(), 1)
 		require.Empty(t, s.QueuedActivities())
 	})
@@ -73,11 +74,11 @@ func TestPeekLockWritesOneRecordAtATime(t *testing.T) {
 	t.Run("TransactionalStepsStayAtomic", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		s := crashAfter(round.ModeTransactional, memory.OpCompleteActivity, 1)
+		s := crashAfter(provider.ModeTransactional, memory.OpCompleteActivity, 1)
 		l := claimTask(t, s, base)
-		result, err := round.ActivityOutcome(&l.Task, []byte("out"), nil)
+		result, err := provider.ActivityOutcome(&l.Task, []byte("out"), nil)
 		require.NoError(t, err)
-		err = s.CompleteActivity(ctx, &round.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: result, Now: base})
+		err = s.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: result, Now: base})
 		require.ErrorIs(t, err, memory.ErrInjected)
 		// AfterWrites acts as AfterEffect: the whole step happened.
 		require.Len(t, s.QueuedMessages(), 1)
@@ -87,53 +88,53 @@ func TestPeekLockWritesOneRecordAtATime(t *testing.T) {
 	t.Run("SaveProjectionsWritesTheSnapshotLast", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		s := crashAfter(round.ModePeekLock, memory.OpSaveProjections, 1)
-		err := s.SaveProjections(ctx, &round.Projections{
+		s := crashAfter(provider.ModePeekLock, memory.OpSaveProjections, 1)
+		err := s.SaveProjections(ctx, &provider.Projections{
 			InstanceID: "inst-a", Seq: 4, Snapshot: []byte("snap"),
-			Instance: &round.InstanceRecord{InstanceID: "inst-a", Status: round.StatusRunning},
+			Instance: &provider.InstanceRecord{InstanceID: "inst-a", Status: provider.StatusRunning},
 		})
 		require.ErrorIs(t, err, memory.ErrInjected)
 		rec, err := s.GetInstance(ctx, "inst-a")
 		require.NoError(t, err)
 		require.EqualValues(t, 4, rec.LastSeq)
 		_, _, err = s.GetSnapshot(ctx, "inst-a")
-		require.ErrorIs(t, err, round.ErrNotFound, "the snapshot was written before the record")
+		require.ErrorIs(t, err, provider.ErrNotFound, "the snapshot was written before the record")
 	})
 
 	t.Run("PurgeResumesAfterACrash", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		s := crashAfter(round.ModePeekLock, memory.OpPurgeInstance, 1)
-		require.NoError(t, s.SaveProjections(ctx, &round.Projections{
+		s := crashAfter(provider.ModePeekLock, memory.OpPurgeInstance, 1)
+		require.NoError(t, s.SaveProjections(ctx, &provider.Projections{
 			InstanceID: "inst-a", Seq: 1, Snapshot: []byte("snap"),
-			Instance: &round.InstanceRecord{InstanceID: "inst-a", Status: round.StatusCompleted},
+			Instance: &provider.InstanceRecord{InstanceID: "inst-a", Status: provider.StatusCompleted},
 		}))
-		_, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
+		_, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
 		require.ErrorIs(t, err, memory.ErrInjected)
 
 		// The half-purged instance is never leased, even with new work.
-		start, err := round.NewMessage("m-1", "inst-a", "", "", &history.EventRaised{Name: "s"})
+		start, err := provider.NewMessage("m-1", "inst-a", "", "", &history.EventRaised{Name: "s"})
 		require.NoError(t, err)
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start}, Now: base}))
-		l, err := s.LeaseInstance(ctx, &round.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n"})
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start}, Now: base}))
+		l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n"})
 		require.NoError(t, err)
 		require.Nil(t, l, "a half-purged instance was leased")
 
 		// Purging again finishes the purge with one tombstone. The message
 		// enqueued meanwhile came before the purge's message deletes, so it
 		// goes with the instance, as if the purge had run after it.
-		ts, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base.Add(time.Second)})
+		ts, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base.Add(time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, base, ts.PurgedAt, "the resumed purge made a new tombstone")
 		all, err := s.ListTombstones(ctx, "inst-a")
 		require.NoError(t, err)
 		require.Len(t, all, 1)
 		_, err = s.GetInstance(ctx, "inst-a")
-		require.True(t, errors.Is(err, round.ErrNotFound))
+		require.True(t, errors.Is(err, provider.ErrNotFound))
 		require.Empty(t, s.QueuedMessages())
 		// The id starts afresh.
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start}, Now: base}))
-		l, err = s.LeaseInstance(ctx, &round.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n"})
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start}, Now: base}))
+		l, err = s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n"})
 		require.NoError(t, err)
 		require.NotNil(t, l)
 		require.Equal(t, "m-1", l.Messages[0].ID)
@@ -152,14 +153,14 @@ func TestPeekLockZombieCancelBetweenFenceAndDelete(t *testing.T) {
 	ctx := context.Background()
 	var (
 		s       *memory.Store
-		zombie  *round.Lease
+		zombie  *provider.Lease
 		stalled = true
 	)
-	task := func(id, exec string) round.ActivityTask {
-		return round.ActivityTask{ID: id, InstanceID: "inst-a", ExecutionID: exec, ScheduledSeq: 3, Name: "a",
+	task := func(id, exec string) provider.ActivityTask {
+		return provider.ActivityTask{ID: id, InstanceID: "inst-a", ExecutionID: exec, ScheduledSeq: 3, Name: "a",
 			Retry: round.DefaultRetryPolicy, Timeout: time.Minute}
 	}
-	s = memory.New(memory.Options{Mode: round.ModePeekLock, BetweenWrites: func(op memory.Op, done int) {
+	s = memory.New(memory.Options{Mode: provider.ModePeekLock, BetweenWrites: func(op memory.Op, done int) {
 		if op != memory.OpCancelActivities || done != 0 || !stalled {
 			return
 		}
@@ -168,21 +169,21 @@ func TestPeekLockZombieCancelBetweenFenceAndDelete(t *testing.T) {
 		// successor leases the instance and enqueues its new execution's
 		// task.
 		now := zombie.LockedUntil
-		succ, err := s.LeaseInstance(ctx, &round.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n2"})
+		succ, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n2"})
 		require.NoError(t, err)
 		require.NotNil(t, succ)
-		require.NoError(t, s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task("task-new", "exec-2")}, Now: now, Lease: succ}))
+		require.NoError(t, s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task("task-new", "exec-2")}, Now: now, Lease: succ}))
 	}})
-	start, err := round.NewMessage("m-1", "inst-a", "", "", &history.EventRaised{Name: "s"})
+	start, err := provider.NewMessage("m-1", "inst-a", "", "", &history.EventRaised{Name: "s"})
 	require.NoError(t, err)
-	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start}, Now: base}))
-	zombie, err = s.LeaseInstance(ctx, &round.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n1"})
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start}, Now: base}))
+	zombie, err = s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n1"})
 	require.NoError(t, err)
 	require.NotNil(t, zombie)
-	require.NoError(t, s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task("task-old", "exec-0")}, Now: base, Lease: zombie}))
+	require.NoError(t, s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task("task-old", "exec-0")}, Now: base, Lease: zombie}))
 
 	// The zombie cancels every execution's tasks but exec-1's.
-	err = s.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-1", Lease: zombie})
+	err = s.CancelActivities(ctx, &provider.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-1", Lease: zombie})
 	require.NoError(t, err)
 	var left []string
 	for _, q := range s.QueuedActivities() {

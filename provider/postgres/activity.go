@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // enqueueActivitiesSQL records the task ids never seen before and queues
@@ -103,14 +102,14 @@ FROM {{schema}}.activity_tasks
 WHERE instance_id = $1
 ORDER BY seq`
 
-// ListQueuedActivities implements round.Store.
-func (s *Store) ListQueuedActivities(ctx context.Context, p *round.ListQueuedActivitiesParams) ([]round.QueuedActivity, error) {
+// ListQueuedActivities implements provider.Store.
+func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueuedActivitiesParams) ([]provider.QueuedActivity, error) {
 	rows, err := s.pool.Query(ctx, s.sql.listQueuedActivities, p.InstanceID)
 	if err != nil {
 		return nil, failf(err, "list activity tasks of %s", p.InstanceID)
 	}
 	defer rows.Close()
-	var out []round.QueuedActivity
+	var out []provider.QueuedActivity
 	for rows.Next() {
 		var (
 			env   []byte
@@ -120,11 +119,11 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *round.ListQueuedAct
 		if err := rows.Scan(&env, &owner, &until); err != nil {
 			return nil, failf(err, "list activity tasks of %s", p.InstanceID)
 		}
-		task, err := round.UnmarshalActivityTask(env)
+		task, err := provider.UnmarshalActivityTask(env)
 		if err != nil {
 			return nil, fmt.Errorf("list activity tasks of %s: %w", p.InstanceID, err)
 		}
-		q := round.QueuedActivity{Task: task, Owner: owner}
+		q := provider.QueuedActivity{Task: task, Owner: owner}
 		if until != nil && owner != "" {
 			q.LockedUntil = until.UTC()
 		}
@@ -139,7 +138,7 @@ WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execu
 
 // enqueueActivities runs the enqueue statement on db and reports whether it
 // queued any task.
-func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *round.EnqueueActivitiesParams) (bool, error) {
+func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.EnqueueActivitiesParams) (bool, error) {
 	if len(p.Tasks) == 0 {
 		return false, nil
 	}
@@ -164,7 +163,7 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *round.Enqueue
 		if t.Attempt <= 0 {
 			t.Attempt = 1
 		}
-		env, err := round.MarshalActivityTask(&t)
+		env, err := provider.MarshalActivityTask(&t)
 		if err != nil {
 			return false, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
 		}
@@ -173,16 +172,16 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *round.Enqueue
 	}
 	var inserted, notified int64
 	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes,
-		s.channels[round.QueueActivity]).Scan(&inserted, &notified)
+		s.channels[provider.QueueActivity]).Scan(&inserted, &notified)
 	if err != nil {
 		return false, failf(err, "enqueue %d activity tasks", len(ids))
 	}
 	return inserted > 0, nil
 }
 
-// ClaimActivity implements round.Store with one UPDATE … WHERE id =
+// ClaimActivity implements provider.Store with one UPDATE … WHERE id =
 // (SELECT … FOR UPDATE SKIP LOCKED).
-func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams) (*round.ActivityLease, error) {
+func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	queues := p.Queues
 	if len(queues) == 0 {
 		queues = []string{""}
@@ -201,24 +200,24 @@ func (s *Store) ClaimActivity(ctx context.Context, p *round.ClaimActivityParams)
 	if err != nil {
 		return nil, failf(err, "claim activity task")
 	}
-	task, err := round.UnmarshalActivityTask(env)
+	task, err := provider.UnmarshalActivityTask(env)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim activity task: %w", err)
 	}
-	l := &round.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
+	l := &provider.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
 	if taken {
-		l.Expired = &round.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
+		l.Expired = &provider.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
 	}
 	return l, nil
 }
 
 // leaseLost is the error of a call whose token does not match.
 func leaseLost(taskID string) error {
-	return fmt.Errorf("postgres: activity task %s: %w", taskID, round.ErrLeaseLost)
+	return fmt.Errorf("postgres: activity task %s: %w", taskID, provider.ErrLeaseLost)
 }
 
-// HeartbeatActivity implements round.Store.
-func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivityParams) error {
+// HeartbeatActivity implements provider.Store.
+func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActivityParams) error {
 	tag, err := s.rc.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
 	if err != nil {
 		return failf(err, "heartbeat activity task %s", p.TaskID)
@@ -229,17 +228,17 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *round.HeartbeatActivit
 	return nil
 }
 
-// CompleteActivity implements round.Store: one statement deletes the task
+// CompleteActivity implements provider.Store: one statement deletes the task
 // while the token matches and, only then, enqueues the result.
-func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityParams) error {
-	a, err := newMessageArgs([]round.Message{p.Result}, p.Now)
+func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 	}
 	// The result's instance is locked first, as in EnqueueMessages.
 	b := &pgx.Batch{}
 	b.Queue(s.sql.lockInstances, a.instances)
-	b.Queue(s.sql.completeActivity, a.args(s.channels[round.QueueOrchestration], p.TaskID, p.Token)...)
+	b.Queue(s.sql.completeActivity, a.args(s.channels[provider.QueueOrchestration], p.TaskID, p.Token)...)
 	var done, inserted, notified int64
 	if err := sendLocked(ctx, s.rc, b, &done, &inserted, &notified); err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
@@ -248,15 +247,15 @@ func (s *Store) CompleteActivity(ctx context.Context, p *round.CompleteActivityP
 		return leaseLost(p.TaskID)
 	}
 	if inserted > 0 {
-		s.wake(round.QueueOrchestration)
+		s.wake(provider.QueueOrchestration)
 	}
 	return nil
 }
 
-// RetryActivity implements round.Store. It reads the claimed task, then
+// RetryActivity implements provider.Store. It reads the claimed task, then
 // writes its next attempt only while the token still matches, so a
 // concurrent change of the claim makes it fail with ErrLeaseLost.
-func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams) error {
+func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityParams) error {
 	var env []byte
 	err := s.pool.QueryRow(ctx, s.sql.taskEnvelope, p.TaskID, p.Token).Scan(&env)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -265,17 +264,17 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
 	}
-	task, err := round.UnmarshalActivityTask(env)
+	task, err := provider.UnmarshalActivityTask(env)
 	if err != nil {
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
 	task.Attempt++
 	task.VisibleAt, task.LastError = p.VisibleAt, p.Error
-	if env, err = round.MarshalActivityTask(&task); err != nil {
+	if env, err = provider.MarshalActivityTask(&task); err != nil {
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
 	var updated, notified int64
-	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[round.QueueActivity]).
+	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[provider.QueueActivity]).
 		Scan(&updated, &notified)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
@@ -283,15 +282,15 @@ func (s *Store) RetryActivity(ctx context.Context, p *round.RetryActivityParams)
 	if updated == 0 {
 		return leaseLost(p.TaskID)
 	}
-	s.wake(round.QueueActivity)
+	s.wake(provider.QueueActivity)
 	return nil
 }
 
-// DeadLetterActivity implements round.Store in one transaction and round
+// DeadLetterActivity implements provider.Store in one transaction and round
 // trip: it locks the task's instance row, then moves the task. A round or
 // purge that held the instance and removed the task meanwhile makes it
 // return ErrLeaseLost.
-func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActivityParams) error {
+func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterActivityParams) error {
 	l := p.Letter
 	cols, err := letterColumns(&l)
 	if err != nil {
@@ -312,7 +311,7 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *round.DeadLetterActiv
 
 // cancelActivities deletes an execution's queued and claimed tasks; their
 // ids stay in activity_task_ids.
-func (s *Store) cancelActivities(ctx context.Context, db dbtx, p *round.CancelActivitiesParams) error {
+func (s *Store) cancelActivities(ctx context.Context, db dbtx, p *provider.CancelActivitiesParams) error {
 	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID, p.OtherThan)
 	return failf(err, "cancel activities of %s/%s", p.InstanceID, p.ExecutionID)
 }

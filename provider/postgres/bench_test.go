@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // BenchmarkRound measures transactional rounds of the shape the runner
@@ -31,49 +31,49 @@ func BenchmarkRound(b *testing.B) {
 			s := pgtest.NewStore(b, postgres.Options{URL: url})
 			ctx := b.Context()
 			for i := 0; i < b.N; i += 1000 {
-				var msgs []round.Message
+				var msgs []provider.Message
 				for j := i; j < min(i+1000, b.N); j++ {
-					m, err := round.NewMessage(fmt.Sprintf("m-%d", j), fmt.Sprintf("i-%d", j), "", "k", &history.EventRaised{Name: "go"})
+					m, err := provider.NewMessage(fmt.Sprintf("m-%d", j), fmt.Sprintf("i-%d", j), "", "k", &history.EventRaised{Name: "go"})
 					require.NoError(b, err)
 					msgs = append(msgs, m)
 				}
-				require.NoError(b, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: base}))
+				require.NoError(b, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: base}))
 			}
-			record := &round.InstanceRecord{Name: "bench", Status: round.StatusRunning, CreatedAt: base, UpdatedAt: base}
+			record := &provider.InstanceRecord{Name: "bench", Status: provider.StatusRunning, CreatedAt: base, UpdatedAt: base}
 			b.SetParallelism(parallelism)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					err := s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-						batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "bench", Limit: 100})
+					err := s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+						batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "bench", Limit: 100})
 						if err != nil || batch == nil {
 							return fmt.Errorf("dequeue: %v, batch %v", err, batch)
 						}
 						id := batch.InstanceID
-						if _, err := tx.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: id, FromSeq: 1}); err != nil {
+						if _, err := tx.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1}); err != nil {
 							return err
 						}
 						e := []history.Event{{Seq: 1, InstanceID: id, ExecutionID: "exec-1", Kind: batch.Messages[0].Kind,
 							CorrelationID: "k", At: base, Actor: "system", Payload: batch.Messages[0].Payload}}
 						history.Seal(nil, e)
-						if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: id, Events: e}); err != nil {
+						if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: id, Events: e}); err != nil {
 							return err
 						}
 						rec := *record
 						rec.InstanceID = id
-						if err := tx.SaveProjections(ctx, &round.Projections{InstanceID: id, Seq: 1, Snapshot: []byte("snapshot"), Instance: &rec}); err != nil {
+						if err := tx.SaveProjections(ctx, &provider.Projections{InstanceID: id, Seq: 1, Snapshot: []byte("snapshot"), Instance: &rec}); err != nil {
 							return err
 						}
-						next, err := round.NewMessage(batch.Messages[0].ID+"/next", id, "", "k2", &history.EventRaised{Name: "next"})
+						next, err := provider.NewMessage(batch.Messages[0].ID+"/next", id, "", "k2", &history.EventRaised{Name: "next"})
 						if err != nil {
 							return err
 						}
 						next.VisibleAt = base.Add(1e12)
-						if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{next}, Now: base}); err != nil {
+						if err := tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{next}, Now: base}); err != nil {
 							return err
 						}
-						return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: id, MessageIDs: []string{batch.Messages[0].ID}})
+						return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: id, MessageIDs: []string{batch.Messages[0].ID}})
 					})
 					if err != nil {
 						b.Error(err)

@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 	"github.com/chronicleflow/chronicle/provider/providertest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 func TestConformance(t *testing.T) {
@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 	url := pgtest.URL(t)
 	t.Run("ServerDefaults", func(t *testing.T) {
 		t.Parallel()
-		providertest.Exercise(t, func(t *testing.T) round.Store {
+		providertest.Exercise(t, func(t *testing.T) provider.Store {
 			return pgtest.NewStore(t, postgres.Options{})
 		})
 	})
@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 		cfg, err := pgxpool.ParseConfig(url)
 		require.NoError(t, err)
 		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
-		providertest.Exercise(t, func(t *testing.T) round.Store {
+		providertest.Exercise(t, func(t *testing.T) provider.Store {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)

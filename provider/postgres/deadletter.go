@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // letterColumnList are the stored columns of a dead letter, in the order
@@ -62,23 +62,23 @@ LIMIT $4`
 
 // letterColumns returns the stored columns of l; an empty Status is
 // stored as dead.
-func letterColumns(l *round.DeadLetter) ([]any, error) {
+func letterColumns(l *provider.DeadLetter) ([]any, error) {
 	// The message column keeps the bytes of an undecodable message.
 	msg, task := l.Raw, []byte(nil)
 	var err error
 	if l.Message != nil {
-		if msg, err = round.MarshalMessage(l.Message); err != nil {
+		if msg, err = provider.MarshalMessage(l.Message); err != nil {
 			return nil, fmt.Errorf("encode message of dead letter %s: %w", l.ID, err)
 		}
 	}
 	if l.Activity != nil {
-		if task, err = round.MarshalActivityTask(l.Activity); err != nil {
+		if task, err = provider.MarshalActivityTask(l.Activity); err != nil {
 			return nil, fmt.Errorf("encode activity task of dead letter %s: %w", l.ID, err)
 		}
 	}
 	status := l.Status
 	if status == "" {
-		status = round.DeadLetterDead
+		status = provider.DeadLetterDead
 	}
 	return []any{
 		l.ID, l.InstanceID, msg, task, string(l.Reason), l.Error, l.Node, nullTime(l.At), int32(l.Attempts),
@@ -87,9 +87,9 @@ func letterColumns(l *round.DeadLetter) ([]any, error) {
 }
 
 // scanLetter reads the columns of letterColumnList.
-func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
+func scanLetter(row pgx.Row) (*provider.DeadLetter, error) {
 	var (
-		l              round.DeadLetter
+		l              provider.DeadLetter
 		msg, task      []byte
 		reason, status string
 		at, resolvedAt *time.Time
@@ -99,19 +99,19 @@ func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
 		&status, &l.ResolvedBy, &resolvedAt); err != nil {
 		return nil, err
 	}
-	l.Reason, l.Status, l.Attempts = round.Reason(reason), round.DeadLetterStatus(status), int(attempts)
+	l.Reason, l.Status, l.Attempts = provider.Reason(reason), provider.DeadLetterStatus(status), int(attempts)
 	l.At, l.ResolvedAt = fromNullTime(at), fromNullTime(resolvedAt)
 	if msg != nil {
 		// Bytes that do not decode are shown as they are: listing dead
 		// letters must not fail on the letter of an undecodable message.
-		if m, err := round.UnmarshalMessage(msg); err != nil {
+		if m, err := provider.UnmarshalMessage(msg); err != nil {
 			l.Raw = msg
 		} else {
 			l.Message = &m
 		}
 	}
 	if task != nil {
-		t, err := round.UnmarshalActivityTask(task)
+		t, err := provider.UnmarshalActivityTask(task)
 		if err != nil {
 			return nil, fmt.Errorf("dead letter %s: %w", l.ID, err)
 		}
@@ -123,7 +123,7 @@ func scanLetter(row pgx.Row) (*round.DeadLetter, error) {
 // deadLetterMessages stores letters, removes their messages from the
 // instance's queue and sets its incident to the last letter, in one round
 // trip.
-func (s *Store) deadLetterMessages(ctx context.Context, db dbtx, instanceID string, letters []round.DeadLetter) error {
+func (s *Store) deadLetterMessages(ctx context.Context, db dbtx, instanceID string, letters []provider.DeadLetter) error {
 	var ids []string
 	for i := range letters {
 		if m := letters[i].Message; m != nil {
@@ -135,7 +135,7 @@ func (s *Store) deadLetterMessages(ctx context.Context, db dbtx, instanceID stri
 
 // deadLetterRows is deadLetterMessages with the ids of the message rows
 // to remove given: those of undecodable rows are not in their letters.
-func (s *Store) deadLetterRows(ctx context.Context, db dbtx, instanceID string, letters []round.DeadLetter, ids []string) error {
+func (s *Store) deadLetterRows(ctx context.Context, db dbtx, instanceID string, letters []provider.DeadLetter, ids []string) error {
 	if len(letters) == 0 {
 		return nil
 	}
@@ -153,8 +153,8 @@ func (s *Store) deadLetterRows(ctx context.Context, db dbtx, instanceID string, 
 	return failf(db.SendBatch(ctx, b).Close(), "dead-letter messages of %s", instanceID)
 }
 
-// ListDeadLetters implements round.Store.
-func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersParams) ([]round.DeadLetter, error) {
+// ListDeadLetters implements provider.Store.
+func (s *Store) ListDeadLetters(ctx context.Context, p *provider.ListDeadLettersParams) ([]provider.DeadLetter, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -164,7 +164,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersPar
 		return nil, failf(err, "list dead letters")
 	}
 	defer rows.Close()
-	var out []round.DeadLetter
+	var out []provider.DeadLetter
 	for rows.Next() {
 		l, err := scanLetter(rows)
 		if err != nil {
@@ -175,8 +175,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, p *round.ListDeadLettersPar
 	return out, failf(rows.Err(), "list dead letters")
 }
 
-// GetDeadLetter implements round.Store.
-func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter, error) {
+// GetDeadLetter implements provider.Store.
+func (s *Store) GetDeadLetter(ctx context.Context, id string) (*provider.DeadLetter, error) {
 	l, err := scanLetter(s.pool.QueryRow(ctx, s.sql.selectDeadLetter, id))
 	if err != nil {
 		return nil, failf(err, "dead letter %s", id)
@@ -184,10 +184,10 @@ func (s *Store) GetDeadLetter(ctx context.Context, id string) (*round.DeadLetter
 	return l, nil
 }
 
-// ResolveDeadLetter implements round.Store in one transaction that locks
+// ResolveDeadLetter implements provider.Store in one transaction that locks
 // the dead letter, requeues its item when redriven, records the decision
 // and recomputes the instance's incident.
-func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLetterParams) error {
+func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLetterParams) error {
 	var wakeOrchestration, wakeActivity bool
 	err := s.inTx(ctx, "resolve dead letter "+p.ID, func(tx pgx.Tx) error {
 		var (
@@ -198,30 +198,30 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, p.ID).Scan(&instanceID, &msg, &task, &status, &reason, &text); err != nil {
 			return failf(err, "dead letter %s", p.ID)
 		}
-		if round.DeadLetterStatus(status) != round.DeadLetterDead {
-			return fmt.Errorf("postgres: dead letter %s is %s: %w", p.ID, status, round.ErrInvalidState)
+		if provider.DeadLetterStatus(status) != provider.DeadLetterDead {
+			return fmt.Errorf("postgres: dead letter %s is %s: %w", p.ID, status, provider.ErrInvalidState)
 		}
 		switch p.Status {
-		case round.DeadLetterRedriven:
+		case provider.DeadLetterRedriven:
 			if msg != nil {
-				m, err := round.UnmarshalMessage(msg)
+				m, err := provider.UnmarshalMessage(msg)
 				if err != nil {
-					return fmt.Errorf("postgres: redrive dead letter %s: %w: its message does not decode (%v); discard it", p.ID, round.ErrInvalidState, err)
+					return fmt.Errorf("postgres: redrive dead letter %s: %w: its message does not decode (%v); discard it", p.ID, provider.ErrInvalidState, err)
 				}
 				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
-				added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: p.Now})
+				added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
 				if err != nil {
 					return err
 				}
 				wakeOrchestration = added
 			}
 			if task != nil {
-				t, err := round.UnmarshalActivityTask(task)
+				t, err := provider.UnmarshalActivityTask(task)
 				if err != nil {
 					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
 				}
 				t.VisibleAt, t.EnqueuedAt, t.LastError = p.Now, p.Now, ""
-				env, err := round.MarshalActivityTask(&t)
+				env, err := provider.MarshalActivityTask(&t)
 				if err != nil {
 					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
 				}
@@ -229,23 +229,23 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				b.Queue(s.sql.redriveTaskDelete, t.ID)
 				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID)
 				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env)
-				b.Queue(`SELECT pg_notify($1, '')`, s.channels[round.QueueActivity])
+				b.Queue(`SELECT pg_notify($1, '')`, s.channels[provider.QueueActivity])
 				if err := tx.SendBatch(ctx, b).Close(); err != nil {
 					return failf(err, "redrive dead letter %s", p.ID)
 				}
 				wakeActivity = true
 			}
-		case round.DeadLetterDiscarded:
+		case provider.DeadLetterDiscarded:
 			if task != nil {
-				t, err := round.UnmarshalActivityTask(task)
+				t, err := provider.UnmarshalActivityTask(task)
 				if err != nil {
 					return fmt.Errorf("postgres: discard dead letter %s: %w", p.ID, err)
 				}
-				m, err := round.DiscardedActivityResult(&round.DeadLetter{ID: p.ID, Activity: &t, Reason: round.Reason(reason), Error: text}, p.By)
+				m, err := provider.DiscardedActivityResult(&provider.DeadLetter{ID: p.ID, Activity: &t, Reason: provider.Reason(reason), Error: text}, p.By)
 				if err != nil {
 					return err
 				}
-				added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{m}, Now: p.Now})
+				added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
 				if err != nil {
 					return err
 				}
@@ -254,13 +254,13 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 			if msg != nil {
 				// An undecodable message tells nobody anything; a child's
 				// start fails its parent's sub-workflow.
-				if m, err := round.UnmarshalMessage(msg); err == nil {
-					n, ok, err := round.DiscardedSubWorkflowResult(&round.DeadLetter{ID: p.ID, Message: &m, Reason: round.Reason(reason), Error: text}, p.By)
+				if m, err := provider.UnmarshalMessage(msg); err == nil {
+					n, ok, err := provider.DiscardedSubWorkflowResult(&provider.DeadLetter{ID: p.ID, Message: &m, Reason: provider.Reason(reason), Error: text}, p.By)
 					if err != nil {
 						return err
 					}
 					if ok {
-						added, err := s.enqueueMessages(ctx, tx, &round.EnqueueMessagesParams{Messages: []round.Message{n}, Now: p.Now})
+						added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{n}, Now: p.Now})
 						if err != nil {
 							return err
 						}
@@ -269,7 +269,7 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 				}
 			}
 		default:
-			return fmt.Errorf("postgres: dead letter %s: %w: cannot resolve to %q", p.ID, round.ErrInvalidState, p.Status)
+			return fmt.Errorf("postgres: dead letter %s: %w: cannot resolve to %q", p.ID, provider.ErrInvalidState, p.Status)
 		}
 		b := &pgx.Batch{}
 		b.Queue(s.sql.resolveDeadLetter, p.ID, string(p.Status), p.By, nullTime(p.Now))
@@ -280,10 +280,10 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *round.ResolveDeadLette
 		return err
 	}
 	if wakeOrchestration {
-		s.wake(round.QueueOrchestration)
+		s.wake(provider.QueueOrchestration)
 	}
 	if wakeActivity {
-		s.wake(round.QueueActivity)
+		s.wake(provider.QueueActivity)
 	}
 	return nil
 }

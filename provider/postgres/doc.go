@@ -1,5 +1,5 @@
-// Package postgres is Chronicle's PostgreSQL provider: a [round.TxStore]
-// and [round.Notifier] on a github.com/jackc/pgx/v5 connection pool. Every
+// Package postgres is Chronicle's PostgreSQL provider: a [provider.TxStore]
+// and [provider.Notifier] on a github.com/jackc/pgx/v5 connection pool. Every
 // round runs in one transaction; instances are locked with FOR NO KEY
 // UPDATE SKIP LOCKED, idempotency rests on unique keys, and workers are
 // woken with LISTEN/NOTIFY.
@@ -55,8 +55,8 @@
 //   - tombstones: one row per purge, primary key (instance_id, seq), so an
 //     id reused and purged again keeps the tombstone of every purge.
 //
-// Messages and tasks are stored as their envelopes (round.MarshalMessage,
-// round.MarshalActivityTask), so they round-trip exactly; times used in
+// Messages and tasks are stored as their envelopes (provider.MarshalMessage,
+// provider.MarshalActivityTask), so they round-trip exactly; times used in
 // queries are timestamptz columns. Projections are columns, so times in
 // instance and task records are kept to the microsecond, PostgreSQL's
 // precision (the engine's clock is truncated to microseconds).
@@ -71,12 +71,12 @@
 // passed over, so a worker never gets an empty result while another
 // instance has work.
 // AppendHistory inserts all events in one statement under a savepoint: a
-// conflict is [round.ErrConflict] and leaves the transaction usable, and an
+// conflict is [provider.ErrConflict] and leaves the transaction usable, and an
 // append of events already stored with the same hashes is a no-op, which
 // makes a commit of unknown outcome safe to retry. A round may dequeue
 // several instances (group commit). Driver errors are translated in one
-// place: no rows is [round.ErrNotFound], a unique violation
-// [round.ErrConflict], serialization failures and deadlocks
+// place: no rows is [provider.ErrNotFound], a unique violation
+// [provider.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
 //
 // # Undecodable rows
@@ -84,11 +84,11 @@
 // A row of the messages table whose envelope does not decode (written by
 // hand, or damaged) is dead-lettered by the round that dequeues its
 // instance, in that round's transaction: the dead letter has reason
-// [round.ReasonUndecodable], an error naming the message id and the
-// decoding error, and the stored bytes in [round.DeadLetter].Raw; the row
+// [provider.ReasonUndecodable], an error naming the message id and the
+// decoding error, and the stored bytes in [provider.DeadLetter].Raw; the row
 // is deleted, the instance's incident set, and the round goes on with the
 // instance's other messages, or the next instance. Such a letter cannot
-// be redriven ([round.ErrInvalidState]), only discarded.
+// be redriven ([provider.ErrInvalidState]), only discarded.
 //
 // # Lock order
 //
@@ -103,7 +103,7 @@
 // Rounds lock their instance row FOR NO KEY UPDATE. An enqueue (and an
 // activity's completion) first takes FOR KEY SHARE on the rows of the
 // instances it enqueues to, which never waits for a round. A purge locks
-// the row FOR UPDATE SKIP LOCKED: it refuses ([round.ErrInvalidState])
+// the row FOR UPDATE SKIP LOCKED: it refuses ([provider.ErrInvalidState])
 // while a round holds the instance or an enqueue to it has not
 // committed, whose message it could not see, and enqueues that come
 // later wait for the purge to end and then create the instance row
@@ -113,7 +113,7 @@
 // (40P01).
 //
 // A round that fails records its failed delivery before it ends
-// ([round.Tx].AbandonMessages): it rolls back to a savepoint set right
+// ([provider.Tx].AbandonMessages): it rolls back to a savepoint set right
 // after its dequeue, which keeps the instance row locked, sets the hold
 // and counts the delivery, and commits that alone. No other worker can
 // take the messages between the rollback and the hold.
@@ -152,7 +152,7 @@
 //
 // # Limits
 //
-//   - Only transactional mode is implemented; [round.ModePeekLock] is
+//   - Only transactional mode is implemented; [provider.ModePeekLock] is
 //     rejected by [New].
 //   - NextVisibleAt cannot see row locks held by other sessions without
 //     taking locks itself: it leaves out the instances this store's open

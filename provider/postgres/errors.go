@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // ErrRetryable is wrapped by errors that PostgreSQL raises when concurrent
@@ -26,7 +25,7 @@ const (
 
 // translate maps a driver error to the contract's errors: it is the one
 // place where pgx errors become round errors. No rows is
-// [round.ErrNotFound], a unique violation [round.ErrConflict], transaction
+// [provider.ErrNotFound], a unique violation [provider.ErrConflict], transaction
 // collisions [ErrRetryable]; anything else is returned as it is, so
 // errors.Is sees context errors and errors.As sees *pgconn.PgError.
 func translate(err error) error {
@@ -34,13 +33,13 @@ func translate(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %w", round.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", provider.ErrNotFound, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case codeUniqueViolation:
-			return fmt.Errorf("%w: %s (%s)", round.ErrConflict, pgErr.Message, pgErr.ConstraintName)
+			return fmt.Errorf("%w: %s (%s)", provider.ErrConflict, pgErr.Message, pgErr.ConstraintName)
 		case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable:
 			return fmt.Errorf("%w: %w", ErrRetryable, err)
 		}

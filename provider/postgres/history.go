@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 const loadHistorySQL = `
@@ -60,16 +60,16 @@ func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq i
 	return out, failf(rows.Err(), "load history of %s", instanceID)
 }
 
-// LoadHistory implements round.Store.
-func (s *Store) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+// LoadHistory implements provider.Store.
+func (s *Store) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	return loadHistory(ctx, s.pool, s.sql.loadHistory, p.InstanceID, p.FromSeq)
 }
 
-// appendHistory implements round.Steps.AppendHistory on a transaction. The
+// appendHistory implements provider.Steps.AppendHistory on a transaction. The
 // insert runs under a savepoint, so a conflict leaves the transaction
 // usable and writes nothing; savepoint, insert and release travel in one
 // round trip.
-func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *round.AppendHistoryParams) error {
+func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
 	events := p.Events
 	if len(events) == 0 {
 		return nil
@@ -77,7 +77,7 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *round.AppendHis
 	first := events[0].Seq
 	n := len(events)
 	if first < 1 {
-		return fmt.Errorf("postgres: append to %s: %w: first seq %d", p.InstanceID, round.ErrConflict, first)
+		return fmt.Errorf("postgres: append to %s: %w: first seq %d", p.InstanceID, provider.ErrConflict, first)
 	}
 	var (
 		seqs                                     = make([]int64, n)
@@ -88,7 +88,7 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *round.AppendHis
 	for i := range events {
 		e := &events[i]
 		if e.Seq != first+int64(i) || e.InstanceID != p.InstanceID {
-			return fmt.Errorf("postgres: append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, round.ErrConflict, i, e.Seq, e.InstanceID)
+			return fmt.Errorf("postgres: append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, provider.ErrConflict, i, e.Seq, e.InstanceID)
 		}
 		seqs[i], executions[i], kinds[i], correlations[i] = e.Seq, e.ExecutionID, string(e.Kind), e.CorrelationID
 		classes[i], ats[i], hashes[i], blobs[i] = e.Kind.Class(), e.At, e.Hash, history.MarshalEvent(e)
@@ -136,7 +136,7 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *round.AppendHis
 			return failf(err, "append to %s", p.InstanceID)
 		}
 		if seq != first+int64(i) || !bytes.Equal(hash, events[i].Hash) {
-			return fmt.Errorf("postgres: append to %s at seq %d: %w: seq already taken", p.InstanceID, seq, round.ErrConflict)
+			return fmt.Errorf("postgres: append to %s at seq %d: %w: seq already taken", p.InstanceID, seq, provider.ErrConflict)
 		}
 		i++
 	}
@@ -144,10 +144,10 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *round.AppendHis
 		return failf(err, "append to %s", p.InstanceID)
 	}
 	if i == 0 {
-		return fmt.Errorf("postgres: append to %s: %w: first seq %d does not follow the stored log", p.InstanceID, round.ErrConflict, first)
+		return fmt.Errorf("postgres: append to %s: %w: first seq %d does not follow the stored log", p.InstanceID, provider.ErrConflict, first)
 	}
 	if i < n {
-		return fmt.Errorf("postgres: append to %s: %w: a retried append reaches seq %d, beyond the stored log", p.InstanceID, round.ErrConflict, first+int64(i))
+		return fmt.Errorf("postgres: append to %s: %w: a retried append reaches seq %d, beyond the stored log", p.InstanceID, provider.ErrConflict, first+int64(i))
 	}
 	return nil
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // waitLockWaits waits until n sessions wait for a lock on a table of
@@ -39,12 +39,12 @@ WHERE wait_event_type = 'Lock' AND state = 'active' AND position($1 in query) > 
 
 // holdRound runs a round that dequeues an instance and, once released,
 // runs then; locked is closed when the instance is locked.
-func holdRound(t *testing.T, s *postgres.Store, now time.Time, then func(ctx context.Context, tx round.Tx) error) (locked, release chan struct{}, done chan error) {
+func holdRound(t *testing.T, s *postgres.Store, now time.Time, then func(ctx context.Context, tx provider.Tx) error) (locked, release chan struct{}, done chan error) {
 	t.Helper()
 	locked, release, done = make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- s.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: "n1", Limit: 100})
+		done <- s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: "n1", Limit: 100})
 			if err != nil {
 				return err
 			}
@@ -92,14 +92,14 @@ func TestConcurrentWriters(t *testing.T) {
 		s := pgtest.NewStore(t, postgres.Options{})
 		admin := adminConn(t)
 		ctx := t.Context()
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "inst-a")}, Now: base}))
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "inst-a")}, Now: base}))
 
-		_, release, roundDone := holdRound(t, s, base, func(ctx context.Context, tx round.Tx) error {
-			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1"}})
+		_, release, roundDone := holdRound(t, s, base, func(ctx context.Context, tx provider.Tx) error {
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1"}})
 		})
 		abandonDone := make(chan error, 1)
 		go func() {
-			abandonDone <- s.AbandonMessages(ctx, &round.AbandonMessagesParams{
+			abandonDone <- s.AbandonMessages(ctx, &provider.AbandonMessagesParams{
 				InstanceID: "inst-a", MessageIDs: []string{"m-1"}, VisibleAt: base.Add(time.Minute), Error: "boom",
 			})
 		}()
@@ -107,32 +107,32 @@ func TestConcurrentWriters(t *testing.T) {
 		close(release)
 		require.NoError(t, receive(t, roundDone, "the round"))
 		require.NoError(t, receive(t, abandonDone, "the abandon"))
-		msgs, err := s.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a"})
+		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
 		require.NoError(t, err)
 		require.Empty(t, msgs, "the acked message came back")
 	})
 
 	// claimedTask queues a message and an activity task of inst-a and
 	// claims the task.
-	claimedTask := func(t *testing.T, s *postgres.Store) *round.ActivityLease {
+	claimedTask := func(t *testing.T, s *postgres.Store) *provider.ActivityLease {
 		t.Helper()
 		ctx := t.Context()
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "inst-a")}, Now: base}))
-		task := round.ActivityTask{
-			ID: round.ActivityTaskID("inst-a", "exec-1", 2), InstanceID: "inst-a", ExecutionID: "exec-1", ScheduledSeq: 2,
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "inst-a")}, Now: base}))
+		task := provider.ActivityTask{
+			ID: provider.ActivityTaskID("inst-a", "exec-1", 2), InstanceID: "inst-a", ExecutionID: "exec-1", ScheduledSeq: 2,
 			Name: "charge-card", Attempt: 1, Timeout: time.Minute,
 		}
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			return tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base})
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			return tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: base})
 		}))
-		l, err := s.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: "w", Now: base, LockedUntil: base.Add(time.Minute)})
+		l, err := s.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: "w", Now: base, LockedUntil: base.Add(time.Minute)})
 		require.NoError(t, err)
 		require.NotNil(t, l)
 		return l
 	}
-	deadLetterTask := func(ctx context.Context, s *postgres.Store, l *round.ActivityLease) error {
-		return s.DeadLetterActivity(ctx, &round.DeadLetterActivityParams{TaskID: l.Task.ID, Token: l.Token, Letter: round.DeadLetter{
-			ID: "dl-" + l.Task.ID, InstanceID: l.Task.InstanceID, Activity: &l.Task, Reason: round.ReasonRejected,
+	deadLetterTask := func(ctx context.Context, s *postgres.Store, l *provider.ActivityLease) error {
+		return s.DeadLetterActivity(ctx, &provider.DeadLetterActivityParams{TaskID: l.Task.ID, Token: l.Token, Letter: provider.DeadLetter{
+			ID: "dl-" + l.Task.ID, InstanceID: l.Task.InstanceID, Activity: &l.Task, Reason: provider.ReasonRejected,
 			Error: "card declined", Node: "w", At: base, Attempts: 1,
 		}})
 	}
@@ -144,16 +144,16 @@ func TestConcurrentWriters(t *testing.T) {
 		ctx := t.Context()
 		l := claimedTask(t, s)
 
-		_, release, roundDone := holdRound(t, s, base, func(ctx context.Context, tx round.Tx) error {
-			return tx.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", ExecutionID: "exec-1"})
+		_, release, roundDone := holdRound(t, s, base, func(ctx context.Context, tx provider.Tx) error {
+			return tx.CancelActivities(ctx, &provider.CancelActivitiesParams{InstanceID: "inst-a", ExecutionID: "exec-1"})
 		})
 		deadDone := make(chan error, 1)
 		go func() { deadDone <- deadLetterTask(ctx, s, l) }()
 		waitLockWaits(t, admin, s.Schema(), 1)
 		close(release)
 		require.NoError(t, receive(t, roundDone, "the round"))
-		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), round.ErrLeaseLost, "a cancelled task was dead-lettered")
-		letters, err := s.ListDeadLetters(ctx, &round.ListDeadLettersParams{})
+		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), provider.ErrLeaseLost, "a cancelled task was dead-lettered")
+		letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{})
 		require.NoError(t, err)
 		require.Empty(t, letters)
 	})
@@ -164,15 +164,15 @@ func TestConcurrentWriters(t *testing.T) {
 		admin := adminConn(t)
 		ctx := t.Context()
 		l := claimedTask(t, s)
-		rec := &round.InstanceRecord{
-			InstanceID: "inst-a", ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: round.StatusCompleted,
+		rec := &provider.InstanceRecord{
+			InstanceID: "inst-a", ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: provider.StatusCompleted,
 			CreatedAt: base, UpdatedAt: base, CompletedAt: base, LastSeq: 1,
 		}
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "inst-a", Events: sealed(t, "inst-a", 1)}); err != nil {
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: sealed(t, "inst-a", 1)}); err != nil {
 				return err
 			}
-			return tx.SaveProjections(ctx, &round.Projections{InstanceID: "inst-a", Seq: 1, Instance: rec})
+			return tx.SaveProjections(ctx, &provider.Projections{InstanceID: "inst-a", Seq: 1, Instance: rec})
 		}))
 
 		// A session holding the instance's history rows stops the purge
@@ -184,7 +184,7 @@ func TestConcurrentWriters(t *testing.T) {
 		require.NoError(t, err)
 		purgeDone := make(chan error, 1)
 		go func() {
-			_, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
+			_, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
 			purgeDone <- err
 		}()
 		watch := adminConn(t)
@@ -195,7 +195,7 @@ func TestConcurrentWriters(t *testing.T) {
 		require.NoError(t, gate.Rollback(ctx))
 
 		require.NoError(t, receive(t, purgeDone, "the purge"))
-		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), round.ErrLeaseLost, "a purged task was dead-lettered")
+		require.ErrorIs(t, receive(t, deadDone, "the dead-lettering"), provider.ErrLeaseLost, "a purged task was dead-lettered")
 		var rows int
 		require.NoError(t, watch.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+
 			") + (SELECT count(*) FROM "+pgx.Identifier{s.Schema(), "dead_letters"}.Sanitize()+")").Scan(&rows))
@@ -208,27 +208,27 @@ func TestConcurrentWriters(t *testing.T) {
 		watch := adminConn(t)
 		ctx := t.Context()
 		endInstance(t, s, "inst-a")
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "p-1", "inst-p")}, Now: base}))
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "p-1", "inst-p")}, Now: base}))
 
 		// A round of another instance enqueues a message to inst-a and
 		// has not committed when the purge starts.
 		enqueued, release, roundDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 		go func() {
-			roundDone <- s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-				b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", Limit: 10, InstanceID: "inst-p"})
+			roundDone <- s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+				b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1", Limit: 10, InstanceID: "inst-p"})
 				if err != nil {
 					return err
 				}
 				if b == nil {
 					return errors.New("nothing to dequeue")
 				}
-				msgs := []round.Message{signal(t, "late-1", "inst-a")}
-				if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: base}); err != nil {
+				msgs := []provider.Message{signal(t, "late-1", "inst-a")}
+				if err := tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: base}); err != nil {
 					return err
 				}
 				close(enqueued)
 				<-release
-				return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "inst-p", MessageIDs: []string{"p-1"}})
+				return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "inst-p", MessageIDs: []string{"p-1"}})
 			})
 		}()
 		select {
@@ -239,7 +239,7 @@ func TestConcurrentWriters(t *testing.T) {
 		purge := func() error {
 			purgeDone := make(chan error, 1)
 			go func() {
-				_, err := s.PurgeInstance(ctx, &round.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
+				_, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-a", By: "ops", Now: base})
 				purgeDone <- err
 			}()
 			return receive(t, purgeDone, "the purge, which must not wait for a round")
@@ -250,7 +250,7 @@ func TestConcurrentWriters(t *testing.T) {
 		close(release)
 		require.NoError(t, receive(t, roundDone, "the round"))
 		if err != nil {
-			require.ErrorIs(t, err, round.ErrInvalidState)
+			require.ErrorIs(t, err, provider.ErrInvalidState)
 			require.NoError(t, purge(), "the purge of an ended instance failed once the enqueue committed")
 		}
 
@@ -259,7 +259,7 @@ func TestConcurrentWriters(t *testing.T) {
 			" m WHERE NOT EXISTS (SELECT 1 FROM "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+" i WHERE i.instance_id = m.instance_id)").Scan(&orphans))
 		require.Zero(t, orphans, "a message was left without its instance row, never to be dequeued")
 		// The id is reused: the new instance gets its own messages only.
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{start(t, "start-2", "inst-a")}, Now: base}))
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start(t, "start-2", "inst-a")}, Now: base}))
 		b := take(t, s, base)
 		require.NotNil(t, b)
 		require.Equal(t, "inst-a", b.InstanceID)
@@ -270,14 +270,14 @@ func TestConcurrentWriters(t *testing.T) {
 // endInstance writes one event and a completed instance record of id.
 func endInstance(t *testing.T, s *postgres.Store, id string) {
 	t.Helper()
-	rec := &round.InstanceRecord{
-		InstanceID: id, ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: round.StatusCompleted,
+	rec := &provider.InstanceRecord{
+		InstanceID: id, ExecutionID: "exec-1", Name: "approve", Version: "v1", Status: provider.StatusCompleted,
 		CreatedAt: base, UpdatedAt: base, CompletedAt: base, LastSeq: 1,
 	}
-	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-		if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: id, Events: sealed(t, id, 1)}); err != nil {
+	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+		if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: id, Events: sealed(t, id, 1)}); err != nil {
 			return err
 		}
-		return tx.SaveProjections(ctx, &round.Projections{InstanceID: id, Seq: 1, Instance: rec})
+		return tx.SaveProjections(ctx, &provider.Projections{InstanceID: id, Seq: 1, Instance: rec})
 	}))
 }

@@ -5,9 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // Reconnect delays of the work-hint listener.
@@ -16,13 +15,13 @@ const (
 	listenMaxBackoff = 5 * time.Second
 )
 
-// WorkHint implements round.Notifier. The returned channel is closed when
+// WorkHint implements provider.Notifier. The returned channel is closed when
 // this store enqueues work on q or releases an instance (at once, without
 // a round trip), when a NOTIFY of another store on the same schema arrives
 // (each store keeps one listening connection, opened by the first call),
 // and when that connection fails or reconnects, since hints may have been
 // missed meanwhile.
-func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
+func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.listener == nil && !s.closed {
@@ -37,7 +36,7 @@ func (s *Store) WorkHint(q round.Queue) <-chan struct{} {
 }
 
 // wake closes the current hint channel of q.
-func (s *Store) wake(q round.Queue) {
+func (s *Store) wake(q provider.Queue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ch, ok := s.hints[q]; ok {
@@ -128,7 +127,7 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected 
 		// why it stopped, and a failed Close adds nothing to act on.
 		_ = conn.Close(closeCtx)
 	}()
-	queues := make(map[string]round.Queue, len(s.channels))
+	queues := make(map[string]provider.Queue, len(s.channels))
 	for q, ch := range s.channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return false, err

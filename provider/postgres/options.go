@@ -7,9 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // DefaultSchema is the schema the store's tables live in when
@@ -36,9 +35,9 @@ type Options struct {
 	// checks the schema version and logs a warning when it is not the
 	// version this package expects.
 	MigrateOnStart bool
-	// Mode must be round.ModeTransactional, the only mode this provider
+	// Mode must be provider.ModeTransactional, the only mode this provider
 	// runs in (zero means it).
-	Mode round.Mode
+	Mode provider.Mode
 	// Logger receives the store's warnings (listener failures, schema
 	// version). Default: discard.
 	Logger *slog.Logger
@@ -62,8 +61,8 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch o.Mode {
 	case 0:
-		o.Mode = round.ModeTransactional
-	case round.ModeTransactional:
+		o.Mode = provider.ModeTransactional
+	case provider.ModeTransactional:
 	default:
 		problems = append(problems, fmt.Sprintf("Mode %s is not supported: the postgres provider runs transactional rounds only", o.Mode))
 	}

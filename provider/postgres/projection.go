@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // recordColumns are the columns of the instance record, in the order of
@@ -74,7 +74,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (instance_id, seq, task_id) DO NOTHING`
 
 // saveCustomSQL writes a custom record when it replaces the stored one
-// (see round.CustomRecord.Replaces).
+// (see provider.CustomRecord.Replaces).
 const saveCustomSQL = `
 INSERT INTO {{schema}}.custom_projections AS c (instance_id, name, version, seq, data)
 VALUES ($1, $2, $3, $4, $5)
@@ -110,7 +110,7 @@ func fromNullTime(t *time.Time) time.Time {
 }
 
 // saveProjections queues the writes of p on one batch: one round trip.
-func (s *Store) saveProjections(ctx context.Context, db dbtx, p *round.Projections) error {
+func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projections) error {
 	b := &pgx.Batch{}
 	var (
 		snapshot    []byte
@@ -162,7 +162,7 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *round.Projectio
 			if err != nil {
 				return err
 			}
-			return &round.TaskIDTakenError{TaskID: taskID, InstanceID: p.InstanceID, Owner: owner}
+			return &provider.TaskIDTakenError{TaskID: taskID, InstanceID: p.InstanceID, Owner: owner}
 		})
 	}
 	for _, e := range p.TaskEvents {
@@ -178,8 +178,8 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *round.Projectio
 }
 
 // scanRecord reads the columns of recordSelect.
-func scanRecord(row pgx.Row) (*round.InstanceRecord, error) {
-	r := &round.InstanceRecord{}
+func scanRecord(row pgx.Row) (*provider.InstanceRecord, error) {
+	r := &provider.InstanceRecord{}
 	var (
 		status                      string
 		parts, failure              []byte
@@ -190,7 +190,7 @@ func scanRecord(row pgx.Row) (*round.InstanceRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Status = round.Status(status)
+	r.Status = provider.Status(status)
 	r.CreatedAt, r.UpdatedAt, r.CompletedAt = fromNullTime(created), fromNullTime(updated), fromNullTime(completed)
 	if parts != nil {
 		if err := json.Unmarshal(parts, &r.BusinessParts); err != nil {
@@ -206,8 +206,8 @@ func scanRecord(row pgx.Row) (*round.InstanceRecord, error) {
 	return r, nil
 }
 
-// GetInstance implements round.Store.
-func (s *Store) GetInstance(ctx context.Context, instanceID string) (*round.InstanceRecord, error) {
+// GetInstance implements provider.Store.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (*provider.InstanceRecord, error) {
 	r, err := scanRecord(s.pool.QueryRow(ctx, s.sql.getInstance, instanceID))
 	if err != nil {
 		return nil, failf(err, "instance %s", instanceID)
@@ -215,7 +215,7 @@ func (s *Store) GetInstance(ctx context.Context, instanceID string) (*round.Inst
 	return r, nil
 }
 
-// GetSnapshot implements round.Store.
+// GetSnapshot implements provider.Store.
 func (s *Store) GetSnapshot(ctx context.Context, instanceID string) ([]byte, int64, error) {
 	var (
 		data []byte

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // listInstancesSQL filters instance records. A NULL time counts as the
@@ -116,7 +116,7 @@ ORDER BY seq`
 // terminalStatuses are the statuses of ended instances.
 var terminalStatuses = func() []string {
 	var out []string
-	for _, st := range []round.Status{round.StatusRunning, round.StatusSuspended, round.StatusCompleted, round.StatusFailed, round.StatusTerminated} {
+	for _, st := range []provider.Status{provider.StatusRunning, provider.StatusSuspended, provider.StatusCompleted, provider.StatusFailed, provider.StatusTerminated} {
 		if st.Terminal() {
 			out = append(out, string(st))
 		}
@@ -131,8 +131,8 @@ func limitOf(n int) int {
 	return n
 }
 
-// ListInstances implements round.Store.
-func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams) ([]round.InstanceRecord, error) {
+// ListInstances implements provider.Store.
+func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
 	var statuses []string
 	if p.Terminal {
 		statuses = terminalStatuses
@@ -143,7 +143,7 @@ func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams)
 		return nil, failf(err, "list instances")
 	}
 	defer rows.Close()
-	var out []round.InstanceRecord
+	var out []provider.InstanceRecord
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
@@ -155,9 +155,9 @@ func (s *Store) ListInstances(ctx context.Context, p *round.ListInstancesParams)
 }
 
 // scanTask reads the columns of taskSelect.
-func scanTask(row pgx.Row) (*round.TaskRecord, error) {
+func scanTask(row pgx.Row) (*provider.TaskRecord, error) {
 	var (
-		t                                round.TaskRecord
+		t                                provider.TaskRecord
 		status                           string
 		due, created, updated, completed *time.Time
 	)
@@ -165,13 +165,13 @@ func scanTask(row pgx.Row) (*round.TaskRecord, error) {
 		&t.Payload, &t.Result, &due, &created, &updated, &completed, &t.Seq); err != nil {
 		return nil, err
 	}
-	t.Status = round.TaskStatus(status)
+	t.Status = provider.TaskStatus(status)
 	t.Due, t.CreatedAt, t.UpdatedAt, t.CompletedAt = fromNullTime(due), fromNullTime(created), fromNullTime(updated), fromNullTime(completed)
 	return &t, nil
 }
 
-// GetTask implements round.Store.
-func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, error) {
+// GetTask implements provider.Store.
+func (s *Store) GetTask(ctx context.Context, taskID string) (*provider.TaskRecord, error) {
 	t, err := scanTask(s.pool.QueryRow(ctx, s.sql.getTask, taskID))
 	if err != nil {
 		return nil, failf(err, "task %s", taskID)
@@ -179,15 +179,15 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*round.TaskRecord, 
 	return t, nil
 }
 
-// ListTasks implements round.Store.
-func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]round.TaskRecord, error) {
+// ListTasks implements provider.Store.
+func (s *Store) ListTasks(ctx context.Context, p *provider.ListTasksParams) ([]provider.TaskRecord, error) {
 	rows, err := s.pool.Query(ctx, s.sql.listTasks, p.AfterID, p.InstanceID, string(p.Status), p.Assignee,
 		p.Unassigned, p.Roles, limitOf(p.Limit))
 	if err != nil {
 		return nil, failf(err, "list tasks")
 	}
 	defer rows.Close()
-	var out []round.TaskRecord
+	var out []provider.TaskRecord
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -198,17 +198,17 @@ func (s *Store) ListTasks(ctx context.Context, p *round.ListTasksParams) ([]roun
 	return out, failf(rows.Err(), "list tasks")
 }
 
-// ListTaskEvents implements round.Store.
-func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParams) ([]round.TaskEventRecord, error) {
+// ListTaskEvents implements provider.Store.
+func (s *Store) ListTaskEvents(ctx context.Context, p *provider.ListTaskEventsParams) ([]provider.TaskEventRecord, error) {
 	rows, err := s.pool.Query(ctx, s.sql.listTaskEvents, p.InstanceID, p.TaskID)
 	if err != nil {
 		return nil, failf(err, "list task events of %s", p.InstanceID)
 	}
 	defer rows.Close()
-	var out []round.TaskEventRecord
+	var out []provider.TaskEventRecord
 	for rows.Next() {
 		var (
-			e    round.TaskEventRecord
+			e    provider.TaskEventRecord
 			kind string
 			at   *time.Time
 		)
@@ -221,9 +221,9 @@ func (s *Store) ListTaskEvents(ctx context.Context, p *round.ListTaskEventsParam
 	return out, failf(rows.Err(), "list task events of %s", p.InstanceID)
 }
 
-// GetCustomProjection implements round.Store.
-func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*round.CustomRecord, error) {
-	c := &round.CustomRecord{Name: name, InstanceID: instanceID}
+// GetCustomProjection implements provider.Store.
+func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*provider.CustomRecord, error) {
+	c := &provider.CustomRecord{Name: name, InstanceID: instanceID}
 	var version int32
 	if err := s.pool.QueryRow(ctx, s.sql.getCustom, instanceID, name).Scan(&version, &c.Seq, &c.Data); err != nil {
 		return nil, failf(err, "projection %s of %s", name, instanceID)
@@ -233,7 +233,7 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 }
 
 // resetProjections deletes an instance's projections in one round trip.
-func (s *Store) resetProjections(ctx context.Context, db dbtx, p *round.ResetProjectionsParams) error {
+func (s *Store) resetProjections(ctx context.Context, db dbtx, p *provider.ResetProjectionsParams) error {
 	b := &pgx.Batch{}
 	b.Queue(s.sql.resetInstance, p.InstanceID)
 	b.Queue(s.sql.resetTasks, p.InstanceID)
@@ -244,11 +244,11 @@ func (s *Store) resetProjections(ctx context.Context, db dbtx, p *round.ResetPro
 	return failf(db.SendBatch(ctx, b).Close(), "reset projections of %s", p.InstanceID)
 }
 
-// PurgeInstance implements round.Store in one transaction. The instance
+// PurgeInstance implements provider.Store in one transaction. The instance
 // row is locked without waiting: an instance in a round is not purged
 // (ErrInvalidState).
-func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams) (*round.Tombstone, error) {
-	var ts *round.Tombstone
+func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	var ts *provider.Tombstone
 	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx pgx.Tx) error {
 		var (
 			hasRecord bool
@@ -262,9 +262,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 				return failf(err, "purge %s", p.InstanceID)
 			}
 			if !hasRecord && !hasHistory {
-				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, round.ErrNotFound)
+				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, provider.ErrNotFound)
 			}
-			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended, is in a round or is being sent a message", p.InstanceID, round.ErrInvalidState)
+			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended, is in a round or is being sent a message", p.InstanceID, provider.ErrInvalidState)
 		}
 		if err != nil {
 			return failf(err, "purge %s", p.InstanceID)
@@ -275,13 +275,13 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 				return failf(err, "purge %s", p.InstanceID)
 			}
 			if !hasHistory {
-				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, round.ErrNotFound)
+				return fmt.Errorf("postgres: purge %s: %w", p.InstanceID, provider.ErrNotFound)
 			}
 		}
-		if !hasRecord || !round.Status(status).Terminal() {
-			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended", p.InstanceID, round.ErrInvalidState)
+		if !hasRecord || !provider.Status(status).Terminal() {
+			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 		}
-		ts = &round.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
+		ts = &provider.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
 		err = tx.QueryRow(ctx, s.sql.purgeTail, p.InstanceID).Scan(&ts.LastSeq, &ts.LastHash)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return failf(err, "purge %s", p.InstanceID)
@@ -299,9 +299,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *round.PurgeInstanceParams)
 	return ts, nil
 }
 
-// GetTombstone implements round.Store.
-func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tombstone, error) {
-	ts := &round.Tombstone{InstanceID: instanceID}
+// GetTombstone implements provider.Store.
+func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*provider.Tombstone, error) {
+	ts := &provider.Tombstone{InstanceID: instanceID}
 	var purgedAt *time.Time
 	err := s.pool.QueryRow(ctx, s.sql.getTombstone, instanceID).Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy)
 	if err != nil {
@@ -311,16 +311,16 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*round.Tom
 	return ts, nil
 }
 
-// ListTombstones implements round.Store.
-func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.Tombstone, error) {
+// ListTombstones implements provider.Store.
+func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]provider.Tombstone, error) {
 	rows, err := s.pool.Query(ctx, s.sql.listTombstones, instanceID)
 	if err != nil {
 		return nil, failf(err, "tombstones of %s", instanceID)
 	}
 	defer rows.Close()
-	var out []round.Tombstone
+	var out []provider.Tombstone
 	for rows.Next() {
-		ts := round.Tombstone{InstanceID: instanceID}
+		ts := provider.Tombstone{InstanceID: instanceID}
 		var purgedAt *time.Time
 		if err := rows.Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy); err != nil {
 			return nil, failf(err, "tombstones of %s", instanceID)
@@ -331,7 +331,7 @@ func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]round.
 	return out, failf(rows.Err(), "tombstones of %s", instanceID)
 }
 
-// ResetProjections implements round.Steps.
-func (t *roundTx) ResetProjections(ctx context.Context, p *round.ResetProjectionsParams) error {
+// ResetProjections implements provider.Steps.
+func (t *roundTx) ResetProjections(ctx context.Context, p *provider.ResetProjectionsParams) error {
 	return t.step(func() error { return t.s.resetProjections(ctx, t.tx, p) })
 }

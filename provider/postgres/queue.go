@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // enqueueMessagesSQL inserts messages idempotently by id, creates the rows
@@ -149,7 +148,7 @@ type messageArgs struct {
 // newMessageArgs prepares msgs for enqueueing at now: zero times take now,
 // and of two messages with one id the first wins, as it would when
 // enqueued one by one.
-func newMessageArgs(msgs []round.Message, now time.Time) (*messageArgs, error) {
+func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error) {
 	a := &messageArgs{}
 	seen := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
@@ -167,7 +166,7 @@ func newMessageArgs(msgs []round.Message, now time.Time) (*messageArgs, error) {
 		// The envelope is the message as enqueued; the delivery count
 		// lives in columns, which AbandonMessages updates.
 		m.Attempts, m.LastError = 0, ""
-		env, err := round.MarshalMessage(&m)
+		env, err := provider.MarshalMessage(&m)
 		if err != nil {
 			return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
 		}
@@ -187,7 +186,7 @@ func (a *messageArgs) args(channel string, extra ...any) []any {
 
 // enqueueMessages runs the enqueue statement on db and reports whether it
 // inserted any message.
-func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMessagesParams) (bool, error) {
+func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.EnqueueMessagesParams) (bool, error) {
 	if len(p.Messages) == 0 {
 		return false, nil
 	}
@@ -197,7 +196,7 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.sql.lockInstances, a.instances)
-	b.Queue(s.sql.enqueueMessages, a.args(s.channels[round.QueueOrchestration])...)
+	b.Queue(s.sql.enqueueMessages, a.args(s.channels[provider.QueueOrchestration])...)
 	var inserted, notified int64
 	if err := sendLocked(ctx, db, b, &inserted, &notified); err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
@@ -205,21 +204,21 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *round.EnqueueMe
 	return inserted > 0, nil
 }
 
-// EnqueueMessages implements round.Store: one statement inserts the new
+// EnqueueMessages implements provider.Store: one statement inserts the new
 // messages, creates their instances' rows and notifies the orchestration
 // channel.
-func (s *Store) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	added, err := s.enqueueMessages(ctx, s.rc, p)
 	if added {
-		s.wake(round.QueueOrchestration)
+		s.wake(provider.QueueOrchestration)
 	}
 	return err
 }
 
 // scanMessages reads rows of (envelope, attempts, last_error).
-func scanMessages(rows pgx.Rows) ([]round.Message, error) {
+func scanMessages(rows pgx.Rows) ([]provider.Message, error) {
 	defer rows.Close()
-	var out []round.Message
+	var out []provider.Message
 	for rows.Next() {
 		var (
 			env       []byte
@@ -229,7 +228,7 @@ func scanMessages(rows pgx.Rows) ([]round.Message, error) {
 		if err := rows.Scan(&env, &attempts, &lastError); err != nil {
 			return nil, err
 		}
-		m, err := round.UnmarshalMessage(env)
+		m, err := provider.UnmarshalMessage(env)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +238,7 @@ func scanMessages(rows pgx.Rows) ([]round.Message, error) {
 	return out, rows.Err()
 }
 
-func (s *Store) listMessages(ctx context.Context, db dbtx, sql string, args ...any) ([]round.Message, error) {
+func (s *Store) listMessages(ctx context.Context, db dbtx, sql string, args ...any) ([]provider.Message, error) {
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -247,8 +246,8 @@ func (s *Store) listMessages(ctx context.Context, db dbtx, sql string, args ...a
 	return scanMessages(rows)
 }
 
-// ListMessages implements round.Store.
-func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) ([]round.Message, error) {
+// ListMessages implements provider.Store.
+func (s *Store) ListMessages(ctx context.Context, p *provider.ListMessagesParams) ([]provider.Message, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -257,30 +256,30 @@ func (s *Store) ListMessages(ctx context.Context, p *round.ListMessagesParams) (
 	return msgs, failf(err, "list messages of %s", p.InstanceID)
 }
 
-// AbandonMessages implements round.Store: in one transaction it moves the
+// AbandonMessages implements provider.Store: in one transaction it moves the
 // instance's hold to VisibleAt unless it is later already and counts the
 // failed delivery on the messages still queued. It waits for a round that
 // holds the instance to end. The instance row is locked first, as a round
 // locks it before it deletes messages: the other order deadlocks with a
 // round acking those messages.
-func (s *Store) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	b := &pgx.Batch{}
 	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
 	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 	return failf(s.rc.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
 }
 
-// NextVisibleAt implements round.Store. Instances locked by rounds of
+// NextVisibleAt implements provider.Store. Instances locked by rounds of
 // other stores count (their row locks cannot be seen without taking
 // locks), so a worker may find the time passed and no instance to
 // dequeue until those rounds end.
-func (s *Store) NextVisibleAt(ctx context.Context, p *round.NextVisibleAtParams) (time.Time, bool, error) {
+func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
 	var at *time.Time
 	var err error
 	switch p.Queue {
-	case round.QueueOrchestration:
+	case provider.QueueOrchestration:
 		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances()).Scan(&at)
-	case round.QueueActivity:
+	case provider.QueueActivity:
 		queues := p.Queues
 		if len(queues) == 0 {
 			queues = []string{""}

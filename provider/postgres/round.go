@@ -12,14 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // rollbackTimeout bounds the rollback of a failed round, which runs even
 // when the round's context has ended.
 const rollbackTimeout = 5 * time.Second
 
-// RunRound implements round.TxStore: fn runs in one READ COMMITTED
+// RunRound implements provider.TxStore: fn runs in one READ COMMITTED
 // transaction on one pooled connection, which commits when fn returns nil
 // and ctx has not ended, and rolls back otherwise (a panic in fn rolls
 // back too, then propagates). Instances dequeued by fn stay locked until
@@ -30,7 +30,7 @@ const rollbackTimeout = 5 * time.Second
 // A commit error whose outcome is unknown (the connection broke after
 // COMMIT was sent) is returned as it is; running the round again is safe,
 // since appends are idempotent by Seq and hash and enqueues by id.
-func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx round.Tx) error) error {
+func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx provider.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx ro
 	return nil
 }
 
-// roundTx is the round.Tx of one RunRound.
+// roundTx is the provider.Tx of one RunRound.
 type roundTx struct {
 	s  *Store
 	tx pgx.Tx
@@ -90,7 +90,7 @@ type roundTx struct {
 	wakeOnEnd                       bool
 }
 
-var _ round.Tx = (*roundTx)(nil)
+var _ provider.Tx = (*roundTx)(nil)
 
 // step serializes the calls on the round's connection.
 func (t *roundTx) step(fn func() error) error {
@@ -122,10 +122,10 @@ func (t *roundTx) end(committed bool) {
 		s.mu.Unlock()
 	}
 	if msgs || len(locked) > 0 {
-		s.wake(round.QueueOrchestration)
+		s.wake(provider.QueueOrchestration)
 	}
 	if tasks {
-		s.wake(round.QueueActivity)
+		s.wake(provider.QueueActivity)
 	}
 }
 
@@ -141,14 +141,14 @@ func (t *roundTx) requireLock(instanceID string) error {
 	return nil
 }
 
-// DequeueInstance implements round.Tx. A first statement locks an
+// DequeueInstance implements provider.Tx. A first statement locks an
 // instance row with FOR UPDATE SKIP LOCKED; a second, whose snapshot
 // follows the lock, reads the instance's visible messages. When those
 // were acked in between by the round that held the instance, the search
 // goes on with the next instance, so another worker's lock never makes
 // the result spuriously empty.
-func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (*round.Batch, error) {
-	var batch *round.Batch
+func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
+	var batch *provider.Batch
 	err := t.step(func() error {
 		limit := p.Limit
 		if limit <= 0 {
@@ -181,7 +181,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *round.DequeueParams) (
 				return err
 			}
 			if len(msgs) > 0 {
-				batch = &round.Batch{InstanceID: id, Messages: msgs}
+				batch = &provider.Batch{InstanceID: id, Messages: msgs}
 				t.batches++
 				return nil
 			}
@@ -211,7 +211,7 @@ const dequeuedSavepoint = "chronicle_dequeued"
 // that has passed, and sets dequeuedSavepoint, in one round trip. Rows
 // whose envelope does not decode are dead-lettered, with their bytes,
 // rather than failing every round that meets them.
-func (t *roundTx) fetch(ctx context.Context, id string, p *round.DequeueParams, limit int, held bool) ([]round.Message, error) {
+func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, error) {
 	b := &pgx.Batch{}
 	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
 	if held {
@@ -230,18 +230,18 @@ func (t *roundTx) fetch(ctx context.Context, id string, p *round.DequeueParams, 
 	if err != nil {
 		return nil, failf(err, "dequeue messages of %s", id)
 	}
-	msgs := make([]round.Message, 0, len(stored))
+	msgs := make([]provider.Message, 0, len(stored))
 	var (
-		letters []round.DeadLetter
+		letters []provider.DeadLetter
 		bad     []string
 	)
 	for _, sm := range stored {
-		m, err := round.UnmarshalMessage(sm.envelope)
+		m, err := provider.UnmarshalMessage(sm.envelope)
 		if err != nil {
-			letters = append(letters, round.DeadLetter{
-				ID: round.DeadLetterID(sm.id, time.Time{}), InstanceID: id, Raw: sm.envelope,
-				Reason: round.ReasonUndecodable, Error: fmt.Sprintf("message %s: %v", sm.id, err),
-				Node: p.Owner, At: p.Now, Attempts: int(sm.attempts) + 1, Status: round.DeadLetterDead,
+			letters = append(letters, provider.DeadLetter{
+				ID: provider.DeadLetterID(sm.id, time.Time{}), InstanceID: id, Raw: sm.envelope,
+				Reason: provider.ReasonUndecodable, Error: fmt.Sprintf("message %s: %v", sm.id, err),
+				Node: p.Owner, At: p.Now, Attempts: int(sm.attempts) + 1, Status: provider.DeadLetterDead,
 			})
 			bad = append(bad, sm.id)
 			continue
@@ -263,8 +263,8 @@ func (t *roundTx) fetch(ctx context.Context, id string, p *round.DequeueParams, 
 	return msgs, failf(err, "dequeue messages of %s", id)
 }
 
-// LoadHistory implements round.Steps; it sees the round's own appends.
-func (t *roundTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) ([]history.Event, error) {
+// LoadHistory implements provider.Steps; it sees the round's own appends.
+func (t *roundTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	var events []history.Event
 	err := t.step(func() error {
 		var err error
@@ -274,7 +274,7 @@ func (t *roundTx) LoadHistory(ctx context.Context, p *round.LoadHistoryParams) (
 	return events, err
 }
 
-// GetSnapshot implements round.Steps.
+// GetSnapshot implements provider.Steps.
 func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error) {
 	err = t.step(func() error {
 		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
@@ -285,19 +285,19 @@ func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []by
 	return data, seq, err
 }
 
-// AppendHistory implements round.Steps.
-func (t *roundTx) AppendHistory(ctx context.Context, p *round.AppendHistoryParams) error {
+// AppendHistory implements provider.Steps.
+func (t *roundTx) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
 	return t.step(func() error { return t.s.appendHistory(ctx, t.tx, p) })
 }
 
-// SaveProjections implements round.Steps.
-func (t *roundTx) SaveProjections(ctx context.Context, p *round.Projections) error {
+// SaveProjections implements provider.Steps.
+func (t *roundTx) SaveProjections(ctx context.Context, p *provider.Projections) error {
 	return t.step(func() error { return t.s.saveProjections(ctx, t.tx, p) })
 }
 
-// EnqueueMessages implements round.Steps; the NOTIFY is delivered at
+// EnqueueMessages implements provider.Steps; the NOTIFY is delivered at
 // commit.
-func (t *roundTx) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesParams) error {
+func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return t.step(func() error {
 		added, err := t.s.enqueueMessages(ctx, t.tx, p)
 		t.enqueuedMessages = t.enqueuedMessages || added
@@ -305,8 +305,8 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *round.EnqueueMessagesP
 	})
 }
 
-// EnqueueActivities implements round.Steps.
-func (t *roundTx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivitiesParams) error {
+// EnqueueActivities implements provider.Steps.
+func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return t.step(func() error {
 		added, err := t.s.enqueueActivities(ctx, t.tx, p)
 		t.enqueuedTasks = t.enqueuedTasks || added
@@ -314,13 +314,13 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *round.EnqueueActivit
 	})
 }
 
-// CancelActivities implements round.Steps.
-func (t *roundTx) CancelActivities(ctx context.Context, p *round.CancelActivitiesParams) error {
+// CancelActivities implements provider.Steps.
+func (t *roundTx) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
 	return t.step(func() error { return t.s.cancelActivities(ctx, t.tx, p) })
 }
 
-// DeadLetterMessages implements round.Tx.
-func (t *roundTx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMessagesParams) error {
+// DeadLetterMessages implements provider.Tx.
+func (t *roundTx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetterMessagesParams) error {
 	return t.step(func() error {
 		if err := t.requireLock(p.InstanceID); err != nil {
 			return err
@@ -329,8 +329,8 @@ func (t *roundTx) DeadLetterMessages(ctx context.Context, p *round.DeadLetterMes
 	})
 }
 
-// AckMessages implements round.Tx.
-func (t *roundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) error {
+// AckMessages implements provider.Tx.
+func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams) error {
 	return t.step(func() error {
 		if err := t.requireLock(p.InstanceID); err != nil {
 			return err
@@ -343,11 +343,11 @@ func (t *roundTx) AckMessages(ctx context.Context, p *round.AckMessagesParams) e
 	})
 }
 
-// AbandonMessages implements round.Tx: it rolls back to the savepoint that
+// AbandonMessages implements provider.Tx: it rolls back to the savepoint that
 // follows the instance's dequeue, which keeps the instance's row lock, and
 // records the failed delivery with the instance row first, the lock order
 // of every writer.
-func (t *roundTx) AbandonMessages(ctx context.Context, p *round.AbandonMessagesParams) error {
+func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	return t.step(func() error {
 		if err := t.requireLock(p.InstanceID); err != nil {
 			return err

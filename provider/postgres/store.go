@@ -9,15 +9,14 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
-// Store is the PostgreSQL provider: a [round.TxStore] and
-// [round.Notifier] on a pgx connection pool. Create it with [New] or
+// Store is the PostgreSQL provider: a [provider.TxStore] and
+// [provider.Notifier] on a pgx connection pool. Create it with [New] or
 // [Open]; it is safe for concurrent use, and any number of stores in any
 // number of processes may share one schema.
 type Store struct {
@@ -27,11 +26,11 @@ type Store struct {
 	schema   string
 	log      *slog.Logger
 	sql      *statements
-	channels map[round.Queue]string
+	channels map[provider.Queue]string
 
 	mu sync.Mutex
 	// hints are the channels WorkHint hands out, closed on a wake-up.
-	hints map[round.Queue]chan struct{}
+	hints map[provider.Queue]chan struct{}
 	// locked counts the open rounds of this store holding each instance;
 	// NextVisibleAt leaves those instances out, as it cannot see the
 	// row locks of other sessions without taking locks itself.
@@ -46,9 +45,9 @@ type Store struct {
 }
 
 var (
-	_ round.TxStore   = (*Store)(nil)
-	_ round.FullStore = (*Store)(nil)
-	_ round.Notifier  = (*Store)(nil)
+	_ provider.TxStore   = (*Store)(nil)
+	_ provider.FullStore = (*Store)(nil)
+	_ provider.Notifier  = (*Store)(nil)
 )
 
 // New returns a store on the pool or URL of opts. With MigrateOnStart it
@@ -63,11 +62,11 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
 		sql:    newStatements(opts.Schema),
-		hints:  map[round.Queue]chan struct{}{},
+		hints:  map[provider.Queue]chan struct{}{},
 		locked: map[string]int{},
-		channels: map[round.Queue]string{
-			round.QueueOrchestration: channelName(opts.Schema, round.QueueOrchestration),
-			round.QueueActivity:      channelName(opts.Schema, round.QueueActivity),
+		channels: map[provider.Queue]string{
+			provider.QueueOrchestration: channelName(opts.Schema, provider.QueueOrchestration),
+			provider.QueueActivity:      channelName(opts.Schema, provider.QueueActivity),
 		},
 	}
 	if s.pool == nil {
@@ -137,12 +136,12 @@ func (s *Store) Schema() string { return s.schema }
 // Pool returns the store's connection pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Mode implements round.Store: rounds run in one transaction.
-func (s *Store) Mode() round.Mode { return round.ModeTransactional }
+// Mode implements provider.Store: rounds run in one transaction.
+func (s *Store) Mode() provider.Mode { return provider.ModeTransactional }
 
 // channelName derives a NOTIFY channel of a schema's queue. Channel names
 // are identifiers of at most 63 bytes; long schema names are hashed.
-func channelName(schema string, q round.Queue) string {
+func channelName(schema string, q provider.Queue) string {
 	name := schema + "_" + string(q)
 	if len(name) <= 63 {
 		return name

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 	"github.com/chronicleflow/chronicle/round"
@@ -24,17 +25,17 @@ var base = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 const waitTimeout = 10 * time.Second
 
 // signal builds a raised-event message keyed by its id.
-func signal(t *testing.T, id, instanceID string) round.Message {
+func signal(t *testing.T, id, instanceID string) provider.Message {
 	t.Helper()
-	m, err := round.NewMessage(id, instanceID, "", id, &history.EventRaised{Name: "poke", IdempotencyKey: id})
+	m, err := provider.NewMessage(id, instanceID, "", id, &history.EventRaised{Name: "poke", IdempotencyKey: id})
 	require.NoError(t, err)
 	return m
 }
 
 // start builds the start message of execution exec-1.
-func start(t *testing.T, id, instanceID string) round.Message {
+func start(t *testing.T, id, instanceID string) provider.Message {
 	t.Helper()
-	m, err := round.NewMessage(id, instanceID, "exec-1", "exec-1", &history.ExecutionStarted{Name: "approve", Version: "v1"})
+	m, err := provider.NewMessage(id, instanceID, "exec-1", "exec-1", &history.ExecutionStarted{Name: "approve", Version: "v1"})
 	require.NoError(t, err)
 	return m
 }
@@ -74,11 +75,11 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // take dequeues and acks the visible messages of one instance.
-func take(t *testing.T, s *postgres.Store, now time.Time) *round.Batch {
+func take(t *testing.T, s *postgres.Store, now time.Time) *provider.Batch {
 	t.Helper()
-	var got *round.Batch
-	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-		b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: "n1", Limit: 100})
+	var got *provider.Batch
+	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: "n1", Limit: 100})
 		if err != nil || b == nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func take(t *testing.T, s *postgres.Store, now time.Time) *round.Batch {
 		for i, m := range b.Messages {
 			ids[i] = m.ID
 		}
-		return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: ids})
+		return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: ids})
 	}))
 	return got
 }
@@ -96,7 +97,7 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 
-	_, err := postgres.New(ctx, postgres.Options{Schema: "Bad-Name", Mode: round.ModePeekLock})
+	_, err := postgres.New(ctx, postgres.Options{Schema: "Bad-Name", Mode: provider.ModePeekLock})
 	require.ErrorIs(t, err, postgres.ErrInvalidOptions)
 	// Every problem is reported at once, each naming its field.
 	require.ErrorContains(t, err, "one of Pool and URL is required")
@@ -163,7 +164,7 @@ func TestMigrate(t *testing.T) {
 	}, tables)
 
 	// The migrated schema works.
-	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
 	require.NotNil(t, take(t, s, base))
 }
 
@@ -172,10 +173,10 @@ func TestRoundFailsWhenItsConnectionIsKilled(t *testing.T) {
 	s := pgtest.NewStore(t, postgres.Options{})
 	admin := adminConn(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{
-		Messages: []round.Message{signal(t, "m-1", "i-1"), signal(t, "m-2", "i-1")}, Now: base,
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{
+		Messages: []provider.Message{signal(t, "m-1", "i-1"), signal(t, "m-2", "i-1")}, Now: base,
 	}))
-	kill := func(tx round.Tx) {
+	kill := func(tx provider.Tx) {
 		var killed bool
 		require.NoError(t, admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 30000)`, int64(postgres.BackendPID(tx))).Scan(&killed))
 		require.True(t, killed)
@@ -186,19 +187,19 @@ func TestRoundFailsWhenItsConnectionIsKilled(t *testing.T) {
 		// after runs once the backend is gone (pg_terminate_backend with a
 		// timeout waits for its exit, and so for its locks to be released);
 		// the round returns its result.
-		after func(ctx context.Context, tx round.Tx, b *round.Batch) error
+		after func(ctx context.Context, tx provider.Tx, b *provider.Batch) error
 	}{
-		{"NextStepFails", func(ctx context.Context, tx round.Tx, b *round.Batch) error {
-			return tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: sealed(t, "i-1", 2)})
+		{"NextStepFails", func(ctx context.Context, tx provider.Tx, b *provider.Batch) error {
+			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: sealed(t, "i-1", 2)})
 		}},
-		{"CommitFails", func(ctx context.Context, tx round.Tx, b *round.Batch) error {
-			_ = tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1", "m-2"}})
+		{"CommitFails", func(ctx context.Context, tx provider.Tx, b *provider.Batch) error {
+			_ = tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1", "m-2"}})
 			return nil // ignore the failed step: the commit must fail
 		}},
 	} {
 		var dequeued []string
-		err := s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", Limit: 10})
+		err := s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1", Limit: 10})
 			if err != nil {
 				return err
 			}
@@ -214,7 +215,7 @@ func TestRoundFailsWhenItsConnectionIsKilled(t *testing.T) {
 	}
 
 	// Nothing was written and the messages come back.
-	history, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+	history, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 	require.NoError(t, err)
 	require.Empty(t, history)
 	b := take(t, s, base)
@@ -240,30 +241,30 @@ func TestCommitWhoseOutcomeIsUnknownIsSafeToRetry(t *testing.T) {
 		s := pgtest.NewStore(t, postgres.Options{})
 		failNext(s)
 		ctx := t.Context()
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
 		events := sealed(t, "i-1", 3)
-		appendRound := func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1", InstanceID: "i-1"})
+		appendRound := func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1", InstanceID: "i-1"})
 			if err != nil {
 				return err
 			}
-			if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: events}); err != nil {
+			if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: events}); err != nil {
 				return err
 			}
 			if b == nil {
 				return nil
 			}
-			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{b.Messages[0].ID}})
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{b.Messages[0].ID}})
 		}
 		require.ErrorIs(t, s.RunRound(ctx, appendRound), errUnknown)
 
-		stored, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		stored, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Equal(t, events, stored, "the commit happened")
 		// Running the round again: the append of the same sealed events is
 		// a no-op, nothing is duplicated.
 		require.NoError(t, s.RunRound(ctx, appendRound))
-		stored, err = s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		stored, err = s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Equal(t, events, stored)
 		require.Nil(t, take(t, s, base), "the message was acked by the first commit")
@@ -281,25 +282,25 @@ func TestCommitWhoseOutcomeIsUnknownIsSafeToRetry(t *testing.T) {
 		})
 		require.NoError(t, err)
 		defer runner.Forget()
-		msgs := []round.Message{start(t, "m-start", "i-1"), signal(t, "m-sig", "i-1")}
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: base}))
+		msgs := []provider.Message{start(t, "m-start", "i-1"), signal(t, "m-sig", "i-1")}
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: base}))
 
 		rep, err := runner.RunOnce(ctx)
 		require.ErrorIs(t, err, errUnknown)
 		require.True(t, rep.Failed)
-		stored, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		stored, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Len(t, stored, 2, "the commit happened")
 
 		// The messages are delivered again (as after a lost ack): the round
 		// finds their events in history and only acks them.
 		clock.Advance(time.Hour)
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: msgs, Now: clock.Now()}))
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: clock.Now()}))
 		rep, err = runner.RunOnce(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, rep.Duplicates)
 		require.Zero(t, rep.Appended)
-		again, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		again, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Equal(t, stored, again, "no duplicate events")
 		require.NoError(t, history.Verify(again))
@@ -316,20 +317,20 @@ func TestRounds(t *testing.T) {
 		t.Parallel()
 		s := pgtest.NewStore(t, postgres.Options{})
 		ctx := t.Context()
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1"})
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
 			require.NoError(t, err)
 			require.NotNil(t, b)
 			// A client raises an event while the round holds the instance.
 			enqCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			require.NoError(t, s.EnqueueMessages(enqCtx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-2", "i-1")}, Now: base}))
+			require.NoError(t, s.EnqueueMessages(enqCtx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-2", "i-1")}, Now: base}))
 			// Only this store's rounds hold it, so it is not counted as due.
-			_, ok, err := s.NextVisibleAt(ctx, &round.NextVisibleAtParams{Queue: round.QueueOrchestration})
+			_, ok, err := s.NextVisibleAt(ctx, &provider.NextVisibleAtParams{Queue: provider.QueueOrchestration})
 			require.NoError(t, err)
 			require.False(t, ok, "an instance locked by this store's round counts in NextVisibleAt")
-			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}})
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}})
 		}))
 		b := take(t, s, base)
 		require.NotNil(t, b)
@@ -340,18 +341,18 @@ func TestRounds(t *testing.T) {
 		t.Parallel()
 		s := pgtest.NewStore(t, postgres.Options{})
 		ctx := t.Context()
-		require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{
-			Messages: []round.Message{signal(t, "m-a", "i-a"), signal(t, "m-b", "i-b")}, Now: base,
+		require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{
+			Messages: []provider.Message{signal(t, "m-a", "i-a"), signal(t, "m-b", "i-b")}, Now: base,
 		}))
 		var got []string
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 			for {
-				b, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "n1"})
+				b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
 				if err != nil || b == nil {
 					return err
 				}
 				got = append(got, b.InstanceID)
-				if err := tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: []string{b.Messages[0].ID}}); err != nil {
+				if err := tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: b.InstanceID, MessageIDs: []string{b.Messages[0].ID}}); err != nil {
 					return err
 				}
 			}
@@ -373,24 +374,24 @@ func TestRounds(t *testing.T) {
 			return e
 		}
 		first := raised(1, "k1", nil)
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			return tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: first})
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
 		}))
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			require.NoError(t, tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-2", Events: sealed(t, "i-2", 1)}))
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			require.NoError(t, tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-2", Events: sealed(t, "i-2", 1)}))
 			// A used idempotency key (a unique violation) and a taken Seq.
-			err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: raised(2, "k1", first[0].Hash)})
-			require.ErrorIs(t, err, round.ErrConflict)
-			err = tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "i-1", Events: raised(1, "k2", nil)})
-			require.ErrorIs(t, err, round.ErrConflict)
+			err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: raised(2, "k1", first[0].Hash)})
+			require.ErrorIs(t, err, provider.ErrConflict)
+			err = tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: raised(1, "k2", nil)})
+			require.ErrorIs(t, err, provider.ErrConflict)
 			// The transaction goes on: a group commit retries only the
 			// failing instance.
-			return tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-2")}, Now: base})
+			return tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-2")}, Now: base})
 		}))
-		got, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-2", FromSeq: 1})
+		got, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-2", FromSeq: 1})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		got, err = s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		got, err = s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Equal(t, first, got)
 		require.NotNil(t, take(t, s, base))
@@ -413,19 +414,19 @@ func TestWorkHints(t *testing.T) {
 	// closed then (hints may have been missed before).
 	listening := func(t *testing.T, a *postgres.Store) {
 		t.Helper()
-		waitClosed(t, a.WorkHint(round.QueueOrchestration), "the listener to connect")
+		waitClosed(t, a.WorkHint(provider.QueueOrchestration), "the listener to connect")
 	}
 
 	t.Run("NotifyFromAnotherNodeWakes", func(t *testing.T) {
 		t.Parallel()
 		a, b := nodes(t)
 		listening(t, a)
-		hint := a.WorkHint(round.QueueOrchestration)
-		tasks := a.WorkHint(round.QueueActivity)
-		require.NoError(t, b.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		hint := a.WorkHint(provider.QueueOrchestration)
+		tasks := a.WorkHint(provider.QueueActivity)
+		require.NoError(t, b.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
 		waitClosed(t, hint, "a NOTIFY of another store")
-		require.NoError(t, b.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-			return tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Now: base, Tasks: []round.ActivityTask{{
+		require.NoError(t, b.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			return tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Now: base, Tasks: []provider.ActivityTask{{
 				ID: "task-1", InstanceID: "i-1", ExecutionID: "exec-1", ScheduledSeq: 2, Name: "charge", Attempt: 1,
 			}}})
 		}))
@@ -436,7 +437,7 @@ func TestWorkHints(t *testing.T) {
 		t.Parallel()
 		a, b := nodes(t)
 		listening(t, a)
-		hint := a.WorkHint(round.QueueOrchestration)
+		hint := a.WorkHint(provider.QueueOrchestration)
 		admin := adminConn(t)
 		var killed int
 		require.NoError(t, admin.QueryRow(t.Context(), `
@@ -447,8 +448,8 @@ SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_
 
 		// After reconnecting, notifications arrive again.
 		listening(t, a)
-		hint = a.WorkHint(round.QueueOrchestration)
-		require.NoError(t, b.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "i-1")}, Now: base}))
+		hint = a.WorkHint(provider.QueueOrchestration)
+		require.NoError(t, b.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
 		waitClosed(t, hint, "a NOTIFY after reconnecting")
 	})
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // TestUndecodableMessage puts a row whose envelope does not decode in the
@@ -20,11 +20,11 @@ func TestUndecodableMessage(t *testing.T) {
 	admin := adminConn(t)
 	ctx := t.Context()
 	garbage := []byte{0xc1, 0xff, 0x00, 'x'}
-	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-1", "inst-a")}, Now: base}))
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "inst-a")}, Now: base}))
 	_, err := admin.Exec(ctx, "INSERT INTO "+pgx.Identifier{s.Schema(), "messages"}.Sanitize()+
 		" (id, instance_id, visible_at, attempts, envelope) VALUES ('bad-1', 'inst-a', $1, 2, $2)", base.Add(-1), garbage)
 	require.NoError(t, err)
-	require.NoError(t, s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "n-1", "inst-b")}, Now: base}))
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "n-1", "inst-b")}, Now: base}))
 
 	// The first round gets inst-a's good message; the garbage is gone.
 	var got []string
@@ -35,12 +35,12 @@ func TestUndecodableMessage(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"m-1", "n-1"}, got)
 
-	letters, err := s.ListDeadLetters(ctx, &round.ListDeadLettersParams{})
+	letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{})
 	require.NoError(t, err)
 	require.Len(t, letters, 1)
 	l := letters[0]
 	require.Equal(t, "inst-a", l.InstanceID)
-	require.Equal(t, round.ReasonUndecodable, l.Reason)
+	require.Equal(t, provider.ReasonUndecodable, l.Reason)
 	require.Contains(t, l.Error, "bad-1")
 	require.Contains(t, l.Error, "decode message envelope")
 	require.Equal(t, garbage, l.Raw, "the dead letter does not keep the stored bytes")
@@ -52,10 +52,10 @@ func TestUndecodableMessage(t *testing.T) {
 	var incident string
 	require.NoError(t, admin.QueryRow(ctx, "SELECT incident FROM "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+
 		" WHERE instance_id = 'inst-a'").Scan(&incident))
-	require.Contains(t, incident, string(round.ReasonUndecodable))
+	require.Contains(t, incident, string(provider.ReasonUndecodable))
 
 	// It cannot be redriven, only discarded.
-	err = s.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: l.ID, Status: round.DeadLetterRedriven, By: "ops", Now: base})
-	require.ErrorIs(t, err, round.ErrInvalidState)
-	require.NoError(t, s.ResolveDeadLetter(ctx, &round.ResolveDeadLetterParams{ID: l.ID, Status: round.DeadLetterDiscarded, By: "ops", Now: base}))
+	err = s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: l.ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base})
+	require.ErrorIs(t, err, provider.ErrInvalidState)
+	require.NoError(t, s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: l.ID, Status: provider.DeadLetterDiscarded, By: "ops", Now: base}))
 }

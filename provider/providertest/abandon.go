@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testAbandonMessages covers AbandonMessages, the failed delivery of
@@ -38,7 +37,7 @@ func testAbandonMessages(t *testing.T, factory Factory) {
 		require.NotNil(t, d, "a held instance was not released at VisibleAt")
 		require.Equal(t, "inst-a", d.InstanceID)
 		require.Equal(t, []string{"m-1", "m-2", "m-3"}, messageIDs(d.Messages), "a failure reordered the instance's messages")
-		want := []round.Message{queued(m1, base), queued(m2, base), queued(m3, at(time.Second))}
+		want := []provider.Message{queued(m1, base), queued(m2, base), queued(m3, at(time.Second))}
 		want[0].Attempts, want[0].LastError = 2, "boom again"
 		for i := range want {
 			// How the hold is kept (the messages' VisibleAt or the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // testActivities covers the activity queue: claims, routing, delayed
@@ -124,16 +124,16 @@ func testActivities(t *testing.T, factory Factory) {
 
 		b.zombieCalls(t, l1, at(2*time.Minute))
 		require.Empty(t, b.drain(t, at(time.Hour)), "a zombie completion enqueued a result")
-		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}), "a zombie dead-lettered the task")
+		require.Empty(t, b.listLetters(t, provider.ListDeadLettersParams{}), "a zombie dead-lettered the task")
 		require.Nil(t, b.claim(t, at(2*time.Minute+time.Second)), "a zombie call released the new claim")
 
 		// Heartbeats of the current claim extend it.
-		require.NoError(t, b.store.HeartbeatActivity(t.Context(), &round.HeartbeatActivityParams{
+		require.NoError(t, b.store.HeartbeatActivity(t.Context(), &provider.HeartbeatActivityParams{
 			TaskID: task.ID, Token: l2.Token, LockedUntil: at(10 * time.Minute),
 		}))
 		require.Nil(t, b.claim(t, at(5*time.Minute)), "a heartbeat did not extend the claim")
 		res := b.complete(t, l2, at(6*time.Minute))
-		require.Equal(t, []round.Message{queued(res, at(6*time.Minute))}, b.drain(t, at(time.Hour)))
+		require.Equal(t, []provider.Message{queued(res, at(6*time.Minute))}, b.drain(t, at(time.Hour)))
 	})
 
 	t.Run("CompleteRemovesTheTaskAndEnqueuesTheResult", func(t *testing.T) {
@@ -148,13 +148,13 @@ func testActivities(t *testing.T, factory Factory) {
 		require.Nil(t, b.claim(t, at(time.Hour)), "a completed task was claimed again")
 		_, ok := b.nextTask(t, "")
 		require.False(t, ok, "a completed task is still queued")
-		require.ErrorIs(t, b.store.CompleteActivity(t.Context(), &round.CompleteActivityParams{
+		require.ErrorIs(t, b.store.CompleteActivity(t.Context(), &provider.CompleteActivityParams{
 			TaskID: task.ID, Token: l.Token, Result: res, Now: at(2 * time.Second),
-		}), round.ErrLeaseLost, "completing twice")
+		}), provider.ErrLeaseLost, "completing twice")
 
 		got := b.drain(t, at(time.Second))
-		require.Equal(t, []round.Message{queued(res, at(time.Second))}, got)
-		require.Equal(t, round.ActivityResultID(task.ID), got[0].ID)
+		require.Equal(t, []provider.Message{queued(res, at(time.Second))}, got)
+		require.Equal(t, provider.ActivityResultID(task.ID), got[0].ID)
 		require.Equal(t, history.KindActivityCompleted, got[0].Kind)
 		require.Equal(t, history.SeqCorrelation(2), got[0].CorrelationID)
 
@@ -170,12 +170,12 @@ func testActivities(t *testing.T, factory Factory) {
 		b.enqueueTasks(t, base, task)
 		l := b.claim(t, base)
 		require.NotNil(t, l)
-		require.NoError(t, b.store.RetryActivity(t.Context(), &round.RetryActivityParams{
+		require.NoError(t, b.store.RetryActivity(t.Context(), &provider.RetryActivityParams{
 			TaskID: task.ID, Token: l.Token, VisibleAt: at(time.Minute), Error: "card service down",
 		}))
-		require.ErrorIs(t, b.store.HeartbeatActivity(t.Context(), &round.HeartbeatActivityParams{
+		require.ErrorIs(t, b.store.HeartbeatActivity(t.Context(), &provider.HeartbeatActivityParams{
 			TaskID: task.ID, Token: l.Token, LockedUntil: at(time.Hour),
-		}), round.ErrLeaseLost, "the retried claim still holds")
+		}), provider.ErrLeaseLost, "the retried claim still holds")
 
 		require.Nil(t, b.claim(t, at(30*time.Second)), "a retried task was claimed before its VisibleAt")
 		next, ok := b.nextTask(t, "")
@@ -219,8 +219,8 @@ func testActivities(t *testing.T, factory Factory) {
 		require.NotNil(t, l)
 		require.Equal(t, claimed.ID, l.Task.ID)
 
-		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			return s.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", ExecutionID: execID})
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+			return s.CancelActivities(ctx, &provider.CancelActivitiesParams{InstanceID: "inst-a", ExecutionID: execID})
 		}))
 		b.zombieCalls(t, l, at(3*time.Second))
 
@@ -233,7 +233,7 @@ func testActivities(t *testing.T, factory Factory) {
 		}
 		require.ElementsMatch(t, []string{otherExecution.ID, otherInstance.ID}, left)
 		results := b.drain(t, now)
-		require.ElementsMatch(t, []string{round.ActivityResultID(otherExecution.ID), round.ActivityResultID(otherInstance.ID)}, messageIDs(results),
+		require.ElementsMatch(t, []string{provider.ActivityResultID(otherExecution.ID), provider.ActivityResultID(otherInstance.ID)}, messageIDs(results),
 			"a cancelled task enqueued a result")
 
 		// Cancelled tasks' ids stay known.
@@ -249,8 +249,8 @@ func testActivities(t *testing.T, factory Factory) {
 		current := activity("inst-a", "exec-3", 2, "")
 		otherInstance := activity("inst-b", "exec-1", 2, "")
 		b.enqueueTasks(t, base, old1, old2, current, otherInstance)
-		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			return s.CancelActivities(ctx, &round.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-3"})
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+			return s.CancelActivities(ctx, &provider.CancelActivitiesParams{InstanceID: "inst-a", OtherThan: "exec-3"})
 		}))
 		var left []string
 		for l := b.claim(t, at(time.Hour)); l != nil; l = b.claim(t, at(time.Hour)) {
@@ -265,14 +265,14 @@ func testActivities(t *testing.T, factory Factory) {
 		t.Parallel()
 		b := setup(t, factory)
 		task := activity("inst-a", execID, 2, "")
-		b.zombieCalls(t, &round.ActivityLease{Task: queuedTask(task, base), Token: "no-such-token"}, base)
+		b.zombieCalls(t, &provider.ActivityLease{Task: queuedTask(task, base), Token: "no-such-token"}, base)
 
 		b.enqueueTasks(t, base, task)
 		// Queued but not claimed: no token matches.
-		b.zombieCalls(t, &round.ActivityLease{Task: queuedTask(task, base), Token: "no-such-token"}, base)
+		b.zombieCalls(t, &provider.ActivityLease{Task: queuedTask(task, base), Token: "no-such-token"}, base)
 		l := b.claim(t, base)
 		require.NotNil(t, l)
-		b.zombieCalls(t, &round.ActivityLease{Task: l.Task, Token: l.Token + "-forged"}, base)
+		b.zombieCalls(t, &provider.ActivityLease{Task: l.Task, Token: l.Token + "-forged"}, base)
 		require.Nil(t, b.claim(t, at(time.Second)), "a call with a wrong token released the claim")
 		b.complete(t, l, at(time.Second))
 	})
@@ -281,7 +281,7 @@ func testActivities(t *testing.T, factory Factory) {
 		t.Parallel()
 		b := setup(t, factory)
 		const tasks, workers = 48, 8
-		var all []round.ActivityTask
+		var all []provider.ActivityTask
 		for i := range tasks {
 			all = append(all, activity(fmt.Sprintf("inst-%02d", i%12), execID, int64(2+i/12), ""))
 		}
@@ -313,16 +313,16 @@ func testActivities(t *testing.T, factory Factory) {
 						return
 					}
 					err := func() error {
-						l, err := b.store.ClaimActivity(ctx, &round.ClaimActivityParams{Owner: owner, Now: base, LockedUntil: at(time.Hour)})
+						l, err := b.store.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: owner, Now: base, LockedUntil: at(time.Hour)})
 						if err != nil || l == nil {
 							runtime.Gosched()
 							return err
 						}
-						res, err := round.ActivityOutcome(&l.Task, nil, nil)
+						res, err := provider.ActivityOutcome(&l.Task, nil, nil)
 						if err != nil {
 							return err
 						}
-						if err := b.store.CompleteActivity(ctx, &round.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: res, Now: base}); err != nil {
+						if err := b.store.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: l.Task.ID, Token: l.Token, Result: res, Now: base}); err != nil {
 							return fmt.Errorf("complete %s: %w", l.Task.ID, err)
 						}
 						mu.Lock()
@@ -348,7 +348,7 @@ func testActivities(t *testing.T, factory Factory) {
 		results := messageIDs(b.drain(t, base))
 		require.Len(t, results, tasks)
 		for _, task := range all {
-			require.True(t, slices.Contains(results, round.ActivityResultID(task.ID)), "no result of task %s", task.ID)
+			require.True(t, slices.Contains(results, provider.ActivityResultID(task.ID)), "no result of task %s", task.ID)
 		}
 	})
 }
@@ -363,7 +363,7 @@ func testListQueuedActivities(t *testing.T, factory Factory) {
 		l := b.claim(t, at(time.Second))
 		require.NotNil(t, l)
 		require.Equal(t, "i-1", l.Task.InstanceID)
-		got, err := b.inspect(t).ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "i-1"})
+		got, err := b.inspect(t).ListQueuedActivities(t.Context(), &provider.ListQueuedActivitiesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		require.Equal(t, int64(3), got[0].Task.ScheduledSeq)
@@ -373,10 +373,10 @@ func testListQueuedActivities(t *testing.T, factory Factory) {
 		require.Empty(t, got[1].Owner)
 		require.True(t, got[1].LockedUntil.IsZero())
 		b.complete(t, l, at(2*time.Second))
-		got, err = b.inspect(t).ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "i-1"})
+		got, err = b.inspect(t).ListQueuedActivities(t.Context(), &provider.ListQueuedActivitiesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		got, err = b.inspect(t).ListQueuedActivities(t.Context(), &round.ListQueuedActivitiesParams{InstanceID: "none"})
+		got, err = b.inspect(t).ListQueuedActivities(t.Context(), &provider.ListQueuedActivitiesParams{InstanceID: "none"})
 		require.NoError(t, err)
 		require.Empty(t, got)
 	})

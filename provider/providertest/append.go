@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // testHistory covers AppendHistory and LoadHistory: exact round trips,
@@ -52,13 +52,13 @@ func testHistory(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		ctx := t.Context()
 		gap := chainAt("inst-a", 2, nil, startEvent(t, execID))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", gap), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", gap), provider.ErrConflict)
 		require.Empty(t, b.load(t, "inst-a", 1))
 
 		log := chain("inst-a", nil, startEvent(t, execID), markerEvent(t, "a"))
 		require.NoError(t, b.appendEvents(ctx, "inst-a", log))
 		gap = chainAt("inst-a", 4, log[1].Hash, markerEvent(t, "b"), markerEvent(t, "c"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", gap), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", gap), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1))
 	})
 
@@ -85,11 +85,11 @@ func testHistory(t *testing.T, factory Factory) {
 		require.NoError(t, b.appendEvents(ctx, "inst-a", log))
 
 		other := chain("inst-a", log[:1], markerEvent(t, "other"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", other), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", other), provider.ErrConflict)
 		longer := chain("inst-a", log[:1], markerEvent(t, "other"), markerEvent(t, "more"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", longer), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", longer), provider.ErrConflict)
 		restart := chain("inst-a", nil, startEvent(t, "exec-other"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", restart), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", restart), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1), "a conflicting append wrote something")
 	})
 
@@ -101,10 +101,10 @@ func testHistory(t *testing.T, factory Factory) {
 		require.NoError(t, b.appendEvents(ctx, "inst-a", log))
 
 		dup := chain("inst-a", log, raisedEvent(t, "k1"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", dup), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", dup), provider.ErrConflict)
 		// One key twice in one append: nothing of it is written.
 		twice := chain("inst-a", log, markerEvent(t, "a"), raisedEvent(t, "k2"), raisedEvent(t, "k2"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", twice), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", twice), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1), "a conflicting append wrote something")
 
 		// Two kinds of one class exclude each other: a timer fires or is
@@ -113,7 +113,7 @@ func testHistory(t *testing.T, factory Factory) {
 		require.NoError(t, b.appendEvents(ctx, "inst-a", fired))
 		log = slices.Concat(log, fired)
 		cancelled := chain("inst-a", log, event(t, "", "7", &history.TimerCancelled{}))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", cancelled), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", cancelled), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1))
 	})
 
@@ -139,7 +139,7 @@ func testHistory(t *testing.T, factory Factory) {
 
 		// But the key is used in exec-2 now.
 		dup := chain("inst-a", log, event(t, "exec-2", "k1", &history.EventRaised{Name: "again", IdempotencyKey: "k1"}))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", dup), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", dup), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1))
 	})
 }

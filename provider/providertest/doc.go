@@ -10,7 +10,7 @@
 // empty store for each case and registers its own clean-up:
 //
 //	func TestConformance(t *testing.T) {
-//		providertest.Exercise(t, func(t *testing.T) round.Store {
+//		providertest.Exercise(t, func(t *testing.T) provider.Store {
 //			return memory.New(memory.Options{})
 //		})
 //	}
@@ -22,14 +22,14 @@
 //
 // # What is checked
 //
-// The suite reads the store's [round.Mode]: a transactional store must
-// implement [round.TxStore], a peek-lock store [round.LeaseStore]. It runs
+// The suite reads the store's [provider.Mode]: a transactional store must
+// implement [provider.TxStore], a peek-lock store [provider.LeaseStore]. It runs
 // the cases shared by both modes — queues and delayed visibility, idempotent
 // enqueue and append, history loading, projections, activity claims and
 // their fencing, dead letters, exclusive instance locking under concurrent
 // workers — and the cases of the store's mode: round atomicity and SKIP
 // LOCKED dequeues for transactional stores, leases, lease expiry and zombie
-// rejection for peek-lock stores. Stores that implement [round.Notifier] also
+// rejection for peek-lock stores. Stores that implement [provider.Notifier] also
 // have their wake-up hints checked.
 //
 // Every case passes the time explicitly: a fixed base time in UTC, truncated

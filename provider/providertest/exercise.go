@@ -3,20 +3,19 @@ package providertest
 import (
 	"testing"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // Factory returns a fresh, empty store for one test; it registers its own
 // clean-up with t.Cleanup. It is called once per case, from the case's own
 // goroutine, possibly for many cases at once.
-type Factory func(t *testing.T) round.Store
+type Factory func(t *testing.T) provider.Store
 
 // Exercise runs the whole conformance suite against stores made by factory.
-// Stores are either transactional (Mode is [round.ModeTransactional] and
-// they implement [round.TxStore]) or peek-lock ([round.ModePeekLock],
-// implementing [round.LeaseStore]); the suite runs the cases of the store's
+// Stores are either transactional (Mode is [provider.ModeTransactional] and
+// they implement [provider.TxStore]) or peek-lock ([provider.ModePeekLock],
+// implementing [provider.LeaseStore]); the suite runs the cases of the store's
 // mode and every shared one. Cases are parallel subtests, each with its own
 // store.
 func Exercise(t *testing.T, factory Factory) {
@@ -39,13 +38,13 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("DiscardChildStart", func(t *testing.T) { t.Parallel(); testDiscardChildStart(t, factory) })
 	t.Run("ActivityExpiry", func(t *testing.T) { t.Parallel(); testActivityExpiry(t, factory) })
 	switch probe.store.Mode() {
-	case round.ModeTransactional:
+	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
 		t.Run("AbandonInRound", func(t *testing.T) { t.Parallel(); testAbandonInRound(t, factory) })
-	case round.ModePeekLock:
+	case provider.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}
-	if _, ok := probe.store.(round.Notifier); ok {
+	if _, ok := probe.store.(provider.Notifier); ok {
 		t.Run("WorkHint", func(t *testing.T) { t.Parallel(); testWorkHint(t, factory) })
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -26,11 +27,11 @@ func testActivityExpiry(t *testing.T, factory Factory) {
 		require.Nil(t, l1.Expired, "a first claim reported an expired one")
 		l2 := b.claim(t, at(leaseFor))
 		require.NotNil(t, l2)
-		require.Equal(t, &round.ExpiredClaim{Owner: node, LockedUntil: at(leaseFor)}, l2.Expired)
+		require.Equal(t, &provider.ExpiredClaim{Owner: node, LockedUntil: at(leaseFor)}, l2.Expired)
 		require.Equal(t, 1, l2.Task.Attempt, "the store counted the lost attempt itself")
 
 		// A claim released by a retry is not an expired one.
-		require.NoError(t, b.store.RetryActivity(t.Context(), &round.RetryActivityParams{
+		require.NoError(t, b.store.RetryActivity(t.Context(), &provider.RetryActivityParams{
 			TaskID: task.ID, Token: l2.Token, VisibleAt: at(3 * leaseFor), Error: "lost",
 		}))
 		l3 := b.claim(t, at(3*leaseFor))
@@ -51,7 +52,7 @@ func testActivityExpiry(t *testing.T, factory Factory) {
 		w, err := round.NewActivityWorker(b.store, round.ActivityWorkerOptions{
 			Node: "node-2", Clock: clock, LeaseDuration: leaseFor, Jitter: func() float64 { return 0 },
 			Resolve: func(string) (round.ActivityFunc, bool) {
-				return func(context.Context, *round.ActivityLease, *round.Heartbeat) ([]byte, error) {
+				return func(context.Context, *provider.ActivityLease, *round.Heartbeat) ([]byte, error) {
 					ran++
 					return []byte(`"ran"`), nil
 				}, true
@@ -91,7 +92,7 @@ func testActivityExpiry(t *testing.T, factory Factory) {
 
 		got := b.drain(t, clock.Now())
 		require.Len(t, got, 1, "the failed result")
-		require.Equal(t, round.ActivityResultID(task.ID), got[0].ID)
+		require.Equal(t, provider.ActivityResultID(task.ID), got[0].ID)
 		require.Equal(t, history.KindActivityFailed, got[0].Kind)
 		attrs, err := history.DecodeAttributes(got[0].Kind, got[0].Payload)
 		require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -33,9 +34,9 @@ func at(d time.Duration) time.Time { return base.Add(d) }
 
 // bundle is one case's store, with its mode's interface set.
 type bundle struct {
-	store round.Store
-	tx    round.TxStore    // set in transactional mode
-	lease round.LeaseStore // set in peek-lock mode
+	store provider.Store
+	tx    provider.TxStore    // set in transactional mode
+	lease provider.LeaseStore // set in peek-lock mode
 }
 
 // setup makes a fresh store and checks that it implements its mode.
@@ -45,13 +46,13 @@ func setup(t *testing.T, factory Factory) *bundle {
 	require.NotNil(t, s, "factory returned a nil store")
 	b := &bundle{store: s}
 	switch mode := s.Mode(); mode {
-	case round.ModeTransactional:
-		tx, ok := s.(round.TxStore)
-		require.True(t, ok, "store reports mode %s but does not implement round.TxStore", mode)
+	case provider.ModeTransactional:
+		tx, ok := s.(provider.TxStore)
+		require.True(t, ok, "store reports mode %s but does not implement provider.TxStore", mode)
 		b.tx = tx
-	case round.ModePeekLock:
-		ls, ok := s.(round.LeaseStore)
-		require.True(t, ok, "store reports mode %s but does not implement round.LeaseStore", mode)
+	case provider.ModePeekLock:
+		ls, ok := s.(provider.LeaseStore)
+		require.True(t, ok, "store reports mode %s but does not implement provider.LeaseStore", mode)
 		b.lease = ls
 	default:
 		require.FailNow(t, "store reports an unknown mode", "mode %d", int(mode))
@@ -61,17 +62,17 @@ func setup(t *testing.T, factory Factory) *bundle {
 
 // steps runs fn on the store's round steps: inside one RunRound in
 // transactional mode, directly on the store in peek-lock mode.
-func (b *bundle) steps(ctx context.Context, fn func(ctx context.Context, s round.Steps) error) error {
+func (b *bundle) steps(ctx context.Context, fn func(ctx context.Context, s provider.Steps) error) error {
 	if b.tx != nil {
-		return b.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error { return fn(ctx, tx) })
+		return b.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error { return fn(ctx, tx) })
 	}
 	return fn(ctx, b.lease)
 }
 
 // signal builds a valid message: a raised event keyed by the message id.
-func signal(t *testing.T, id, instanceID string) round.Message {
+func signal(t *testing.T, id, instanceID string) provider.Message {
 	t.Helper()
-	m, err := round.NewMessage(id, instanceID, "", id, &history.EventRaised{
+	m, err := provider.NewMessage(id, instanceID, "", id, &history.EventRaised{
 		Name: "poke", Payload: []byte("payload of " + id), IdempotencyKey: id, Sender: "user:alice",
 	})
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func signal(t *testing.T, id, instanceID string) round.Message {
 
 // queued returns m as a store must hand it back after enqueueing it at now:
 // zero VisibleAt and EnqueuedAt take now.
-func queued(m round.Message, now time.Time) round.Message {
+func queued(m provider.Message, now time.Time) provider.Message {
 	if m.VisibleAt.IsZero() {
 		m.VisibleAt = now
 	}
@@ -92,7 +93,7 @@ func queued(m round.Message, now time.Time) round.Message {
 }
 
 // messageIDs returns the ids of msgs in order.
-func messageIDs(msgs []round.Message) []string {
+func messageIDs(msgs []provider.Message) []string {
 	ids := make([]string, len(msgs))
 	for i := range msgs {
 		ids[i] = msgs[i].ID
@@ -101,15 +102,15 @@ func messageIDs(msgs []round.Message) []string {
 }
 
 // enqueue adds messages outside a round.
-func (b *bundle) enqueue(t *testing.T, now time.Time, msgs ...round.Message) {
+func (b *bundle) enqueue(t *testing.T, now time.Time, msgs ...provider.Message) {
 	t.Helper()
-	require.NoError(t, b.store.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: msgs, Now: now}))
+	require.NoError(t, b.store.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: msgs, Now: now}))
 }
 
 // delivery is the batch of one instance taken from the queue.
 type delivery struct {
 	InstanceID string
-	Messages   []round.Message
+	Messages   []provider.Message
 }
 
 // take dequeues the visible messages of one instance at now (of instanceID
@@ -120,17 +121,17 @@ func (b *bundle) take(t *testing.T, now time.Time, limit int, instanceID string)
 	ctx := t.Context()
 	var d *delivery
 	if b.tx != nil {
-		err := b.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: node, Limit: limit, InstanceID: instanceID})
+		err := b.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: node, Limit: limit, InstanceID: instanceID})
 			if err != nil || batch == nil {
 				return err
 			}
 			d = &delivery{InstanceID: batch.InstanceID, Messages: batch.Messages}
-			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: messageIDs(batch.Messages)})
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: messageIDs(batch.Messages)})
 		})
 		require.NoError(t, err)
 	} else {
-		l, err := b.lease.LeaseInstance(ctx, &round.LeaseParams{
+		l, err := b.lease.LeaseInstance(ctx, &provider.LeaseParams{
 			Now: now, LockedUntil: now.Add(leaseFor), Owner: node, Limit: limit, InstanceID: instanceID,
 		})
 		require.NoError(t, err)
@@ -139,7 +140,7 @@ func (b *bundle) take(t *testing.T, now time.Time, limit int, instanceID string)
 		}
 		require.NotEmpty(t, l.Token, "lease without a token")
 		d = &delivery{InstanceID: l.InstanceID, Messages: l.Messages}
-		require.NoError(t, b.lease.AckLease(ctx, &round.AckLeaseParams{Lease: l, MessageIDs: messageIDs(l.Messages)}))
+		require.NoError(t, b.lease.AckLease(ctx, &provider.AckLeaseParams{Lease: l, MessageIDs: messageIDs(l.Messages)}))
 	}
 	if d == nil {
 		return nil
@@ -157,9 +158,9 @@ func (b *bundle) take(t *testing.T, now time.Time, limit int, instanceID string)
 }
 
 // drain takes and acks every message visible at now, in delivery order.
-func (b *bundle) drain(t *testing.T, now time.Time) []round.Message {
+func (b *bundle) drain(t *testing.T, now time.Time) []provider.Message {
 	t.Helper()
-	var out []round.Message
+	var out []provider.Message
 	for range 1000 {
 		d := b.take(t, now, 100, "")
 		if d == nil {
@@ -174,7 +175,7 @@ func (b *bundle) drain(t *testing.T, now time.Time) []round.Message {
 // nextVisible returns NextVisibleAt of the orchestration queue.
 func (b *bundle) nextVisible(t *testing.T) (time.Time, bool) {
 	t.Helper()
-	next, ok, err := b.store.NextVisibleAt(t.Context(), &round.NextVisibleAtParams{Queue: round.QueueOrchestration})
+	next, ok, err := b.store.NextVisibleAt(t.Context(), &provider.NextVisibleAtParams{Queue: provider.QueueOrchestration})
 	require.NoError(t, err)
 	return next, ok
 }
@@ -182,25 +183,25 @@ func (b *bundle) nextVisible(t *testing.T) (time.Time, bool) {
 // nextTask returns NextVisibleAt of the activity queue for queues.
 func (b *bundle) nextTask(t *testing.T, queues ...string) (time.Time, bool) {
 	t.Helper()
-	next, ok, err := b.store.NextVisibleAt(t.Context(), &round.NextVisibleAtParams{Queue: round.QueueActivity, Queues: queues})
+	next, ok, err := b.store.NextVisibleAt(t.Context(), &provider.NextVisibleAtParams{Queue: provider.QueueActivity, Queues: queues})
 	require.NoError(t, err)
 	return next, ok
 }
 
 // letters builds the dead letters of the messages with the given ids the way
 // the round runner does.
-func letters(msgs []round.Message, ids []string, reason round.Reason, text string, now time.Time) ([]round.DeadLetter, error) {
-	var out []round.DeadLetter
+func letters(msgs []provider.Message, ids []string, reason provider.Reason, text string, now time.Time) ([]provider.DeadLetter, error) {
+	var out []provider.DeadLetter
 	for _, id := range ids {
-		i := slices.IndexFunc(msgs, func(m round.Message) bool { return m.ID == id })
+		i := slices.IndexFunc(msgs, func(m provider.Message) bool { return m.ID == id })
 		if i < 0 {
 			return nil, fmt.Errorf("message %s was not delivered", id)
 		}
 		m := msgs[i]
-		out = append(out, round.DeadLetter{
-			ID: round.DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &m,
+		out = append(out, provider.DeadLetter{
+			ID: provider.DeadLetterID(m.ID, m.EnqueuedAt), InstanceID: m.InstanceID, Message: &m,
 			Reason: reason, Error: text, Node: node, At: now, Attempts: m.Attempts + 1,
-			Status: round.DeadLetterDead,
+			Status: provider.DeadLetterDead,
 		})
 	}
 	return out, nil
@@ -210,14 +211,14 @@ func letters(msgs []round.Message, ids []string, reason round.Reason, text strin
 // those with the given ids to the dead-letter store (DeadLetterMessages in
 // transactional mode, DeadLetterLeased in peek-lock mode); the others stay
 // queued. It returns the letters it wrote.
-func (b *bundle) deadLetter(t *testing.T, now time.Time, instanceID string, ids []string, reason round.Reason, text string) []round.DeadLetter {
+func (b *bundle) deadLetter(t *testing.T, now time.Time, instanceID string, ids []string, reason provider.Reason, text string) []provider.DeadLetter {
 	t.Helper()
 	ctx := t.Context()
-	var written []round.DeadLetter
+	var written []provider.DeadLetter
 	if b.tx != nil {
 		var found bool
-		err := b.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: node, Limit: 100, InstanceID: instanceID})
+		err := b.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: node, Limit: 100, InstanceID: instanceID})
 			if err != nil || batch == nil {
 				return err
 			}
@@ -225,26 +226,26 @@ func (b *bundle) deadLetter(t *testing.T, now time.Time, instanceID string, ids 
 			if written, err = letters(batch.Messages, ids, reason, text, now); err != nil {
 				return err
 			}
-			return tx.DeadLetterMessages(ctx, &round.DeadLetterMessagesParams{InstanceID: instanceID, Letters: written})
+			return tx.DeadLetterMessages(ctx, &provider.DeadLetterMessagesParams{InstanceID: instanceID, Letters: written})
 		})
 		require.NoError(t, err)
 		require.True(t, found, "instance %s has no visible messages to dead-letter", instanceID)
 		return written
 	}
-	l, err := b.lease.LeaseInstance(ctx, &round.LeaseParams{Now: now, LockedUntil: now.Add(leaseFor), Owner: node, Limit: 100, InstanceID: instanceID})
+	l, err := b.lease.LeaseInstance(ctx, &provider.LeaseParams{Now: now, LockedUntil: now.Add(leaseFor), Owner: node, Limit: 100, InstanceID: instanceID})
 	require.NoError(t, err)
 	require.NotNil(t, l, "instance %s has no visible messages to dead-letter", instanceID)
 	written, err = letters(l.Messages, ids, reason, text, now)
 	require.NoError(t, err)
-	require.NoError(t, b.lease.DeadLetterLeased(ctx, &round.DeadLetterLeasedParams{Lease: l, Letters: written}))
-	require.NoError(t, b.lease.AckLease(ctx, &round.AckLeaseParams{Lease: l}))
+	require.NoError(t, b.lease.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: l, Letters: written}))
+	require.NoError(t, b.lease.AckLease(ctx, &provider.AckLeaseParams{Lease: l}))
 	return written
 }
 
 // sortedLetters returns letters sorted by id, the order of ListDeadLetters.
-func sortedLetters(ls ...[]round.DeadLetter) []round.DeadLetter {
+func sortedLetters(ls ...[]provider.DeadLetter) []provider.DeadLetter {
 	out := slices.Concat(ls...)
-	slices.SortFunc(out, func(a, b round.DeadLetter) int {
+	slices.SortFunc(out, func(a, b provider.DeadLetter) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -257,7 +258,7 @@ func sortedLetters(ls ...[]round.DeadLetter) []round.DeadLetter {
 }
 
 // listLetters returns ListDeadLetters(p).
-func (b *bundle) listLetters(t *testing.T, p round.ListDeadLettersParams) []round.DeadLetter {
+func (b *bundle) listLetters(t *testing.T, p provider.ListDeadLettersParams) []provider.DeadLetter {
 	t.Helper()
 	ls, err := b.deadLetters(t).ListDeadLetters(t.Context(), &p)
 	require.NoError(t, err)
@@ -265,7 +266,7 @@ func (b *bundle) listLetters(t *testing.T, p round.ListDeadLettersParams) []roun
 }
 
 // getLetter returns GetDeadLetter(id), which must exist.
-func (b *bundle) getLetter(t *testing.T, id string) round.DeadLetter {
+func (b *bundle) getLetter(t *testing.T, id string) provider.DeadLetter {
 	t.Helper()
 	dl, err := b.deadLetters(t).GetDeadLetter(t.Context(), id)
 	require.NoError(t, err)
@@ -274,9 +275,9 @@ func (b *bundle) getLetter(t *testing.T, id string) round.DeadLetter {
 }
 
 // resolve calls ResolveDeadLetter.
-func (b *bundle) resolve(t *testing.T, id string, status round.DeadLetterStatus, by string, now time.Time) error {
+func (b *bundle) resolve(t *testing.T, id string, status provider.DeadLetterStatus, by string, now time.Time) error {
 	t.Helper()
-	return b.deadLetters(t).ResolveDeadLetter(t.Context(), &round.ResolveDeadLetterParams{ID: id, Status: status, By: by, Now: now})
+	return b.deadLetters(t).ResolveDeadLetter(t.Context(), &provider.ResolveDeadLetterParams{ID: id, Status: status, By: by, Now: now})
 }
 
 // incident returns the Incident of the instance record, which must exist.
@@ -290,9 +291,9 @@ func (b *bundle) incident(t *testing.T, instanceID string) string {
 
 // activity builds the task of the ActivityScheduled event at seq, with
 // every field set.
-func activity(instanceID, executionID string, seq int64, queue string) round.ActivityTask {
-	return round.ActivityTask{
-		ID: round.ActivityTaskID(instanceID, executionID, seq), InstanceID: instanceID, ExecutionID: executionID,
+func activity(instanceID, executionID string, seq int64, queue string) provider.ActivityTask {
+	return provider.ActivityTask{
+		ID: provider.ActivityTaskID(instanceID, executionID, seq), InstanceID: instanceID, ExecutionID: executionID,
 		ScheduledSeq: seq, Name: "charge-card", Queue: queue, Input: []byte(`{"amount":42}`), Attempt: 1,
 		Retry: history.RetryPolicy{
 			MaxAttempts: 5, InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 2,
@@ -304,7 +305,7 @@ func activity(instanceID, executionID string, seq int64, queue string) round.Act
 
 // queuedTask returns task as a store must hand it back after enqueueing it
 // at now.
-func queuedTask(task round.ActivityTask, now time.Time) round.ActivityTask {
+func queuedTask(task provider.ActivityTask, now time.Time) provider.ActivityTask {
 	if task.VisibleAt.IsZero() {
 		task.VisibleAt = now
 	}
@@ -315,17 +316,17 @@ func queuedTask(task round.ActivityTask, now time.Time) round.ActivityTask {
 }
 
 // enqueueTasks adds activity tasks through the round steps.
-func (b *bundle) enqueueTasks(t *testing.T, now time.Time, tasks ...round.ActivityTask) {
+func (b *bundle) enqueueTasks(t *testing.T, now time.Time, tasks ...provider.ActivityTask) {
 	t.Helper()
-	require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-		return s.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: tasks, Now: now})
+	require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+		return s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: tasks, Now: now})
 	}))
 }
 
 // claim claims a task of queues at now for leaseFor; nil when there is none.
-func (b *bundle) claim(t *testing.T, now time.Time, queues ...string) *round.ActivityLease {
+func (b *bundle) claim(t *testing.T, now time.Time, queues ...string) *provider.ActivityLease {
 	t.Helper()
-	l, err := b.store.ClaimActivity(t.Context(), &round.ClaimActivityParams{
+	l, err := b.store.ClaimActivity(t.Context(), &provider.ClaimActivityParams{
 		Queues: queues, Owner: node, Now: now, LockedUntil: now.Add(leaseFor),
 	})
 	require.NoError(t, err)
@@ -339,11 +340,11 @@ func (b *bundle) claim(t *testing.T, now time.Time, queues ...string) *round.Act
 }
 
 // complete completes a claimed task with its result message at now.
-func (b *bundle) complete(t *testing.T, l *round.ActivityLease, now time.Time) round.Message {
+func (b *bundle) complete(t *testing.T, l *provider.ActivityLease, now time.Time) provider.Message {
 	t.Helper()
-	res, err := round.ActivityOutcome(&l.Task, []byte(`"done"`), nil)
+	res, err := provider.ActivityOutcome(&l.Task, []byte(`"done"`), nil)
 	require.NoError(t, err)
-	require.NoError(t, b.store.CompleteActivity(t.Context(), &round.CompleteActivityParams{
+	require.NoError(t, b.store.CompleteActivity(t.Context(), &provider.CompleteActivityParams{
 		TaskID: l.Task.ID, Token: l.Token, Result: res, Now: now,
 	}))
 	return res
@@ -351,28 +352,28 @@ func (b *bundle) complete(t *testing.T, l *round.ActivityLease, now time.Time) r
 
 // zombieCalls makes every call a task's old claimer can make with lease l
 // and checks that each returns ErrLeaseLost.
-func (b *bundle) zombieCalls(t *testing.T, l *round.ActivityLease, now time.Time) {
+func (b *bundle) zombieCalls(t *testing.T, l *provider.ActivityLease, now time.Time) {
 	t.Helper()
 	ctx := t.Context()
-	res, err := round.ActivityOutcome(&l.Task, []byte(`"zombie"`), nil)
+	res, err := provider.ActivityOutcome(&l.Task, []byte(`"zombie"`), nil)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.store.HeartbeatActivity(ctx, &round.HeartbeatActivityParams{
+	require.ErrorIs(t, b.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{
 		TaskID: l.Task.ID, Token: l.Token, LockedUntil: now.Add(time.Hour),
-	}), round.ErrLeaseLost, "HeartbeatActivity")
-	require.ErrorIs(t, b.store.CompleteActivity(ctx, &round.CompleteActivityParams{
+	}), provider.ErrLeaseLost, "HeartbeatActivity")
+	require.ErrorIs(t, b.store.CompleteActivity(ctx, &provider.CompleteActivityParams{
 		TaskID: l.Task.ID, Token: l.Token, Result: res, Now: now,
-	}), round.ErrLeaseLost, "CompleteActivity")
-	require.ErrorIs(t, b.store.RetryActivity(ctx, &round.RetryActivityParams{
+	}), provider.ErrLeaseLost, "CompleteActivity")
+	require.ErrorIs(t, b.store.RetryActivity(ctx, &provider.RetryActivityParams{
 		TaskID: l.Task.ID, Token: l.Token, VisibleAt: now.Add(time.Hour), Error: "zombie retry",
-	}), round.ErrLeaseLost, "RetryActivity")
+	}), provider.ErrLeaseLost, "RetryActivity")
 	task := l.Task
-	require.ErrorIs(t, b.store.DeadLetterActivity(ctx, &round.DeadLetterActivityParams{
-		TaskID: l.Task.ID, Token: l.Token, Letter: round.DeadLetter{
-			ID: round.DeadLetterID(task.ID, task.EnqueuedAt), InstanceID: task.InstanceID, Activity: &task,
-			Reason: round.ReasonUnknownActivity, Error: "zombie", Node: node, At: now, Attempts: task.Attempt,
-			Status: round.DeadLetterDead,
+	require.ErrorIs(t, b.store.DeadLetterActivity(ctx, &provider.DeadLetterActivityParams{
+		TaskID: l.Task.ID, Token: l.Token, Letter: provider.DeadLetter{
+			ID: provider.DeadLetterID(task.ID, task.EnqueuedAt), InstanceID: task.InstanceID, Activity: &task,
+			Reason: provider.ReasonUnknownActivity, Error: "zombie", Node: node, At: now, Attempts: task.Attempt,
+			Status: provider.DeadLetterDead,
 		},
-	}), round.ErrLeaseLost, "DeadLetterActivity")
+	}), provider.ErrLeaseLost, "DeadLetterActivity")
 }
 
 // startEvent builds an unsealed ExecutionStarted event; chain numbers and
@@ -435,25 +436,25 @@ func chainAt(instanceID string, seq int64, prevHash []byte, events ...history.Ev
 
 // appendEvents calls AppendHistory through the round steps.
 func (b *bundle) appendEvents(ctx context.Context, instanceID string, events []history.Event) error {
-	return b.steps(ctx, func(ctx context.Context, s round.Steps) error {
-		return s.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: instanceID, Events: events})
+	return b.steps(ctx, func(ctx context.Context, s provider.Steps) error {
+		return s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: instanceID, Events: events})
 	})
 }
 
 // load returns LoadHistory of instanceID from fromSeq.
 func (b *bundle) load(t *testing.T, instanceID string, fromSeq int64) []history.Event {
 	t.Helper()
-	events, err := b.store.LoadHistory(t.Context(), &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: fromSeq})
+	events, err := b.store.LoadHistory(t.Context(), &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: fromSeq})
 	require.NoError(t, err)
 	return events
 }
 
 // record builds an instance record with every field set; label tells
 // records apart.
-func record(instanceID string, seq int64, label string) *round.InstanceRecord {
-	return &round.InstanceRecord{
+func record(instanceID string, seq int64, label string) *provider.InstanceRecord {
+	return &provider.InstanceRecord{
 		InstanceID: instanceID, ExecutionID: execID, Name: "approve-claim", Version: "v1",
-		Status: round.StatusCompleted, BusinessKey: "claim-" + label,
+		Status: provider.StatusCompleted, BusinessKey: "claim-" + label,
 		BusinessParts: map[string]string{"region": "north", "label": label},
 		CustomStatus:  []byte("status " + label), ParentID: "parent-" + label,
 		CreatedAt: at(time.Second), UpdatedAt: at(time.Duration(seq) * time.Second),
@@ -465,23 +466,23 @@ func record(instanceID string, seq int64, label string) *round.InstanceRecord {
 
 // projections builds the projections of instanceID folded to seq; without
 // instance, the instance record is left unchanged.
-func projections(t *testing.T, instanceID string, seq int64, label string, instance bool) *round.Projections {
+func projections(t *testing.T, instanceID string, seq int64, label string, instance bool) *provider.Projections {
 	t.Helper()
 	snap := round.NewSnapshot(instanceID)
-	snap.ExecutionID, snap.Name, snap.Status, snap.LastSeq, snap.CustomStatus = execID, "approve-claim", round.StatusRunning, seq, []byte(label)
+	snap.ExecutionID, snap.Name, snap.Status, snap.LastSeq, snap.CustomStatus = execID, "approve-claim", provider.StatusRunning, seq, []byte(label)
 	data, err := round.MarshalSnapshot(snap)
 	require.NoError(t, err)
-	p := &round.Projections{
+	p := &provider.Projections{
 		InstanceID: instanceID, Seq: seq, Snapshot: data,
-		Tasks: []round.TaskRecord{{
-			TaskID: "task-1", InstanceID: instanceID, ExecutionID: execID, Name: "review", Status: round.TaskOpen,
+		Tasks: []provider.TaskRecord{{
+			TaskID: "task-1", InstanceID: instanceID, ExecutionID: execID, Name: "review", Status: provider.TaskOpen,
 			Roles: []string{"reviewer"}, Payload: []byte(label), CreatedAt: at(time.Second), UpdatedAt: at(time.Second), Seq: seq,
 		}},
-		TaskEvents: []round.TaskEventRecord{{
+		TaskEvents: []provider.TaskEventRecord{{
 			InstanceID: instanceID, TaskID: "task-1", Seq: 2, Kind: history.KindTaskCreated,
 			Actor: history.ActorSystem, At: at(2 * time.Second), Detail: "created",
 		}},
-		Custom: []round.CustomRecord{{Name: "totals", Version: 1, InstanceID: instanceID, Seq: seq, Data: []byte(label)}},
+		Custom: []provider.CustomRecord{{Name: "totals", Version: 1, InstanceID: instanceID, Seq: seq, Data: []byte(label)}},
 	}
 	if instance {
 		p.Instance = record(instanceID, seq, label)
@@ -490,9 +491,9 @@ func projections(t *testing.T, instanceID string, seq int64, label string, insta
 }
 
 // save calls SaveProjections through the round steps.
-func (b *bundle) save(t *testing.T, p *round.Projections) {
+func (b *bundle) save(t *testing.T, p *provider.Projections) {
 	t.Helper()
-	require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
+	require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
 		return s.SaveProjections(ctx, p)
 	}))
 }
@@ -506,7 +507,7 @@ func (b *bundle) snapshotOf(t *testing.T, instanceID string) ([]byte, int64) {
 }
 
 // instanceOf returns GetInstance of instanceID, which must exist.
-func (b *bundle) instanceOf(t *testing.T, instanceID string) *round.InstanceRecord {
+func (b *bundle) instanceOf(t *testing.T, instanceID string) *provider.InstanceRecord {
 	t.Helper()
 	rec, err := b.store.GetInstance(t.Context(), instanceID)
 	require.NoError(t, err)
@@ -527,7 +528,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // abandon calls AbandonMessages.
 func (b *bundle) abandon(t *testing.T, instanceID string, ids []string, visibleAt time.Time, text string) {
 	t.Helper()
-	require.NoError(t, b.store.AbandonMessages(t.Context(), &round.AbandonMessagesParams{
+	require.NoError(t, b.store.AbandonMessages(t.Context(), &provider.AbandonMessagesParams{
 		InstanceID: instanceID, MessageIDs: ids, VisibleAt: visibleAt, Error: text,
 	}))
 }

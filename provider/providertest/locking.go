@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // testLocking covers exclusive instance locking under concurrent workers,
@@ -23,7 +23,7 @@ func testLocking(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		const instances, perInstance, workers, limit = 24, 5, 8, 2
 		want := map[string][]string{}
-		var msgs []round.Message
+		var msgs []provider.Message
 		for i := range instances {
 			id := fmt.Sprintf("inst-%02d", i)
 			for j := range perInstance {
@@ -56,7 +56,7 @@ func testLocking(t *testing.T, factory Factory) {
 		}
 		// work runs while the instance is held: it checks no one else holds
 		// it and appends one event per message, continuing the stored log.
-		work := func(ctx context.Context, s round.Steps, worker, instanceID string, batch []round.Message) error {
+		work := func(ctx context.Context, s provider.Steps, worker, instanceID string, batch []provider.Message) error {
 			mu.Lock()
 			if other, ok := held[instanceID]; ok {
 				mu.Unlock()
@@ -70,7 +70,7 @@ func testLocking(t *testing.T, factory Factory) {
 				delete(held, instanceID)
 				mu.Unlock()
 			}()
-			stored, err := s.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
+			stored, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func testLocking(t *testing.T, factory Factory) {
 				}
 			}
 			events = chain(instanceID, stored, events...)
-			if err := s.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: instanceID, Events: events}); err != nil {
+			if err := s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: instanceID, Events: events}); err != nil {
 				return fmt.Errorf("append to %s by %s: %w", instanceID, worker, err)
 			}
 			return nil
@@ -140,12 +140,12 @@ func testLocking(t *testing.T, factory Factory) {
 // at base, at most limit, runs work on them and acks them all. It returns
 // the acked ids, or nil when no instance could be taken.
 func (b *bundle) workRound(ctx context.Context, worker string, limit int,
-	work func(ctx context.Context, s round.Steps, worker, instanceID string, batch []round.Message) error,
+	work func(ctx context.Context, s provider.Steps, worker, instanceID string, batch []provider.Message) error,
 ) ([]string, error) {
 	var ids []string
 	if b.tx != nil {
-		err := b.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-			batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: worker, Limit: limit})
+		err := b.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: worker, Limit: limit})
 			if err != nil || batch == nil {
 				return err
 			}
@@ -156,14 +156,14 @@ func (b *bundle) workRound(ctx context.Context, worker string, limit int,
 				return err
 			}
 			ids = messageIDs(batch.Messages)
-			return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: ids})
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: ids})
 		})
 		if err != nil {
 			return nil, err
 		}
 		return ids, nil
 	}
-	l, err := b.lease.LeaseInstance(ctx, &round.LeaseParams{Now: base, LockedUntil: at(time.Hour), Owner: worker, Limit: limit})
+	l, err := b.lease.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: at(time.Hour), Owner: worker, Limit: limit})
 	if err != nil || l == nil {
 		return nil, err
 	}
@@ -174,14 +174,14 @@ func (b *bundle) workRound(ctx context.Context, worker string, limit int,
 		return nil, err
 	}
 	ids = messageIDs(l.Messages)
-	if err := b.lease.AckLease(ctx, &round.AckLeaseParams{Lease: l, MessageIDs: ids}); err != nil {
+	if err := b.lease.AckLease(ctx, &provider.AckLeaseParams{Lease: l, MessageIDs: ids}); err != nil {
 		return nil, fmt.Errorf("ack lease of %s: %w", l.InstanceID, err)
 	}
 	return ids, nil
 }
 
 // checkBatch checks what every dequeued batch must satisfy.
-func checkBatch(instanceID string, msgs []round.Message, limit int) error {
+func checkBatch(instanceID string, msgs []provider.Message, limit int) error {
 	if len(msgs) == 0 || len(msgs) > limit {
 		return fmt.Errorf("batch of %s has %d messages, limit %d", instanceID, len(msgs), limit)
 	}

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testNotFound covers lookups of what does not exist and reads of an empty
@@ -17,19 +16,19 @@ func testNotFound(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		ctx := t.Context()
 		_, err := b.store.GetInstance(ctx, "no-such-instance")
-		require.ErrorIs(t, err, round.ErrNotFound, "GetInstance")
+		require.ErrorIs(t, err, provider.ErrNotFound, "GetInstance")
 		_, _, err = b.store.GetSnapshot(ctx, "no-such-instance")
-		require.ErrorIs(t, err, round.ErrNotFound, "GetSnapshot")
+		require.ErrorIs(t, err, provider.ErrNotFound, "GetSnapshot")
 		_, err = b.deadLetters(t).GetDeadLetter(ctx, "no-such-letter")
-		require.ErrorIs(t, err, round.ErrNotFound, "GetDeadLetter")
-		require.ErrorIs(t, b.resolve(t, "no-such-letter", round.DeadLetterRedriven, "user:ops", base), round.ErrNotFound, "ResolveDeadLetter")
+		require.ErrorIs(t, err, provider.ErrNotFound, "GetDeadLetter")
+		require.ErrorIs(t, b.resolve(t, "no-such-letter", provider.DeadLetterRedriven, "user:ops", base), provider.ErrNotFound, "ResolveDeadLetter")
 
 		// History alone makes no instance record or snapshot.
 		require.NoError(t, b.appendEvents(ctx, "inst-a", chain("inst-a", nil, startEvent(t, execID))))
 		_, err = b.store.GetInstance(ctx, "inst-a")
-		require.ErrorIs(t, err, round.ErrNotFound, "GetInstance of an instance without projections")
+		require.ErrorIs(t, err, provider.ErrNotFound, "GetInstance of an instance without projections")
 		_, _, err = b.store.GetSnapshot(ctx, "inst-a")
-		require.ErrorIs(t, err, round.ErrNotFound, "GetSnapshot of an instance without projections")
+		require.ErrorIs(t, err, provider.ErrNotFound, "GetSnapshot of an instance without projections")
 	})
 
 	t.Run("EmptyStore", func(t *testing.T) {
@@ -44,6 +43,6 @@ func testNotFound(t *testing.T, factory Factory) {
 		require.Nil(t, b.take(t, at(time.Hour), 100, "no-such-instance"))
 		require.Nil(t, b.claim(t, at(time.Hour)))
 		require.Nil(t, b.claim(t, at(time.Hour), "x"))
-		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}))
+		require.Empty(t, b.listLetters(t, provider.ListDeadLettersParams{}))
 	})
 }

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testPeekLock covers what only peek-lock stores promise: leases with
@@ -14,9 +13,9 @@ import (
 func testPeekLock(t *testing.T, factory Factory) {
 	// lease leases instanceID (any instance when empty) at now until
 	// now+leaseFor.
-	lease := func(t *testing.T, b *bundle, now time.Time, instanceID string) *round.Lease {
+	lease := func(t *testing.T, b *bundle, now time.Time, instanceID string) *provider.Lease {
 		t.Helper()
-		l, err := b.lease.LeaseInstance(t.Context(), &round.LeaseParams{
+		l, err := b.lease.LeaseInstance(t.Context(), &provider.LeaseParams{
 			Now: now, LockedUntil: now.Add(leaseFor), Owner: node, Limit: 100, InstanceID: instanceID,
 		})
 		require.NoError(t, err)
@@ -28,9 +27,9 @@ func testPeekLock(t *testing.T, factory Factory) {
 		}
 		return l
 	}
-	ack := func(t *testing.T, b *bundle, l *round.Lease, ids ...string) error {
+	ack := func(t *testing.T, b *bundle, l *provider.Lease, ids ...string) error {
 		t.Helper()
-		return b.lease.AckLease(t.Context(), &round.AckLeaseParams{Lease: l, MessageIDs: ids})
+		return b.lease.AckLease(t.Context(), &provider.AckLeaseParams{Lease: l, MessageIDs: ids})
 	}
 
 	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
@@ -42,7 +41,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		l1 := lease(t, b, base, "")
 		require.NotNil(t, l1)
 		require.Equal(t, "inst-a", l1.InstanceID)
-		require.Equal(t, []round.Message{queued(m, base)}, l1.Messages, "the leased message does not round-trip")
+		require.Equal(t, []provider.Message{queued(m, base)}, l1.Messages, "the leased message does not round-trip")
 		require.Nil(t, lease(t, b, at(30*time.Second), ""), "a live lease was taken")
 		require.Nil(t, lease(t, b, l1.LockedUntil.Add(-time.Microsecond), ""), "a live lease was taken")
 
@@ -52,7 +51,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.NotEqual(t, l1.Token, l2.Token)
 		require.Greater(t, l2.Epoch, l1.Epoch, "the fencing epoch did not grow")
 		// A lease that ran out is not a failed delivery.
-		require.Equal(t, []round.Message{queued(m, base)}, l2.Messages, "a lease that ran out changed the message")
+		require.Equal(t, []provider.Message{queued(m, base)}, l2.Messages, "a lease that ran out changed the message")
 
 		l3 := lease(t, b, at(4*time.Minute), "")
 		require.NotNil(t, l3)
@@ -72,14 +71,14 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.NotNil(t, l)
 		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
 		purge := func(now time.Time) error {
-			_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: now})
+			_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: now})
 			return err
 		}
 
-		require.ErrorIs(t, purge(at(30*time.Second)), round.ErrInvalidState, "purged under a live lease")
+		require.ErrorIs(t, purge(at(30*time.Second)), provider.ErrInvalidState, "purged under a live lease")
 		// The round crashed: its lease ran out, its messages wait for a
 		// redelivery that finishes its work.
-		require.ErrorIs(t, purge(at(2*leaseFor)), round.ErrInvalidState, "purged the work of a crashed round")
+		require.ErrorIs(t, purge(at(2*leaseFor)), provider.ErrInvalidState, "purged the work of a crashed round")
 		require.Len(t, b.load(t, "i-1", 1), 2, "a refused purge deleted history")
 		b.instanceOf(t, "i-1")
 
@@ -101,15 +100,15 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.NotNil(t, l)
 		// The round dead-lettered its messages and crashed before its
 		// ack: no redelivery will come, so nothing is left to wait for.
-		require.NoError(t, b.lease.DeadLetterLeased(t.Context(), &round.DeadLetterLeasedParams{Lease: l, Letters: []round.DeadLetter{{
-			ID: round.DeadLetterID("m-1", base), InstanceID: "i-1", Message: &l.Messages[0], Reason: round.ReasonRejected,
-			Error: "late", Node: node, At: base, Attempts: 1, Status: round.DeadLetterDead,
+		require.NoError(t, b.lease.DeadLetterLeased(t.Context(), &provider.DeadLetterLeasedParams{Lease: l, Letters: []provider.DeadLetter{{
+			ID: provider.DeadLetterID("m-1", base), InstanceID: "i-1", Message: &l.Messages[0], Reason: provider.ReasonRejected,
+			Error: "late", Node: node, At: base, Attempts: 1, Status: provider.DeadLetterDead,
 		}}}))
 		// A timer that fires after the end does not hold the purge either.
 		late := signal(t, "m-2", "i-1")
 		late.VisibleAt = at(30 * 24 * time.Hour)
 		b.enqueue(t, base, late)
-		_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(2 * leaseFor)})
+		_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(2 * leaseFor)})
 		require.NoError(t, err)
 	})
 
@@ -122,7 +121,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		next, ok := b.nextVisible(t)
 		require.True(t, ok)
 		require.Equal(t, l.LockedUntil, next, "NextVisibleAt of a leased instance")
-		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		require.NoError(t, b.lease.RenewLease(t.Context(), &provider.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
 		next, ok = b.nextVisible(t)
 		require.True(t, ok)
 		require.Equal(t, at(5*time.Minute), next, "NextVisibleAt of a renewed lease")
@@ -146,8 +145,8 @@ func testPeekLock(t *testing.T, factory Factory) {
 		require.Equal(t, []string{"m-2"}, messageIDs(l2.Messages))
 		require.Equal(t, 0, l2.Messages[0].Attempts, "an ack counted a failed delivery")
 		require.Greater(t, l2.Epoch, l.Epoch)
-		require.ErrorIs(t, ack(t, b, l, "m-2"), round.ErrLeaseLost, "ack with a released lease's token")
-		require.ErrorIs(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(time.Hour)}), round.ErrLeaseLost,
+		require.ErrorIs(t, ack(t, b, l, "m-2"), provider.ErrLeaseLost, "ack with a released lease's token")
+		require.ErrorIs(t, b.lease.RenewLease(t.Context(), &provider.RenewLeaseParams{Lease: l, LockedUntil: at(time.Hour)}), provider.ErrLeaseLost,
 			"renewal of a released lease")
 		require.NoError(t, ack(t, b, l2))
 		require.Equal(t, []string{"m-2"}, messageIDs(b.drain(t, base)), "an empty ack removed a message")
@@ -160,7 +159,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		b.enqueue(t, base, m)
 		l := lease(t, b, base, "")
 		require.NotNil(t, l)
-		require.NoError(t, b.lease.AbandonLease(t.Context(), &round.AbandonLeaseParams{Lease: l, VisibleAt: at(10 * time.Second), Error: "boom"}))
+		require.NoError(t, b.lease.AbandonLease(t.Context(), &provider.AbandonLeaseParams{Lease: l, VisibleAt: at(10 * time.Second), Error: "boom"}))
 		later := signal(t, "m-2", "inst-a")
 		b.enqueue(t, at(time.Second), later)
 
@@ -171,14 +170,14 @@ func testPeekLock(t *testing.T, factory Factory) {
 		// Released: leasable at VisibleAt, well before the old lease ran out.
 		l2 := lease(t, b, at(10*time.Second), "")
 		require.NotNil(t, l2, "AbandonLease did not release the lease")
-		want := []round.Message{queued(m, base), queued(later, at(time.Second))}
+		want := []provider.Message{queued(m, base), queued(later, at(time.Second))}
 		want[0].Attempts, want[0].LastError = 1, "boom"
 		for i := range want {
 			want[i].VisibleAt = l2.Messages[i].VisibleAt // the provider's choice, see AbandonMessages
 		}
 		require.Equal(t, want, l2.Messages, "AbandonLease did not record a failed delivery of its messages only")
-		require.ErrorIs(t, b.lease.AbandonLease(t.Context(), &round.AbandonLeaseParams{Lease: l, VisibleAt: at(time.Hour), Error: "again"}),
-			round.ErrLeaseLost, "abandoning a released lease")
+		require.ErrorIs(t, b.lease.AbandonLease(t.Context(), &provider.AbandonLeaseParams{Lease: l, VisibleAt: at(time.Hour), Error: "again"}),
+			provider.ErrLeaseLost, "abandoning a released lease")
 		require.NoError(t, ack(t, b, l2, "m-1", "m-2"))
 	})
 
@@ -188,7 +187,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
 		l := lease(t, b, base, "")
 		require.NotNil(t, l)
-		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		require.NoError(t, b.lease.RenewLease(t.Context(), &provider.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
 		require.Nil(t, lease(t, b, at(2*time.Minute), ""), "a renewed lease was taken over before its new end")
 		require.NoError(t, ack(t, b, l, "m-1"), "the renewed lease lost its token")
 		require.Nil(t, lease(t, b, at(time.Hour), ""))
@@ -196,7 +195,7 @@ func testPeekLock(t *testing.T, factory Factory) {
 		b.enqueue(t, base, signal(t, "m-2", "inst-a"))
 		l = lease(t, b, base, "")
 		require.NotNil(t, l)
-		require.NoError(t, b.lease.RenewLease(t.Context(), &round.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
+		require.NoError(t, b.lease.RenewLease(t.Context(), &provider.RenewLeaseParams{Lease: l, LockedUntil: at(5 * time.Minute)}))
 		l2 := lease(t, b, at(6*time.Minute), "")
 		require.NotNil(t, l2, "a renewed lease did not run out at its new end")
 		require.Greater(t, l2.Epoch, l.Epoch)
@@ -236,17 +235,17 @@ func testPeekLock(t *testing.T, factory Factory) {
 		log := chain("inst-a", nil, startEvent(t, execID), raisedEvent(t, "m-1"))
 		require.NoError(t, b.appendEvents(ctx, "inst-a", log))
 		zombieLog := chain("inst-a", nil, startEvent(t, execID), markerEvent(t, "zombie"))
-		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", zombieLog), round.ErrConflict)
+		require.ErrorIs(t, b.appendEvents(ctx, "inst-a", zombieLog), provider.ErrConflict)
 		require.Equal(t, log, b.load(t, "inst-a", 1))
 
-		require.ErrorIs(t, ack(t, b, a, "m-1"), round.ErrLeaseLost, "AckLease")
-		dead, err := letters(a.Messages, []string{"m-2"}, round.ReasonPanic, "zombie", at(2*time.Minute))
+		require.ErrorIs(t, ack(t, b, a, "m-1"), provider.ErrLeaseLost, "AckLease")
+		dead, err := letters(a.Messages, []string{"m-2"}, provider.ReasonPanic, "zombie", at(2*time.Minute))
 		require.NoError(t, err)
-		require.ErrorIs(t, b.lease.DeadLetterLeased(ctx, &round.DeadLetterLeasedParams{Lease: a, Letters: dead}), round.ErrLeaseLost, "DeadLetterLeased")
-		require.ErrorIs(t, b.lease.AbandonLease(ctx, &round.AbandonLeaseParams{Lease: a, VisibleAt: at(time.Hour), Error: "zombie"}), round.ErrLeaseLost, "AbandonLease")
-		require.ErrorIs(t, b.lease.RenewLease(ctx, &round.RenewLeaseParams{Lease: a, LockedUntil: at(time.Hour)}), round.ErrLeaseLost, "RenewLease")
+		require.ErrorIs(t, b.lease.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: a, Letters: dead}), provider.ErrLeaseLost, "DeadLetterLeased")
+		require.ErrorIs(t, b.lease.AbandonLease(ctx, &provider.AbandonLeaseParams{Lease: a, VisibleAt: at(time.Hour), Error: "zombie"}), provider.ErrLeaseLost, "AbandonLease")
+		require.ErrorIs(t, b.lease.RenewLease(ctx, &provider.RenewLeaseParams{Lease: a, LockedUntil: at(time.Hour)}), provider.ErrLeaseLost, "RenewLease")
 
-		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}), "a zombie dead-lettered a message")
+		require.Empty(t, b.listLetters(t, provider.ListDeadLettersParams{}), "a zombie dead-lettered a message")
 		require.Nil(t, lease(t, b, at(2*time.Minute+time.Second), ""), "a zombie released or renewed the new lease")
 		require.NoError(t, ack(t, b, bl, "m-1"), "the new holder's ack")
 		l := lease(t, b, at(2*time.Minute+time.Second), "")
@@ -265,15 +264,15 @@ func testPeekLock(t *testing.T, factory Factory) {
 		b.enqueue(t, base, pinned, own)
 		l := lease(t, b, base, "")
 		require.NotNil(t, l)
-		require.NoError(t, b.lease.PinMessages(t.Context(), &round.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-1", "m-2": "exec-1", "m-gone": "exec-1"}}))
-		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, b.lease.PinMessages(t.Context(), &provider.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-1", "m-2": "exec-1", "m-gone": "exec-1"}}))
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "inst-a"})
 		require.NoError(t, err)
 		require.Equal(t, "exec-1", msgs[0].ExecutionID)
 		require.Equal(t, "exec-own", msgs[1].ExecutionID, "a message's own execution is kept")
 		// A lost lease pins nothing.
 		l2 := lease(t, b, at(leaseFor+time.Second), "")
 		require.NotNil(t, l2)
-		require.ErrorIs(t, b.lease.PinMessages(t.Context(), &round.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-2"}}), round.ErrLeaseLost)
+		require.ErrorIs(t, b.lease.PinMessages(t.Context(), &provider.PinMessagesParams{Lease: l, Pins: map[string]string{"m-1": "exec-2"}}), provider.ErrLeaseLost)
 		require.NoError(t, ack(t, b, l2, "m-1", "m-2"))
 	})
 
@@ -286,16 +285,16 @@ func testPeekLock(t *testing.T, factory Factory) {
 		successor := lease(t, b, at(leaseFor+time.Second), "")
 		require.NotNil(t, successor)
 		task := activity("inst-a", execID, 3, "")
-		err := b.lease.EnqueueActivities(t.Context(), &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base, Lease: zombie})
-		require.ErrorIs(t, err, round.ErrLeaseLost)
-		err = b.lease.EnqueueMessages(t.Context(), &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "m-z", "inst-b")}, Now: base, Lease: zombie})
-		require.ErrorIs(t, err, round.ErrLeaseLost)
+		err := b.lease.EnqueueActivities(t.Context(), &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: base, Lease: zombie})
+		require.ErrorIs(t, err, provider.ErrLeaseLost)
+		err = b.lease.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-z", "inst-b")}, Now: base, Lease: zombie})
+		require.ErrorIs(t, err, provider.ErrLeaseLost)
 		require.Nil(t, b.claim(t, at(time.Hour)), "the zombie's task was not queued")
-		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "inst-b"})
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "inst-b"})
 		require.NoError(t, err)
 		require.Empty(t, msgs)
 		// The current lease enqueues.
-		require.NoError(t, b.lease.EnqueueActivities(t.Context(), &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{task}, Now: base, Lease: successor}))
+		require.NoError(t, b.lease.EnqueueActivities(t.Context(), &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: base, Lease: successor}))
 		require.NotNil(t, b.claim(t, at(time.Hour)))
 	})
 }

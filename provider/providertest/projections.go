@@ -4,9 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testProjections covers SaveProjections, GetSnapshot and GetInstance: a
@@ -89,14 +88,14 @@ func testProjections(t *testing.T, factory Factory) {
 	t.Run("CustomVersionsNeverGoBack", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		custom := func(version int, seq int64, data string) round.CustomRecord {
-			return round.CustomRecord{Name: "totals", Version: version, InstanceID: "inst-a", Seq: seq, Data: []byte(data)}
+		custom := func(version int, seq int64, data string) provider.CustomRecord {
+			return provider.CustomRecord{Name: "totals", Version: version, InstanceID: "inst-a", Seq: seq, Data: []byte(data)}
 		}
-		save := func(c round.CustomRecord) {
+		save := func(c provider.CustomRecord) {
 			t.Helper()
-			b.save(t, &round.Projections{InstanceID: "inst-a", Seq: c.Seq, Custom: []round.CustomRecord{c}})
+			b.save(t, &provider.Projections{InstanceID: "inst-a", Seq: c.Seq, Custom: []provider.CustomRecord{c}})
 		}
-		stored := func() round.CustomRecord {
+		stored := func() provider.CustomRecord {
 			t.Helper()
 			rec, err := b.queries(t).GetCustomProjection(t.Context(), "totals", "inst-a")
 			require.NoError(t, err)
@@ -118,8 +117,8 @@ func testProjections(t *testing.T, factory Factory) {
 		require.Equal(t, custom(2, 7, "v2@7"), stored())
 
 		// Going back to an older version takes a rebuild: reset, then save.
-		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			return s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "inst-a", Custom: []string{"totals"}})
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+			return s.ResetProjections(ctx, &provider.ResetProjectionsParams{InstanceID: "inst-a", Custom: []string{"totals"}})
 		}))
 		save(custom(1, 7, "v1@7 rebuilt"))
 		require.Equal(t, custom(1, 7, "v1@7 rebuilt"), stored())
@@ -136,18 +135,18 @@ func testProjections(t *testing.T, factory Factory) {
 		// vanish silently.
 		for _, seq := range []int64{5, 2} {
 			p2 := projections(t, "i-2", seq, "two", true)
-			err := b.steps(t.Context(), func(ctx context.Context, s round.Steps) error { return s.SaveProjections(ctx, p2) })
-			require.ErrorIs(t, err, round.ErrTaskIDTaken, "seq %d", seq)
-			var taken *round.TaskIDTakenError
+			err := b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error { return s.SaveProjections(ctx, p2) })
+			require.ErrorIs(t, err, provider.ErrTaskIDTaken, "seq %d", seq)
+			var taken *provider.TaskIDTakenError
 			require.ErrorAs(t, err, &taken)
-			require.Equal(t, round.TaskIDTakenError{TaskID: "task-1", InstanceID: "i-2", Owner: "i-1"}, *taken)
+			require.Equal(t, provider.TaskIDTakenError{TaskID: "task-1", InstanceID: "i-2", Owner: "i-1"}, *taken)
 			_, _, err = b.store.GetSnapshot(t.Context(), "i-2")
-			require.ErrorIs(t, err, round.ErrNotFound, "a refused write saved some of its records")
+			require.ErrorIs(t, err, provider.ErrNotFound, "a refused write saved some of its records")
 		}
 		got, err := b.queries(t).GetTask(t.Context(), "task-1")
 		require.NoError(t, err)
 		require.Equal(t, p1.Tasks[0], *got, "the first instance's task changed")
-		recs, err := b.queries(t).ListTasks(t.Context(), &round.ListTasksParams{})
+		recs, err := b.queries(t).ListTasks(t.Context(), &provider.ListTasksParams{})
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 

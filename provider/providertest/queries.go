@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // testQueries covers the read side: instances, tasks, task events and
@@ -17,18 +17,18 @@ func testQueries(t *testing.T, factory Factory) {
 	t.Run("ListInstancesFiltersAndPages", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		mk := func(id, name, key string, status round.Status, created time.Duration) {
+		mk := func(id, name, key string, status provider.Status, created time.Duration) {
 			p := projections(t, id, 5, id, true)
 			p.Tasks, p.TaskEvents, p.Custom = nil, nil, nil
 			p.Instance.Name, p.Instance.BusinessKey, p.Instance.Status = name, key, status
 			p.Instance.CreatedAt, p.Instance.UpdatedAt = at(created), at(created+time.Minute)
 			b.save(t, p)
 		}
-		mk("i-1", "claim", "C-1", round.StatusRunning, time.Hour)
-		mk("i-2", "claim", "C-2", round.StatusCompleted, 2*time.Hour)
-		mk("i-3", "loan", "L-1", round.StatusFailed, 3*time.Hour)
-		mk("i-4", "claim", "C-1", round.StatusSuspended, 4*time.Hour)
-		ids := func(p round.ListInstancesParams) []string {
+		mk("i-1", "claim", "C-1", provider.StatusRunning, time.Hour)
+		mk("i-2", "claim", "C-2", provider.StatusCompleted, 2*time.Hour)
+		mk("i-3", "loan", "L-1", provider.StatusFailed, 3*time.Hour)
+		mk("i-4", "claim", "C-1", provider.StatusSuspended, 4*time.Hour)
+		ids := func(p provider.ListInstancesParams) []string {
 			recs, err := b.queries(t).ListInstances(t.Context(), &p)
 			require.NoError(t, err)
 			var out []string
@@ -37,43 +37,43 @@ func testQueries(t *testing.T, factory Factory) {
 			}
 			return out
 		}
-		require.Equal(t, []string{"i-1", "i-2", "i-3", "i-4"}, ids(round.ListInstancesParams{}))
-		require.Equal(t, []string{"i-1", "i-2", "i-4"}, ids(round.ListInstancesParams{Name: "claim"}))
-		require.Equal(t, []string{"i-2"}, ids(round.ListInstancesParams{Status: round.StatusCompleted}))
-		require.Equal(t, []string{"i-1", "i-4"}, ids(round.ListInstancesParams{BusinessKey: "C-1"}))
-		require.Equal(t, []string{"i-2", "i-3"}, ids(round.ListInstancesParams{CreatedFrom: at(2 * time.Hour), CreatedTo: at(4 * time.Hour)}))
-		require.Equal(t, []string{"i-2", "i-3"}, ids(round.ListInstancesParams{Terminal: true}))
-		require.Equal(t, []string{"i-2"}, ids(round.ListInstancesParams{Terminal: true, UpdatedBefore: at(3 * time.Hour)}))
-		require.Equal(t, []string{"i-1", "i-2"}, ids(round.ListInstancesParams{Limit: 2}))
-		require.Equal(t, []string{"i-3", "i-4"}, ids(round.ListInstancesParams{AfterID: "i-2", Limit: 2}))
-		require.Empty(t, ids(round.ListInstancesParams{Name: "none"}))
-		recs, err := b.queries(t).ListInstances(t.Context(), &round.ListInstancesParams{BusinessKey: "L-1"})
+		require.Equal(t, []string{"i-1", "i-2", "i-3", "i-4"}, ids(provider.ListInstancesParams{}))
+		require.Equal(t, []string{"i-1", "i-2", "i-4"}, ids(provider.ListInstancesParams{Name: "claim"}))
+		require.Equal(t, []string{"i-2"}, ids(provider.ListInstancesParams{Status: provider.StatusCompleted}))
+		require.Equal(t, []string{"i-1", "i-4"}, ids(provider.ListInstancesParams{BusinessKey: "C-1"}))
+		require.Equal(t, []string{"i-2", "i-3"}, ids(provider.ListInstancesParams{CreatedFrom: at(2 * time.Hour), CreatedTo: at(4 * time.Hour)}))
+		require.Equal(t, []string{"i-2", "i-3"}, ids(provider.ListInstancesParams{Terminal: true}))
+		require.Equal(t, []string{"i-2"}, ids(provider.ListInstancesParams{Terminal: true, UpdatedBefore: at(3 * time.Hour)}))
+		require.Equal(t, []string{"i-1", "i-2"}, ids(provider.ListInstancesParams{Limit: 2}))
+		require.Equal(t, []string{"i-3", "i-4"}, ids(provider.ListInstancesParams{AfterID: "i-2", Limit: 2}))
+		require.Empty(t, ids(provider.ListInstancesParams{Name: "none"}))
+		recs, err := b.queries(t).ListInstances(t.Context(), &provider.ListInstancesParams{BusinessKey: "L-1"})
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 		want := record("i-3", 5, "i-3")
-		want.Name, want.BusinessKey, want.Status, want.CreatedAt, want.UpdatedAt = "loan", "L-1", round.StatusFailed, at(3*time.Hour), at(3*time.Hour+time.Minute)
+		want.Name, want.BusinessKey, want.Status, want.CreatedAt, want.UpdatedAt = "loan", "L-1", provider.StatusFailed, at(3*time.Hour), at(3*time.Hour+time.Minute)
 		require.True(t, want.Equal(&recs[0]), "record round-trips: %+v", recs[0])
 	})
 
 	t.Run("TasksFiltersPagesAndEvents", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		task := func(id, instance string, status round.TaskStatus, assignee string, roles ...string) round.TaskRecord {
-			return round.TaskRecord{TaskID: id, InstanceID: instance, ExecutionID: execID, Name: "review-" + id, Status: status,
+		task := func(id, instance string, status provider.TaskStatus, assignee string, roles ...string) provider.TaskRecord {
+			return provider.TaskRecord{TaskID: id, InstanceID: instance, ExecutionID: execID, Name: "review-" + id, Status: status,
 				Assignee: assignee, Roles: roles, Payload: []byte("p-" + id), Result: []byte("r-" + id), Due: at(48 * time.Hour),
 				CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Second), Seq: 4}
 		}
-		p := &round.Projections{InstanceID: "i-1", Seq: 4, Tasks: []round.TaskRecord{
-			task("t-1", "i-1", round.TaskOpen, "", "underwriter"),
-			task("t-2", "i-1", round.TaskOpen, "ana", "underwriter", "supervisor"),
-		}, TaskEvents: []round.TaskEventRecord{
+		p := &provider.Projections{InstanceID: "i-1", Seq: 4, Tasks: []provider.TaskRecord{
+			task("t-1", "i-1", provider.TaskOpen, "", "underwriter"),
+			task("t-2", "i-1", provider.TaskOpen, "ana", "underwriter", "supervisor"),
+		}, TaskEvents: []provider.TaskEventRecord{
 			{InstanceID: "i-1", TaskID: "t-2", Seq: 4, Kind: history.KindTaskAssigned, Actor: "user:ana", At: at(2 * time.Second), Assignee: "ana", Detail: "claimed"},
 			{InstanceID: "i-1", TaskID: "t-1", Seq: 3, Kind: history.KindTaskCreated, Actor: history.ActorSystem, At: at(time.Second)},
 			{InstanceID: "i-1", TaskID: "t-2", Seq: 3, Kind: history.KindTaskCreated, Actor: history.ActorSystem, At: at(time.Second)},
 		}}
 		b.save(t, p)
-		b.save(t, &round.Projections{InstanceID: "i-2", Seq: 9, Tasks: []round.TaskRecord{task("t-3", "i-2", round.TaskCompleted, "bo", "clerk")}})
-		ids := func(p round.ListTasksParams) []string {
+		b.save(t, &provider.Projections{InstanceID: "i-2", Seq: 9, Tasks: []provider.TaskRecord{task("t-3", "i-2", provider.TaskCompleted, "bo", "clerk")}})
+		ids := func(p provider.ListTasksParams) []string {
 			recs, err := b.queries(t).ListTasks(t.Context(), &p)
 			require.NoError(t, err)
 			var out []string
@@ -82,27 +82,27 @@ func testQueries(t *testing.T, factory Factory) {
 			}
 			return out
 		}
-		require.Equal(t, []string{"t-1", "t-2", "t-3"}, ids(round.ListTasksParams{}))
-		require.Equal(t, []string{"t-1", "t-2"}, ids(round.ListTasksParams{InstanceID: "i-1"}))
-		require.Equal(t, []string{"t-1", "t-2"}, ids(round.ListTasksParams{Status: round.TaskOpen}))
-		require.Equal(t, []string{"t-2"}, ids(round.ListTasksParams{Assignee: "ana"}))
-		require.Equal(t, []string{"t-1"}, ids(round.ListTasksParams{Unassigned: true, Status: round.TaskOpen}))
-		require.Equal(t, []string{"t-2", "t-3"}, ids(round.ListTasksParams{Roles: []string{"supervisor", "clerk"}}))
-		require.Equal(t, []string{"t-2"}, ids(round.ListTasksParams{AfterID: "t-1", Limit: 1}))
+		require.Equal(t, []string{"t-1", "t-2", "t-3"}, ids(provider.ListTasksParams{}))
+		require.Equal(t, []string{"t-1", "t-2"}, ids(provider.ListTasksParams{InstanceID: "i-1"}))
+		require.Equal(t, []string{"t-1", "t-2"}, ids(provider.ListTasksParams{Status: provider.TaskOpen}))
+		require.Equal(t, []string{"t-2"}, ids(provider.ListTasksParams{Assignee: "ana"}))
+		require.Equal(t, []string{"t-1"}, ids(provider.ListTasksParams{Unassigned: true, Status: provider.TaskOpen}))
+		require.Equal(t, []string{"t-2", "t-3"}, ids(provider.ListTasksParams{Roles: []string{"supervisor", "clerk"}}))
+		require.Equal(t, []string{"t-2"}, ids(provider.ListTasksParams{AfterID: "t-1", Limit: 1}))
 
 		got, err := b.queries(t).GetTask(t.Context(), "t-2")
 		require.NoError(t, err)
-		require.Equal(t, task("t-2", "i-1", round.TaskOpen, "ana", "underwriter", "supervisor"), *got)
+		require.Equal(t, task("t-2", "i-1", provider.TaskOpen, "ana", "underwriter", "supervisor"), *got)
 		_, err = b.queries(t).GetTask(t.Context(), "t-none")
-		require.ErrorIs(t, err, round.ErrNotFound)
+		require.ErrorIs(t, err, provider.ErrNotFound)
 
-		events, err := b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		events, err := b.queries(t).ListTaskEvents(t.Context(), &provider.ListTaskEventsParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, events, 3)
 		require.Equal(t, int64(3), events[0].Seq)
 		require.Equal(t, int64(4), events[2].Seq)
 		require.Equal(t, p.TaskEvents[0], events[2])
-		events, err = b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1", TaskID: "t-1"})
+		events, err = b.queries(t).ListTaskEvents(t.Context(), &provider.ListTaskEventsParams{InstanceID: "i-1", TaskID: "t-1"})
 		require.NoError(t, err)
 		require.Len(t, events, 1)
 	})
@@ -113,7 +113,7 @@ func testQueries(t *testing.T, factory Factory) {
 		b.save(t, projections(t, "i-1", 5, "v1", true))
 		rec, err := b.queries(t).GetCustomProjection(t.Context(), "totals", "i-1")
 		require.NoError(t, err)
-		require.Equal(t, round.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
+		require.Equal(t, provider.CustomRecord{Name: "totals", Version: 1, InstanceID: "i-1", Seq: 5, Data: []byte("v1")}, *rec)
 		// An older fold does not overwrite, not even of a new version; a
 		// new version folded as far or further does.
 		p := projections(t, "i-1", 4, "old", false)
@@ -132,20 +132,20 @@ func testQueries(t *testing.T, factory Factory) {
 		require.Equal(t, 2, rec.Version)
 		require.Equal(t, []byte("v2"), rec.Data)
 		_, err = b.queries(t).GetCustomProjection(t.Context(), "none", "i-1")
-		require.ErrorIs(t, err, round.ErrNotFound)
+		require.ErrorIs(t, err, provider.ErrNotFound)
 	})
 
 	t.Run("ResetProjectionsClearsForRebuild", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
 		stale := projections(t, "i-1", 9, "stale", true)
-		stale.Custom = append(stale.Custom, round.CustomRecord{Name: "kept", Version: 1, InstanceID: "i-1", Seq: 9, Data: []byte("kept")})
+		stale.Custom = append(stale.Custom, provider.CustomRecord{Name: "kept", Version: 1, InstanceID: "i-1", Seq: 9, Data: []byte("kept")})
 		b.save(t, stale)
 		other := projections(t, "i-2", 9, "other", true)
 		other.Tasks[0].TaskID, other.TaskEvents[0].TaskID = "task-2", "task-2" // task ids are unique per store
 		b.save(t, other)
-		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			if err := s.ResetProjections(ctx, &round.ResetProjectionsParams{InstanceID: "i-1", Custom: []string{"totals"}}); err != nil {
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+			if err := s.ResetProjections(ctx, &provider.ResetProjectionsParams{InstanceID: "i-1", Custom: []string{"totals"}}); err != nil {
 				return err
 			}
 			// A rebuild writes an older fold than the one it replaces.
@@ -175,46 +175,46 @@ func testPurge(t *testing.T, factory Factory) {
 		task := activity("i-1", execID, 2, "")
 		b.enqueueTasks(t, base, task)
 		b.enqueue(t, base, signal(t, "m-1", "i-1"))
-		b.deadLetter(t, at(time.Second), "i-1", []string{"m-1"}, round.ReasonRejected, "late")
+		b.deadLetter(t, at(time.Second), "i-1", []string{"m-1"}, provider.ReasonRejected, "late")
 		b.enqueue(t, base, signal(t, "m-2", "i-1"))
 		// Another instance stays.
 		require.NoError(t, b.appendEvents(t.Context(), "i-2", chain("i-2", nil, startEvent(t, execID))))
 
-		ts, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		ts, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 2, LastHash: events[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"}, *ts)
+		require.Equal(t, provider.Tombstone{InstanceID: "i-1", LastSeq: 2, LastHash: events[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"}, *ts)
 		got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
 		require.NoError(t, err)
 		require.Equal(t, ts, got)
 
 		require.Empty(t, b.load(t, "i-1", 1))
 		_, err = b.store.GetInstance(t.Context(), "i-1")
-		require.ErrorIs(t, err, round.ErrNotFound)
+		require.ErrorIs(t, err, provider.ErrNotFound)
 		_, _, err = b.store.GetSnapshot(t.Context(), "i-1")
-		require.ErrorIs(t, err, round.ErrNotFound)
+		require.ErrorIs(t, err, provider.ErrNotFound)
 		_, err = b.queries(t).GetTask(t.Context(), "task-1")
-		require.ErrorIs(t, err, round.ErrNotFound)
-		evs, err := b.queries(t).ListTaskEvents(t.Context(), &round.ListTaskEventsParams{InstanceID: "i-1"})
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		evs, err := b.queries(t).ListTaskEvents(t.Context(), &provider.ListTaskEventsParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, evs)
-		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "i-1"})
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, msgs)
 		require.Nil(t, b.claim(t, at(time.Hour)), "activity tasks of a purged instance are gone")
-		letters, err := b.deadLetters(t).ListDeadLetters(t.Context(), &round.ListDeadLettersParams{InstanceID: "i-1"})
+		letters, err := b.deadLetters(t).ListDeadLetters(t.Context(), &provider.ListDeadLettersParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Empty(t, letters)
 		require.Len(t, b.load(t, "i-2", 1), 1)
-		_, err = b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
-		require.ErrorIs(t, err, round.ErrNotFound, "purging twice")
+		_, err = b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, provider.ErrNotFound, "purging twice")
 	})
 
 	t.Run("EveryPurgeKeepsItsTombstone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		purge := func(now time.Time, by string) round.Tombstone {
+		purge := func(now time.Time, by string) provider.Tombstone {
 			t.Helper()
-			ts, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
+			ts, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: by, Now: now})
 			require.NoError(t, err)
 			return *ts
 		}
@@ -228,14 +228,14 @@ func testPurge(t *testing.T, factory Factory) {
 		require.NoError(t, b.appendEvents(t.Context(), "i-1", second))
 		b.save(t, projections(t, "i-1", 1, "again", true))
 		ts2 := purge(at(2*time.Hour), "user:ana")
-		require.Equal(t, round.Tombstone{InstanceID: "i-1", LastSeq: 1, LastHash: second[0].Hash, PurgedAt: at(2 * time.Hour), PurgedBy: "user:ana"}, ts2)
+		require.Equal(t, provider.Tombstone{InstanceID: "i-1", LastSeq: 1, LastHash: second[0].Hash, PurgedAt: at(2 * time.Hour), PurgedBy: "user:ana"}, ts2)
 
 		got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
 		require.NoError(t, err)
 		require.Equal(t, ts2, *got, "GetTombstone returns the latest purge's")
 		all, err := b.purges(t).ListTombstones(t.Context(), "i-1")
 		require.NoError(t, err)
-		require.Equal(t, []round.Tombstone{
+		require.Equal(t, []provider.Tombstone{
 			{InstanceID: "i-1", LastSeq: 2, LastHash: first[1].Hash, PurgedAt: at(time.Hour), PurgedBy: "user:ops"},
 			ts2,
 		}, all, "the first purge's tombstone was lost")
@@ -251,14 +251,14 @@ func testPurge(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		require.NoError(t, b.appendEvents(t.Context(), "i-1", chain("i-1", nil, startEvent(t, execID))))
 		p := projections(t, "i-1", 1, "running", true)
-		p.Instance.Status = round.StatusRunning
+		p.Instance.Status = provider.StatusRunning
 		b.save(t, p)
-		_, err := b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
-		require.ErrorIs(t, err, round.ErrInvalidState)
+		_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, provider.ErrInvalidState)
 		require.Len(t, b.load(t, "i-1", 1), 1, "nothing was deleted")
-		_, err = b.purges(t).PurgeInstance(t.Context(), &round.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour)})
-		require.ErrorIs(t, err, round.ErrNotFound)
+		_, err = b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, provider.ErrNotFound)
 		_, err = b.purges(t).GetTombstone(t.Context(), "i-1")
-		require.ErrorIs(t, err, round.ErrNotFound)
+		require.ErrorIs(t, err, provider.ErrNotFound)
 	})
 }

@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testQueue covers the orchestration queue in either mode: enqueue order,
@@ -33,7 +32,7 @@ func testQueue(t *testing.T, factory Factory) {
 	t.Run("LimitBoundsTheBatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		var msgs []round.Message
+		var msgs []provider.Message
 		for _, id := range []string{"m-1", "m-2", "m-3", "m-4", "m-5"} {
 			msgs = append(msgs, signal(t, id, "inst-a"))
 		}
@@ -58,7 +57,7 @@ func testQueue(t *testing.T, factory Factory) {
 		changed.CorrelationID, changed.Payload, changed.VisibleAt = "changed", []byte("changed"), at(time.Hour)
 		b.enqueue(t, at(time.Second), changed, m2)
 
-		require.Equal(t, []round.Message{queued(m1, base), queued(m2, base)}, b.drain(t, at(2*time.Second)))
+		require.Equal(t, []provider.Message{queued(m1, base), queued(m2, base)}, b.drain(t, at(2*time.Second)))
 		require.Empty(t, b.drain(t, at(2*time.Hour)), "a duplicate enqueue left a second message")
 	})
 
@@ -69,10 +68,10 @@ func testQueue(t *testing.T, factory Factory) {
 		b.enqueue(t, base, m1)
 		changed := signal(t, "m-1", "inst-a")
 		changed.Payload = []byte("changed")
-		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s round.Steps) error {
-			return s.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{changed, m2, m2}, Now: at(time.Second)})
+		require.NoError(t, b.steps(t.Context(), func(ctx context.Context, s provider.Steps) error {
+			return s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{changed, m2, m2}, Now: at(time.Second)})
 		}))
-		require.Equal(t, []round.Message{queued(m1, base), queued(m2, at(time.Second))}, b.drain(t, at(time.Second)))
+		require.Equal(t, []provider.Message{queued(m1, base), queued(m2, at(time.Second))}, b.drain(t, at(time.Second)))
 	})
 
 	t.Run("ZeroTimesTakeNow", func(t *testing.T) {
@@ -89,7 +88,7 @@ func testQueue(t *testing.T, factory Factory) {
 		require.Equal(t, now, next)
 		d := b.take(t, now, 100, "")
 		require.NotNil(t, d)
-		require.Equal(t, []round.Message{queued(m, now)}, d.Messages, "the message does not round-trip")
+		require.Equal(t, []provider.Message{queued(m, now)}, d.Messages, "the message does not round-trip")
 	})
 
 	t.Run("GivenTimesAreKept", func(t *testing.T) {
@@ -101,7 +100,7 @@ func testQueue(t *testing.T, factory Factory) {
 
 		d := b.take(t, at(10*time.Second), 100, "")
 		require.NotNil(t, d)
-		require.Equal(t, []round.Message{m}, d.Messages, "the message does not round-trip")
+		require.Equal(t, []provider.Message{m}, d.Messages, "the message does not round-trip")
 	})
 
 	t.Run("DelayedVisibility", func(t *testing.T) {
@@ -160,20 +159,20 @@ func testQueue(t *testing.T, factory Factory) {
 		future.VisibleAt = at(time.Hour)
 		b.enqueue(t, base, signal(t, "m-2", "inst-a"), future, signal(t, "m-1", "inst-a"), signal(t, "m-x", "inst-b"))
 		ctx := context.Background()
-		got, err := b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a"})
+		got, err := b.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"m-2", "m-later", "m-1"}, messageIDs(got), "enqueue order, visible or not")
 		require.Equal(t, at(time.Hour), got[1].VisibleAt)
-		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a", Limit: 2})
+		got, err = b.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a", Limit: 2})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
-		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-none"})
+		got, err = b.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-none"})
 		require.NoError(t, err)
 		require.Empty(t, got)
 		// Acked messages are gone from the list.
 		d := b.take(t, base, 100, "inst-a")
 		require.NotNil(t, d)
-		got, err = b.store.ListMessages(ctx, &round.ListMessagesParams{InstanceID: "inst-a"})
+		got, err = b.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"m-later"}, messageIDs(got))
 	})

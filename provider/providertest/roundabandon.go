@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testAbandonInRound covers Tx.AbandonMessages: a failed round records
@@ -22,8 +21,8 @@ func testAbandonInRound(t *testing.T, factory Factory) {
 		hold := at(time.Minute)
 		b.enqueue(t, base, signal(t, "m-1", "inst-a"), signal(t, "m-2", "inst-a"), signal(t, "m-3", "inst-a"))
 		var taken *delivery
-		err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-			batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: node, Limit: 10})
+		err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: node, Limit: 10})
 			if err != nil {
 				return err
 			}
@@ -32,29 +31,29 @@ func testAbandonInRound(t *testing.T, factory Factory) {
 			}
 			// Every kind of write the round can make, all to be undone.
 			events := chain("inst-a", nil, startEvent(t, execID), raisedEvent(t, "m-1"))
-			if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "inst-a", Events: events}); err != nil {
+			if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: events}); err != nil {
 				return err
 			}
 			if err := tx.SaveProjections(ctx, projections(t, "inst-a", 2, "round", true)); err != nil {
 				return err
 			}
-			if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{signal(t, "n-1", "inst-b")}, Now: now}); err != nil {
+			if err := tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "n-1", "inst-b")}, Now: now}); err != nil {
 				return err
 			}
-			if err := tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{activity("inst-a", execID, 3, "")}, Now: now}); err != nil {
+			if err := tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{activity("inst-a", execID, 3, "")}, Now: now}); err != nil {
 				return err
 			}
-			ls, err := letters(batch.Messages, []string{"m-3"}, round.ReasonPanic, "turn panicked", now)
+			ls, err := letters(batch.Messages, []string{"m-3"}, provider.ReasonPanic, "turn panicked", now)
 			if err != nil {
 				return err
 			}
-			if err := tx.DeadLetterMessages(ctx, &round.DeadLetterMessagesParams{InstanceID: "inst-a", Letters: ls}); err != nil {
+			if err := tx.DeadLetterMessages(ctx, &provider.DeadLetterMessagesParams{InstanceID: "inst-a", Letters: ls}); err != nil {
 				return err
 			}
-			if err := tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1", "m-2"}}); err != nil {
+			if err := tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1", "m-2"}}); err != nil {
 				return err
 			}
-			err = tx.AbandonMessages(ctx, &round.AbandonMessagesParams{
+			err = tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{
 				InstanceID: "inst-a", MessageIDs: messageIDs(batch.Messages), VisibleAt: hold, Error: "boom",
 			})
 			if err != nil {
@@ -70,8 +69,8 @@ func testAbandonInRound(t *testing.T, factory Factory) {
 
 		require.Empty(t, b.load(t, "inst-a", 1), "history of an abandoned round")
 		_, _, err = b.store.GetSnapshot(t.Context(), "inst-a")
-		require.ErrorIs(t, err, round.ErrNotFound, "snapshot of an abandoned round")
-		require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}), "dead letters of an abandoned round")
+		require.ErrorIs(t, err, provider.ErrNotFound, "snapshot of an abandoned round")
+		require.Empty(t, b.listLetters(t, provider.ListDeadLettersParams{}), "dead letters of an abandoned round")
 		require.Nil(t, b.claim(t, at(time.Hour)), "activity task of an abandoned round")
 
 		require.Nil(t, b.take(t, hold.Add(-time.Microsecond), 10, ""), "an abandoned instance was dequeued before its hold ended")
@@ -90,8 +89,8 @@ func testAbandonInRound(t *testing.T, factory Factory) {
 		t.Parallel()
 		b := setup(t, factory)
 		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
-		err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-			return tx.AbandonMessages(ctx, &round.AbandonMessagesParams{
+		err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			return tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{
 				InstanceID: "inst-a", MessageIDs: []string{"m-1"}, VisibleAt: at(time.Minute), Error: "boom",
 			})
 		})

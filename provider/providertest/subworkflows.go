@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -15,10 +16,10 @@ import (
 // does not wait forever for a child that never ran; discarding any other
 // start tells nobody anything.
 func testDiscardChildStart(t *testing.T, factory Factory) {
-	childStart := func(t *testing.T, id, childID string, parent *history.ParentRef) round.Message {
+	childStart := func(t *testing.T, id, childID string, parent *history.ParentRef) provider.Message {
 		t.Helper()
 		exec := round.ChildExecutionID(parent.InstanceID, parent.ExecutionID, parent.ScheduledSeq)
-		m, err := round.NewMessage(id, childID, exec, exec, &history.ExecutionStarted{Name: "review", Parent: parent})
+		m, err := provider.NewMessage(id, childID, exec, exec, &history.ExecutionStarted{Name: "review", Parent: parent})
 		require.NoError(t, err)
 		return m
 	}
@@ -29,17 +30,17 @@ func testDiscardChildStart(t *testing.T, factory Factory) {
 		parent := &history.ParentRef{InstanceID: "parent-1", ExecutionID: execID, ScheduledSeq: 5}
 		start := childStart(t, round.ChildStartMessageID("parent-1", execID, 5), "child-1", parent)
 		b.enqueue(t, base, start)
-		dead := b.deadLetter(t, at(time.Second), "child-1", []string{start.ID}, round.ReasonUnknownWorkflow, `no workflow named "review"`)
+		dead := b.deadLetter(t, at(time.Second), "child-1", []string{start.ID}, provider.ReasonUnknownWorkflow, `no workflow named "review"`)
 		require.Len(t, dead, 1)
 		require.Empty(t, b.drain(t, at(time.Hour)), "dead-lettering the start told someone")
 
-		require.NoError(t, b.resolve(t, dead[0].ID, round.DeadLetterDiscarded, "user:ops", at(time.Minute)))
-		require.Equal(t, round.DeadLetterDiscarded, b.getLetter(t, dead[0].ID).Status)
-		msgs, err := b.store.ListMessages(t.Context(), &round.ListMessagesParams{InstanceID: "parent-1"})
+		require.NoError(t, b.resolve(t, dead[0].ID, provider.DeadLetterDiscarded, "user:ops", at(time.Minute)))
+		require.Equal(t, provider.DeadLetterDiscarded, b.getLetter(t, dead[0].ID).Status)
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "parent-1"})
 		require.NoError(t, err)
 		require.Len(t, msgs, 1, "the parent was not told")
 		m := msgs[0]
-		require.Equal(t, round.SubWorkflowResultID("parent-1", execID, 5), m.ID)
+		require.Equal(t, provider.SubWorkflowResultID("parent-1", execID, 5), m.ID)
 		require.Equal(t, history.KindSubWorkflowFailed, m.Kind)
 		require.Equal(t, execID, m.ExecutionID)
 		require.Equal(t, history.SeqCorrelation(5), m.CorrelationID)
@@ -56,12 +57,12 @@ func testDiscardChildStart(t *testing.T, factory Factory) {
 	t.Run("DiscardedStartWithoutParentTellsNobody", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		m, err := round.NewMessage("start-1", "inst-a", "exec-a", "exec-a", &history.ExecutionStarted{Name: "review"})
+		m, err := provider.NewMessage("start-1", "inst-a", "exec-a", "exec-a", &history.ExecutionStarted{Name: "review"})
 		require.NoError(t, err)
 		b.enqueue(t, base, m)
-		dead := b.deadLetter(t, at(time.Second), "inst-a", []string{m.ID}, round.ReasonUnknownWorkflow, `no workflow named "review"`)
+		dead := b.deadLetter(t, at(time.Second), "inst-a", []string{m.ID}, provider.ReasonUnknownWorkflow, `no workflow named "review"`)
 		require.Len(t, dead, 1)
-		require.NoError(t, b.resolve(t, dead[0].ID, round.DeadLetterDiscarded, "user:ops", at(time.Minute)))
+		require.NoError(t, b.resolve(t, dead[0].ID, provider.DeadLetterDiscarded, "user:ops", at(time.Minute)))
 		require.Empty(t, b.drain(t, at(time.Hour)))
 	})
 }

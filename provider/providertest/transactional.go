@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/round"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // testTransactional covers what only transactional stores promise: a round
@@ -47,16 +47,16 @@ func testTransactional(t *testing.T, factory Factory) {
 		require.Equal(t, r.proj.Snapshot, data)
 		require.Equal(t, r.proj.Seq, seq)
 		got := b.instanceOf(t, "inst-a")
-		require.Contains(t, got.Incident, string(round.ReasonPanic), "the instance does not show the round's dead letter")
+		require.Contains(t, got.Incident, string(provider.ReasonPanic), "the instance does not show the round's dead letter")
 		rec := *r.proj.Instance
 		rec.Incident = got.Incident
 		require.Equal(t, &rec, got)
-		require.Equal(t, r.letters, b.listLetters(t, round.ListDeadLettersParams{}))
+		require.Equal(t, r.letters, b.listLetters(t, provider.ListDeadLettersParams{}))
 
 		l := b.claim(t, at(time.Hour))
 		require.NotNil(t, l)
 		require.Equal(t, queuedTask(r.task, at(time.Second)), l.Task)
-		require.Equal(t, []round.Message{queued(r.enqueued, at(time.Second))}, b.drain(t, at(time.Hour)),
+		require.Equal(t, []provider.Message{queued(r.enqueued, at(time.Second))}, b.drain(t, at(time.Hour)),
 			"acked and dead-lettered messages must be gone, the enqueued one there")
 	})
 
@@ -65,8 +65,8 @@ func testTransactional(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		b.enqueue(t, base, signal(t, "m-1", "inst-a"), signal(t, "m-2", "inst-a"))
 		var first []string
-		require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-			batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: node, Limit: 10})
+		require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: node, Limit: 10})
 			if batch != nil {
 				first = messageIDs(batch.Messages)
 			}
@@ -85,8 +85,8 @@ func testTransactional(t *testing.T, factory Factory) {
 		release := make(chan struct{})
 		holderDone := make(chan error, 1)
 		go func() {
-			holderDone <- b.tx.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
-				batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: base, Owner: "holder", Limit: 10})
+			holderDone <- b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+				batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "holder", Limit: 10})
 				if err != nil {
 					return err
 				}
@@ -124,22 +124,22 @@ func testTransactional(t *testing.T, factory Factory) {
 
 		// dequeue runs a round that dequeues with p and acks what it got; it
 		// must not wait for the held instance.
-		dequeue := func(p round.DequeueParams) *round.Batch {
+		dequeue := func(p provider.DequeueParams) *provider.Batch {
 			t.Helper()
 			type result struct {
-				batch *round.Batch
+				batch *provider.Batch
 				err   error
 			}
 			res := make(chan result, 1)
 			go func() {
-				var got *round.Batch
-				err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx round.Tx) error {
+				var got *provider.Batch
+				err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
 					batch, err := tx.DequeueInstance(ctx, &p)
 					if err != nil || batch == nil {
 						return err
 					}
 					got = batch
-					return tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: messageIDs(batch.Messages)})
+					return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: batch.InstanceID, MessageIDs: messageIDs(batch.Messages)})
 				})
 				res <- result{got, err}
 			}()
@@ -152,11 +152,11 @@ func testTransactional(t *testing.T, factory Factory) {
 				return nil
 			}
 		}
-		batch := dequeue(round.DequeueParams{Now: base, Owner: "other", Limit: 10})
+		batch := dequeue(provider.DequeueParams{Now: base, Owner: "other", Limit: 10})
 		require.NotNil(t, batch, "the unlocked instance was not dequeued")
 		require.Equal(t, other, batch.InstanceID, "an instance locked by an open round was dequeued again")
-		require.Nil(t, dequeue(round.DequeueParams{Now: base, Owner: "other", Limit: 10}), "only the locked instance has work")
-		require.Nil(t, dequeue(round.DequeueParams{Now: base, Owner: "other", Limit: 10, InstanceID: held}), "the locked instance was dequeued by name")
+		require.Nil(t, dequeue(provider.DequeueParams{Now: base, Owner: "other", Limit: 10}), "only the locked instance has work")
+		require.Nil(t, dequeue(provider.DequeueParams{Now: base, Owner: "other", Limit: 10, InstanceID: held}), "the locked instance was dequeued by name")
 
 		releaseHolder()
 		select {
@@ -177,10 +177,10 @@ func testTransactional(t *testing.T, factory Factory) {
 type fullRound struct {
 	err      error
 	events   []history.Event
-	proj     *round.Projections
-	enqueued round.Message
-	task     round.ActivityTask
-	letters  []round.DeadLetter
+	proj     *provider.Projections
+	enqueued provider.Message
+	task     provider.ActivityTask
+	letters  []provider.DeadLetter
 	// Inside the round: what it dequeued and the history it saw after its
 	// append.
 	dequeued []string
@@ -203,8 +203,8 @@ func runFullRound(t *testing.T, b *bundle, ctx context.Context, end func(cancel 
 		enqueued: signal(t, "n-1", "inst-b"),
 		task:     activity("inst-a", execID, 4, ""),
 	}
-	r.err = b.tx.RunRound(ctx, func(ctx context.Context, tx round.Tx) error {
-		batch, err := tx.DequeueInstance(ctx, &round.DequeueParams{Now: now, Owner: node, Limit: 10})
+	r.err = b.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+		batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: node, Limit: 10})
 		if err != nil {
 			return err
 		}
@@ -212,28 +212,28 @@ func runFullRound(t *testing.T, b *bundle, ctx context.Context, end func(cancel 
 			return errors.New("nothing dequeued")
 		}
 		r.dequeued = messageIDs(batch.Messages)
-		if err := tx.AppendHistory(ctx, &round.AppendHistoryParams{InstanceID: "inst-a", Events: r.events}); err != nil {
+		if err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: r.events}); err != nil {
 			return err
 		}
-		if r.seen, err = tx.LoadHistory(ctx, &round.LoadHistoryParams{InstanceID: "inst-a", FromSeq: 1}); err != nil {
+		if r.seen, err = tx.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "inst-a", FromSeq: 1}); err != nil {
 			return err
 		}
 		if err := tx.SaveProjections(ctx, r.proj); err != nil {
 			return err
 		}
-		if err := tx.EnqueueMessages(ctx, &round.EnqueueMessagesParams{Messages: []round.Message{r.enqueued}, Now: now}); err != nil {
+		if err := tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{r.enqueued}, Now: now}); err != nil {
 			return err
 		}
-		if err := tx.EnqueueActivities(ctx, &round.EnqueueActivitiesParams{Tasks: []round.ActivityTask{r.task}, Now: now}); err != nil {
+		if err := tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{r.task}, Now: now}); err != nil {
 			return err
 		}
-		if r.letters, err = letters(batch.Messages, []string{"m-3"}, round.ReasonPanic, "turn panicked", now); err != nil {
+		if r.letters, err = letters(batch.Messages, []string{"m-3"}, provider.ReasonPanic, "turn panicked", now); err != nil {
 			return err
 		}
-		if err := tx.DeadLetterMessages(ctx, &round.DeadLetterMessagesParams{InstanceID: "inst-a", Letters: r.letters}); err != nil {
+		if err := tx.DeadLetterMessages(ctx, &provider.DeadLetterMessagesParams{InstanceID: "inst-a", Letters: r.letters}); err != nil {
 			return err
 		}
-		if err := tx.AckMessages(ctx, &round.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1", "m-2"}}); err != nil {
+		if err := tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "inst-a", MessageIDs: []string{"m-1", "m-2"}}); err != nil {
 			return err
 		}
 		return end(cancel)
@@ -248,10 +248,10 @@ func (r *fullRound) requireRolledBack(t *testing.T, b *bundle) {
 	t.Helper()
 	require.Empty(t, b.load(t, "inst-a", 1), "history of a rolled-back round")
 	_, _, err := b.store.GetSnapshot(t.Context(), "inst-a")
-	require.ErrorIs(t, err, round.ErrNotFound, "snapshot of a rolled-back round")
+	require.ErrorIs(t, err, provider.ErrNotFound, "snapshot of a rolled-back round")
 	_, err = b.store.GetInstance(t.Context(), "inst-a")
-	require.ErrorIs(t, err, round.ErrNotFound, "instance record of a rolled-back round")
-	require.Empty(t, b.listLetters(t, round.ListDeadLettersParams{}), "dead letters of a rolled-back round")
+	require.ErrorIs(t, err, provider.ErrNotFound, "instance record of a rolled-back round")
+	require.Empty(t, b.listLetters(t, provider.ListDeadLettersParams{}), "dead letters of a rolled-back round")
 	require.Nil(t, b.claim(t, at(time.Hour)), "activity task of a rolled-back round")
 	_, ok := b.nextTask(t, "")
 	require.False(t, ok, "activity task of a rolled-back round")

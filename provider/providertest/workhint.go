@@ -4,26 +4,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // testWorkHint covers the wake-up hints of stores that implement
-// [round.Notifier]. Hints may be lost across processes, but a store that
+// [provider.Notifier]. Hints may be lost across processes, but a store that
 // offers them must give them for work enqueued through itself.
 func testWorkHint(t *testing.T, factory Factory) {
-	notifier := func(t *testing.T, b *bundle) round.Notifier {
+	notifier := func(t *testing.T, b *bundle) provider.Notifier {
 		t.Helper()
-		n, ok := b.store.(round.Notifier)
-		require.True(t, ok, "the store no longer implements round.Notifier")
+		n, ok := b.store.(provider.Notifier)
+		require.True(t, ok, "the store no longer implements provider.Notifier")
 		return n
 	}
 
 	t.Run("EnqueuedMessageWakes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		hint := notifier(t, b).WorkHint(round.QueueOrchestration)
+		hint := notifier(t, b).WorkHint(provider.QueueOrchestration)
 		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
 		waitClosed(t, hint, "the orchestration hint after EnqueueMessages")
 	})
@@ -31,7 +30,7 @@ func testWorkHint(t *testing.T, factory Factory) {
 	t.Run("EnqueuedTaskWakes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
-		hint := notifier(t, b).WorkHint(round.QueueActivity)
+		hint := notifier(t, b).WorkHint(provider.QueueActivity)
 		b.enqueueTasks(t, base, activity("inst-a", execID, 2, ""))
 		waitClosed(t, hint, "the activity hint after EnqueueActivities")
 	})
@@ -42,7 +41,7 @@ func testWorkHint(t *testing.T, factory Factory) {
 		b.enqueueTasks(t, base, activity("inst-a", execID, 2, ""))
 		l := b.claim(t, base)
 		require.NotNil(t, l)
-		hint := notifier(t, b).WorkHint(round.QueueOrchestration)
+		hint := notifier(t, b).WorkHint(provider.QueueOrchestration)
 		b.complete(t, l, at(time.Second))
 		waitClosed(t, hint, "the orchestration hint after CompleteActivity")
 	})

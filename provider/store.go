@@ -1,4 +1,4 @@
-package round
+package provider
 
 import (
 	"context"
@@ -13,20 +13,20 @@ import (
 var (
 	// ErrConflict: an append found another event at the expected Seq or an
 	// event with the same idempotency key.
-	ErrConflict = errors.New("round: conflicting history append")
+	ErrConflict = errors.New("provider: conflicting history append")
 	// ErrLeaseLost: a lease or lock token no longer matches; the work item
 	// was taken over, completed or removed.
-	ErrLeaseLost = errors.New("round: lease lost")
+	ErrLeaseLost = errors.New("provider: lease lost")
 	// ErrNotFound: the requested record does not exist.
-	ErrNotFound = errors.New("round: not found")
+	ErrNotFound = errors.New("provider: not found")
 	// ErrInvalidMessage: a message envelope is malformed.
-	ErrInvalidMessage = errors.New("round: invalid message")
+	ErrInvalidMessage = errors.New("provider: invalid message")
 	// ErrInvalidState: an operation is not allowed in the record's current
 	// state (redriving a discarded dead letter, say).
-	ErrInvalidState = errors.New("round: invalid state")
+	ErrInvalidState = errors.New("provider: invalid state")
 	// ErrUnsupported: the store does not have the optional capability the
 	// call needs (a wrapper of a store without it answers so).
-	ErrUnsupported = errors.New("round: not supported by the store")
+	ErrUnsupported = errors.New("provider: not supported by the store")
 )
 
 // Mode says how a provider makes a round all-or-nothing.

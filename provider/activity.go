@@ -1,4 +1,4 @@
-package round
+package provider
 
 import (
 	"fmt"
@@ -58,7 +58,7 @@ type ActivityLease struct {
 	// without being settled (its worker died or stalled): attempt
 	// Task.Attempt timed out. The claimer settles that attempt (retry with
 	// backoff, or fail) instead of running the task again at once; see
-	// [ActivityTimedOutError].
+	// [github.com/chronicleflow/chronicle/round.ActivityTimedOutError].
 	Expired *ExpiredClaim
 }
 

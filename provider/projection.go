@@ -1,4 +1,4 @@
-package round
+package provider
 
 import (
 	"bytes"
@@ -35,7 +35,9 @@ type Projections struct {
 	InstanceID string
 	// Seq is the last event folded into these records.
 	Seq int64
-	// Snapshot is the encoded runtime [Snapshot].
+	// Snapshot is the encoded runtime snapshot
+	// ([github.com/chronicleflow/chronicle/round.Snapshot]): opaque bytes
+	// to the store.
 	Snapshot []byte
 	// Instance is the instance record, nil when unchanged.
 	Instance *InstanceRecord
@@ -79,7 +81,7 @@ type InstanceRecord struct {
 // ErrTaskIDTaken: a round created a human task whose id a task of another
 // instance already has. Human task ids are unique per store: a client acts
 // on a task by its id alone.
-var ErrTaskIDTaken = errors.New("round: human task id already used by another instance")
+var ErrTaskIDTaken = errors.New("provider: human task id already used by another instance")
 
 // TaskIDTakenError is the error of SaveProjections when a task record of
 // InstanceID names a task id that Owner's task already has; nothing of the
@@ -93,7 +95,7 @@ type TaskIDTakenError struct {
 
 // Error implements error.
 func (e *TaskIDTakenError) Error() string {
-	return fmt.Sprintf("round: human task id %q of instance %s is already used by instance %s; task ids must be unique per store", e.TaskID, e.InstanceID, e.Owner)
+	return fmt.Sprintf("provider: human task id %q of instance %s is already used by instance %s; task ids must be unique per store", e.TaskID, e.InstanceID, e.Owner)
 }
 
 // Unwrap returns [ErrTaskIDTaken].

@@ -1,0 +1,103 @@
+package provider
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// Reason classifies why a work item was dead-lettered.
+type Reason string
+
+// Dead-letter reasons.
+const (
+	// ReasonUndecodable: the message's payload does not decode, or its
+	// envelope is invalid.
+	ReasonUndecodable Reason = "undecodable"
+	// ReasonUnknownWorkflow: no workflow of that name is registered.
+	ReasonUnknownWorkflow Reason = "unknown-workflow"
+	// ReasonUnknownActivity: no activity of that name is registered.
+	ReasonUnknownActivity Reason = "unknown-activity"
+	// ReasonNondeterminism: workflow code no longer matches its history.
+	ReasonNondeterminism Reason = "nondeterminism"
+	// ReasonPanic: workflow code panicked.
+	ReasonPanic Reason = "panic"
+	// ReasonMaxDeliveries: the item failed more often than MaxDeliveries.
+	ReasonMaxDeliveries Reason = "max-deliveries"
+	// ReasonNotStarted: the message addresses an instance that was never
+	// started.
+	ReasonNotStarted Reason = "instance-not-started"
+	// ReasonAlreadyRunning: a start message arrived for an instance whose
+	// execution is still running.
+	ReasonAlreadyRunning Reason = "instance-already-running"
+	// ReasonRejected: the round rejected the message for another reason
+	// given in the error text.
+	ReasonRejected Reason = "rejected"
+	// ReasonCorruptHistory: the instance's stored history does not decode,
+	// its hash chain is broken, or it does not end where its stored
+	// snapshot says; the instance does not run until an operator repairs it.
+	ReasonCorruptHistory Reason = "corrupt-history"
+)
+
+// DeadLetterStatus says whether a dead letter awaits an operator.
+type DeadLetterStatus string
+
+// Dead-letter statuses.
+const (
+	DeadLetterDead      DeadLetterStatus = "dead"
+	DeadLetterRedriven  DeadLetterStatus = "redriven"
+	DeadLetterDiscarded DeadLetterStatus = "discarded"
+)
+
+// DeadLetter is a work item that could not be processed, kept with the
+// reason until an operator redrives or discards it. Redriven and discarded
+// dead letters are kept as a record of who resolved them.
+type DeadLetter struct {
+	// ID identifies the dead letter (see [DeadLetterID]).
+	ID string
+	// InstanceID is the instance the item belongs to.
+	InstanceID string
+	// Message is the original orchestration message, or nil.
+	Message *Message
+	// Activity is the original activity task, or nil.
+	Activity *ActivityTask
+	// Raw holds the stored bytes of an item that could not be decoded
+	// (Reason is then ReasonUndecodable, and Message and Activity are nil);
+	// such a letter can only be discarded.
+	Raw []byte
+	// Reason classifies the failure; Error has its text.
+	Reason Reason
+	Error  string
+	// Node is the node that dead-lettered the item, At when, Attempts after
+	// how many failed processing attempts.
+	Node     string
+	At       time.Time
+	Attempts int
+	// Status and the Resolved fields record an operator's decision.
+	Status     DeadLetterStatus
+	ResolvedBy string
+	ResolvedAt time.Time
+}
+
+// DeadLetterID derives the id of the dead letter of a work item: the same
+// item dead-lettered twice in one delivery gets the same id, a redriven item
+// (enqueued anew) gets a new one.
+func DeadLetterID(itemID string, enqueuedAt time.Time) string {
+	return history.DeterministicID(itemID, nanos(enqueuedAt), "dead-letter")
+}
+
+// DiscardedActivityResult is the result message a store enqueues when an
+// operator discards the dead letter of an activity task: the activity
+// fails for good, so its workflow goes on (and may compensate) instead of
+// waiting forever.
+func DiscardedActivityResult(l *DeadLetter, by string) (Message, error) {
+	if l.Activity == nil {
+		return Message{}, fmt.Errorf("%w: dead letter %s holds no activity task", ErrInvalidState, l.ID)
+	}
+	return ActivityOutcome(l.Activity, nil, &history.Failure{
+		Message:      fmt.Sprintf("dead letter discarded by %s (%s: %s)", by, l.Reason, l.Error),
+		Type:         FailureDeadLetterDiscarded,
+		NonRetryable: true,
+	})
+}

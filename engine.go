@@ -191,19 +191,30 @@ func (e *Engine) Run(ctx context.Context) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var wg sync.WaitGroup
-	for i := 0; i < e.opts.OrchestrationWorkers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.loop(ctx, work, provider.QueueOrchestration, e.round)
-		}()
+	pools := []struct {
+		q       provider.Queue
+		workers int
+		step    func(context.Context) (bool, error)
+	}{
+		{provider.QueueOrchestration, e.opts.OrchestrationWorkers, e.round},
+		{provider.QueueActivity, e.opts.ActivityWorkers, e.runActivity},
 	}
-	for i := 0; i < e.opts.ActivityWorkers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.loop(ctx, work, provider.QueueActivity, e.runActivity)
-		}()
+	for _, p := range pools {
+		qs := &queueState{q: p.q, wake: make(chan struct{}, 1)}
+		if n, ok := e.store.(provider.Notifier); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				qs.watchHints(ctx, n)
+			}()
+		}
+		for i := 0; i < p.workers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.loop(ctx, work, qs, p.step)
+			}()
+		}
 	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
 		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))
@@ -251,7 +262,7 @@ func (e *Engine) round(ctx context.Context) (bool, error) {
 	}
 	if o := e.opts.Observer; o != nil {
 		o.Round(RoundStats{InstanceID: rep.InstanceID, Duration: time.Since(start), Appended: rep.Appended,
-			Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Err: err})
+			Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Status: rep.Status, Err: err})
 	}
 	if err != nil {
 		e.log.WarnContext(ctx, "round failed; it will be retried", slog.String("instance", rep.InstanceID), slog.Any("error", err))
@@ -276,16 +287,88 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 	return true, err
 }
 
+// queueState is what the workers of one queue share: the wake-up of one
+// idle worker, and the queue's next visible time, which one store call
+// tells them all until a hint says work arrived.
+type queueState struct {
+	q    provider.Queue
+	wake chan struct{}
+
+	mu sync.Mutex
+	// hints counts the hints seen; next is valid while nextHints equals
+	// it and it was read at or after nextRead.
+	hints     uint64
+	nextHints uint64
+	nextRead  time.Time
+	next      time.Time
+	nextOK    bool
+	nextValid bool
+}
+
+// wakeOne wakes one idle worker, or the next to go idle.
+func (s *queueState) wakeOne() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watchHints turns the store's work hints on the queue into wake-ups of
+// one idle worker each: waking every idle worker for each hint would send
+// them all to the store, where one finds the work and the others only
+// look. A worker that finds work wakes the next one (see loop), so a burst
+// of work still reaches every worker.
+func (s *queueState) watchHints(stop context.Context, n provider.Notifier) {
+	for {
+		// The next hint is asked for before the wake-up it follows is
+		// sent, so work enqueued in between is seen by the woken worker
+		// or hinted again.
+		hint := n.WorkHint(s.q)
+		select {
+		case <-stop.Done():
+			return
+		case <-hint:
+		}
+		s.mu.Lock()
+		s.hints++
+		s.mu.Unlock()
+		s.wakeOne()
+	}
+}
+
+// nextVisible returns the queue's next visible time, asking the store
+// only when no hint came since the last answer, that answer is younger
+// than maxAge and its time has not come: idle workers share one answer.
+func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Duration) (time.Time, bool, error) {
+	now := e.opts.Clock.Now()
+	s.mu.Lock()
+	if s.nextValid && s.nextHints == s.hints && now.Sub(s.nextRead) < maxAge && (!s.nextOK || now.Before(s.next)) {
+		next, ok := s.next, s.nextOK
+		s.mu.Unlock()
+		return next, ok, nil
+	}
+	hints := s.hints
+	s.mu.Unlock()
+	next, ok, err := e.store.NextVisibleAt(ctx, &provider.NextVisibleAtParams{Queue: s.q, Queues: e.opts.ActivityQueues})
+	if err != nil {
+		return next, ok, err
+	}
+	s.mu.Lock()
+	if s.hints == hints {
+		s.next, s.nextOK, s.nextRead, s.nextHints, s.nextValid = next, ok, now, hints, true
+	}
+	s.mu.Unlock()
+	return next, ok, nil
+}
+
 // loop is one worker: it runs steps while there is work and otherwise
-// sleeps until a work hint, the next visible time or the safety poll. stop
+// sleeps until a wake-up, the next visible time or the safety poll. A step
+// that found work wakes another idle worker, which looks for more. stop
 // ends the loop; work is the context of the work in flight.
-func (e *Engine) loop(stop, work context.Context, q provider.Queue, step func(context.Context) (bool, error)) {
+func (e *Engine) loop(stop, work context.Context, qs *queueState, step func(context.Context) (bool, error)) {
+	q := qs.q
 	failures := 0
 	for stop.Err() == nil {
-		var hint <-chan struct{}
-		if n, ok := e.store.(provider.Notifier); ok {
-			hint = n.WorkHint(q)
-		}
 		worked, err := step(work)
 		if err != nil {
 			// The store failed: back off so a database outage does not
@@ -297,16 +380,17 @@ func (e *Engine) loop(stop, work context.Context, q provider.Queue, step func(co
 		}
 		failures = 0
 		if worked {
+			qs.wakeOne()
 			continue
 		}
 		wait := e.opts.SafetyPoll
-		next, ok, err := e.store.NextVisibleAt(work, &provider.NextVisibleAtParams{Queue: q, Queues: e.opts.ActivityQueues})
+		next, ok, err := e.nextVisible(work, qs, wait)
 		if err == nil && ok {
 			// Work that is visible but was not dequeued is held by another
 			// worker: look again soon, or when its release hints.
 			wait = min(wait, max(next.Sub(e.opts.Clock.Now()), busyRetry))
 		}
-		e.sleep(stop, hint, wait)
+		e.sleep(stop, qs.wake, wait)
 	}
 }
 
@@ -314,7 +398,7 @@ func (e *Engine) loop(stop, work context.Context, q provider.Queue, step func(co
 // held by another worker.
 const busyRetry = 50 * time.Millisecond
 
-// sleep waits for d on the engine's clock, a hint or the end of ctx.
+// sleep waits for d on the engine's clock, a wake-up or the end of ctx.
 func (e *Engine) sleep(ctx context.Context, hint <-chan struct{}, d time.Duration) {
 	wake := make(chan struct{})
 	var stopTimer func() bool

@@ -104,6 +104,8 @@ type RoundStats struct {
 	Stale      int
 	// DeadLettered counts messages moved to the dead-letter store.
 	DeadLettered int
+	// Status is the instance's status after the round.
+	Status Status
 	// Err is set when the round failed and will be retried.
 	Err error
 }

@@ -210,6 +210,9 @@ type Report struct {
 	Refused int
 	// Cold is true when the instance's history was loaded whole.
 	Cold bool
+	// Status is the instance's status after the round (empty before its
+	// start).
+	Status provider.Status
 	// Failed is true when the round did not commit; RunOnce then also
 	// returns its error.
 	Failed bool

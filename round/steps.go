@@ -77,6 +77,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	if err := r.write(ctx, rs); err != nil {
 		return nil, nil, err
 	}
+	rs.rep.Status = rs.entry.snap.Status
 	return rs.entry, rs.rep, nil
 }
 

@@ -31,13 +31,17 @@ type benchJSON struct {
 	P50Millis          float64 `json:"p50_ms,omitempty"`
 	P99Millis          float64 `json:"p99_ms,omitempty"`
 	KiBPerIdle         float64 `json:"kib_per_idle_instance,omitempty"`
+	P50FirstMillis     float64 `json:"p50_first_ms,omitempty"`
+	P50LastMillis      float64 `json:"p50_last_ms,omitempty"`
+	StartSeconds       float64 `json:"start_seconds,omitempty"`
+	PeakRSSMiB         float64 `json:"peak_rss_mib,omitempty"`
 }
 
 func runBench(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	var workloads listFlag
-	fs.Var(&workloads, "workload", "workloads to run: W1 (sequence), W2 (fan-out), W3 (signal latency), IDLE (memory per parked instance); default W1,W2,W3")
-	instances := fs.Int("instances", 200, "workflows per workload (W3: signals)")
+	fs.Var(&workloads, "workload", "workloads to run: W1 (sequence), W2 (fan-out), W3 (signal latency), W4 (signal latency as history grows), BACKLOG (start-to-completion of workflows started at once), IDLE (memory per parked instance); default W1,W2,W3")
+	instances := fs.Int("instances", 200, "workflows per workload (W3, W4: signals)")
 	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
 	act := fs.Int("activity-workers", 8, "activities run at once")
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
@@ -53,15 +57,15 @@ func runBench(c *cli, cmd *command, args []string) error {
 	for i, w := range workloads {
 		workloads[i] = strings.ToUpper(w)
 		switch workloads[i] {
-		case bench.W1, bench.W2, bench.W3, bench.Idle:
+		case bench.W1, bench.W2, bench.W3, bench.W4, bench.Backlog, bench.Idle:
 		default:
-			return usagef(cmd, "unknown workload %q: use W1, W2, W3 or IDLE", w)
+			return usagef(cmd, "unknown workload %q: use W1, W2, W3, W4, BACKLOG or IDLE", w)
 		}
 	}
 	var rows []benchJSON
 	if !c.json {
-		fmt.Fprintf(c.stdout, "%-8s %-4s %9s %8s %12s %8s %10s %12s %10s %8s %8s\n",
-			"STORE", "W", "INSTANCES", "SECONDS", "WORKFLOWS/S", "ROUNDS", "ROUNDS/S", "ALLOCS/ROUND", "PEAK HEAP", "P50", "P99")
+		fmt.Fprintf(c.stdout, "%-8s %-7s %9s %8s %12s %8s %10s %12s %10s %10s %9s %9s\n",
+			"STORE", "W", "INSTANCES", "SECONDS", "WORKFLOWS/S", "ROUNDS", "ROUNDS/S", "ALLOCS/ROUND", "PEAK HEAP", "PEAK RSS", "P50", "P99")
 	}
 	for _, w := range workloads {
 		store, done, err := c.benchStore(*keep)
@@ -78,6 +82,8 @@ func runBench(c *cli, cmd *command, args []string) error {
 			WorkflowsPerSecond: res.WorkflowsPerSecond(), Rounds: res.Rounds, RoundsPerSecond: res.RoundsPerSecond(),
 			AllocsPerRound: res.AllocsPerRound, PeakHeapMiB: float64(res.PeakHeap) / (1 << 20),
 			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
+			P50FirstMillis: millis(res.P50First), P50LastMillis: millis(res.P50Last), StartSeconds: res.StartDuration.Seconds(),
+			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20),
 		}
 		rows = append(rows, row)
 		if !c.json {
@@ -87,11 +93,18 @@ func runBench(c *cli, cmd *command, args []string) error {
 				}
 				return fmt.Sprintf("%.2fms", v)
 			}
-			fmt.Fprintf(c.stdout, "%-8s %-4s %9d %8.2f %12.1f %8d %10.1f %12.0f %8.1fMiB %8s %8s\n",
+			fmt.Fprintf(c.stdout, "%-8s %-7s %9d %8.2f %12.1f %8d %10.1f %12.0f %7.1fMiB %7.1fMiB %9s %9s\n",
 				row.Store, row.Workload, row.Instances, row.Seconds, row.WorkflowsPerSecond, row.Rounds, row.RoundsPerSecond,
-				row.AllocsPerRound, row.PeakHeapMiB, lat(row.P50Millis), lat(row.P99Millis))
+				row.AllocsPerRound, row.PeakHeapMiB, row.PeakRSSMiB, lat(row.P50Millis), lat(row.P99Millis))
+			if row.StartSeconds > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s started %d workflows in %.2fs from one goroutine\n", "", "", row.Instances, row.StartSeconds)
+			}
+			if row.P50LastMillis > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s p50 of the first %d signals %s, of the last %d %s (%.2f×)\n", "", "",
+					bench.WindowW4, lat(row.P50FirstMillis), bench.WindowW4, lat(row.P50LastMillis), row.P50LastMillis/row.P50FirstMillis)
+			}
 			if row.KiBPerIdle > 0 {
-				fmt.Fprintf(c.stdout, "%-8s %-4s %.1f KiB of heap and stack per parked instance (store, snapshot and cached executor)\n", "", "", row.KiBPerIdle)
+				fmt.Fprintf(c.stdout, "%-8s %-7s %.1f KiB of heap and stack per parked instance (store, snapshot and cached executor)\n", "", "", row.KiBPerIdle)
 			}
 		}
 	}

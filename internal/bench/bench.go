@@ -1,15 +1,20 @@
 // Package bench runs Chronicle's benchmark workloads on any store: W1, a
 // workflow calling three activities in turn; W2, a workflow fanning out to
 // twenty activities in parallel; W3, the latency from raising a signal to
-// the round that resumes its workflow. `chronicle bench` and the Go
-// benchmarks both run them; docs/benchmarks.md records the numbers.
+// the round that resumes its workflow; W4, the same latency as one
+// instance's history grows; BACKLOG, how long each of many workflows
+// started at once takes to finish. `chronicle bench` and the Go benchmarks
+// both run them; docs/benchmarks.md records the numbers.
 package bench
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +28,10 @@ const (
 	W1 = "W1" // sequence: three activities in turn
 	W2 = "W2" // fan-out: twenty activities in parallel
 	W3 = "W3" // signal latency: raise → resumed
+	W4 = "W4" // growing history: W3's latency, first signals against last
+	// Backlog starts every workflow of W1 at once and measures each one's
+	// time from start to completion.
+	Backlog = "BACKLOG"
 	// Idle measures the memory an instance parked on a signal costs the
 	// process (its cached executor included).
 	Idle = "IDLE"
@@ -55,8 +64,18 @@ type Result struct {
 	AllocsPerRound float64
 	// PeakHeap is the largest heap in use seen during the run, in bytes.
 	PeakHeap uint64
-	// P50 and P99 are W3's signal-to-resume latencies.
+	// P50 and P99 are W3's and W4's signal-to-resume latencies, and
+	// BACKLOG's start-to-completion times.
 	P50, P99 time.Duration
+	// P50First and P50Last are W4's signal-to-resume latencies of the
+	// first and the last WindowW4 signals.
+	P50First, P50Last time.Duration
+	// StartDuration is how long starting the workflows of W1, W2 or
+	// BACKLOG took, one after the other from one goroutine.
+	StartDuration time.Duration
+	// PeakRSS is the process's peak resident set (VmHWM) at the end of the
+	// run, in bytes, where the system tells it (Linux); 0 otherwise.
+	PeakRSS uint64
 	// BytesPerIdle is Idle's heap and goroutine stack per parked instance,
 	// after collection.
 	BytesPerIdle float64
@@ -68,13 +87,18 @@ func (r *Result) WorkflowsPerSecond() float64 { return float64(r.Workflows) / r.
 // RoundsPerSecond is Rounds over Duration.
 func (r *Result) RoundsPerSecond() float64 { return float64(r.Rounds) / r.Duration.Seconds() }
 
-// observer counts rounds and activities and times W3's resumes.
+// WindowW4 is how many of W4's first and last signals are compared.
+const WindowW4 = 200
+
+// observer counts rounds and activities, times W3's resumes and notes when
+// instances complete.
 type observer struct {
 	rounds, activities atomic.Int64
 	mu                 sync.Mutex
 	raised             map[string]time.Time
 	latencies          []time.Duration
 	resumed            chan struct{}
+	completed          map[string]time.Time
 }
 
 func (o *observer) Round(s chronicle.RoundStats) {
@@ -83,6 +107,11 @@ func (o *observer) Round(s chronicle.RoundStats) {
 		return
 	}
 	o.mu.Lock()
+	if s.Status == chronicle.StatusCompleted {
+		if _, ok := o.completed[s.InstanceID]; !ok {
+			o.completed[s.InstanceID] = time.Now()
+		}
+	}
 	at, ok := o.raised[s.InstanceID]
 	if ok {
 		delete(o.raised, s.InstanceID)
@@ -107,7 +136,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1)}
+	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1), completed: map[string]time.Time{}}
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
 		Observer: obs, SafetyPoll: time.Second,
@@ -136,14 +165,17 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	start := time.Now()
 	res := &Result{Workload: c.Workload, Instances: c.Instances}
 	switch c.Workload {
-	case W1, W2:
-		name := map[string]string{W1: "sequence", W2: "fanout"}[c.Workload]
+	case W1, W2, Backlog:
+		name := map[string]string{W1: "sequence", W2: "fanout", Backlog: "sequence"}[c.Workload]
 		ids := make([]string, c.Instances)
+		started := make([]time.Time, c.Instances)
 		for i := range ids {
 			if ids[i], err = e.Start(ctx, name, i, &chronicle.StartOptions{InstanceID: fmt.Sprintf("bench-%s-%d", c.Workload, i)}); err != nil {
 				return nil, err
 			}
+			started[i] = time.Now()
 		}
+		res.StartDuration = time.Since(start)
 		for _, id := range ids {
 			inst, err := e.Wait(ctx, id)
 			if err != nil {
@@ -154,11 +186,22 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 			}
 			res.Workflows++
 		}
-	case W3:
-		if err := signals(ctx, e, obs, c.Instances); err != nil {
+		if c.Workload == Backlog {
+			obs.mu.Lock()
+			for i, id := range ids {
+				obs.latencies = append(obs.latencies, obs.completed[id].Sub(started[i]))
+			}
+			obs.mu.Unlock()
+		}
+	case W3, W4:
+		if err := signals(ctx, e, obs, c.Workload, c.Instances); err != nil {
 			return nil, err
 		}
 		res.Workflows = c.Instances
+		if c.Workload == W4 {
+			w := min(WindowW4, c.Instances/2)
+			res.P50First, res.P50Last = median(obs.latencies[:w]), median(obs.latencies[len(obs.latencies)-w:])
+		}
 	case Idle:
 		runtime.GC()
 		var base runtime.MemStats
@@ -182,7 +225,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 		used := func(m *runtime.MemStats) float64 { return float64(m.HeapAlloc + m.StackInuse) }
 		res.BytesPerIdle = (used(&parked) - used(&base)) / float64(c.Instances)
 	default:
-		return nil, fmt.Errorf("bench: unknown workload %q (W1, W2, W3 or IDLE)", c.Workload)
+		return nil, fmt.Errorf("bench: unknown workload %q (W1, W2, W3, W4, BACKLOG or IDLE)", c.Workload)
 	}
 	res.Duration = time.Since(start)
 	var after runtime.MemStats
@@ -193,18 +236,46 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	stop()
 	res.PeakHeap = <-peak
-	if c.Workload == W3 {
+	if len(obs.latencies) > 0 {
 		slices.Sort(obs.latencies)
 		res.P50 = obs.latencies[len(obs.latencies)/2]
 		res.P99 = obs.latencies[min(len(obs.latencies)-1, len(obs.latencies)*99/100)]
 	}
+	res.PeakRSS = peakRSS()
 	return res, nil
 }
 
+// median returns the median of ds, which it leaves as it was.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// peakRSS reads the process's peak resident set from /proc/self/status;
+// 0 where there is none.
+func peakRSS() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kib << 10
+		}
+	}
+	return 0
+}
+
 // signals raises n signals, one at a time, on a workflow that waits for
-// them in a loop, and records for each how long until its round ran.
-func signals(ctx context.Context, e *chronicle.Engine, obs *observer, n int) error {
-	id, err := e.Start(ctx, "listener", n, &chronicle.StartOptions{InstanceID: "bench-W3"})
+// them in a loop, and records for each, in order, how long until its round
+// ran.
+func signals(ctx context.Context, e *chronicle.Engine, obs *observer, workload string, n int) error {
+	id, err := e.Start(ctx, "listener", n, &chronicle.StartOptions{InstanceID: "bench-" + workload})
 	if err != nil {
 		return err
 	}

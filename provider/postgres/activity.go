@@ -11,8 +11,8 @@ import (
 )
 
 // enqueueActivitiesSQL records the task ids never seen before and queues
-// those tasks, in the slice's order, notifying the activity channel when
-// it queued any.
+// those tasks, in the slice's order; the caller announces them after
+// commit.
 const enqueueActivitiesSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[])
@@ -29,8 +29,7 @@ WITH input AS (
     ORDER BY ord
     RETURNING 1
 )
-SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
-FROM inserted`
+SELECT count(*) FROM inserted`
 
 // claimActivitySQL leases the oldest claimable task of the queues, skipping
 // tasks another claim is taking right now; the token comes from a
@@ -65,8 +64,7 @@ WITH updated AS (
     WHERE id = $1 AND token = $2
     RETURNING 1
 )
-SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($5, '') FROM updated LIMIT 1) AS n)
-FROM updated`
+SELECT count(*) FROM updated`
 
 // lockTaskInstanceSQL locks the instance row of a claimed task, waiting
 // for the round or purge that holds it: the instance row comes before the
@@ -170,9 +168,8 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.Enqu
 		ids, instances, executions, queues = append(ids, t.ID), append(instances, t.InstanceID), append(executions, t.ExecutionID), append(queues, t.Queue)
 		ready, envelopes = append(ready, t.VisibleAt), append(envelopes, env)
 	}
-	var inserted, notified int64
-	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes,
-		s.channels[provider.QueueActivity]).Scan(&inserted, &notified)
+	var inserted int64
+	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes).Scan(&inserted)
 	if err != nil {
 		return false, failf(err, "enqueue %d activity tasks", len(ids))
 	}
@@ -238,16 +235,16 @@ func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivi
 	// The result's instance is locked first, as in EnqueueMessages.
 	b := &pgx.Batch{}
 	b.Queue(s.sql.lockInstances, a.instances)
-	b.Queue(s.sql.completeActivity, a.args(s.channels[provider.QueueOrchestration], p.TaskID, p.Token)...)
-	var done, inserted, notified int64
-	if err := sendLocked(ctx, s.rc, b, &done, &inserted, &notified); err != nil {
+	b.Queue(s.sql.completeActivity, a.args(p.TaskID, p.Token)...)
+	var done, inserted int64
+	if err := sendLocked(ctx, s.rc, b, &done, &inserted); err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
 	}
 	if done == 0 {
 		return leaseLost(p.TaskID)
 	}
 	if inserted > 0 {
-		s.wake(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration)
 	}
 	return nil
 }
@@ -273,16 +270,15 @@ func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityPara
 	if env, err = provider.MarshalActivityTask(&task); err != nil {
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
-	var updated, notified int64
-	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, s.channels[provider.QueueActivity]).
-		Scan(&updated, &notified)
+	var updated int64
+	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt).Scan(&updated)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
 	}
 	if updated == 0 {
 		return leaseLost(p.TaskID)
 	}
-	s.wake(provider.QueueActivity)
+	s.announce(provider.QueueActivity)
 	return nil
 }
 

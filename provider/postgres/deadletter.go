@@ -229,7 +229,6 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 				b.Queue(s.sql.redriveTaskDelete, t.ID)
 				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID)
 				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env)
-				b.Queue(`SELECT pg_notify($1, '')`, s.channels[provider.QueueActivity])
 				if err := tx.SendBatch(ctx, b).Close(); err != nil {
 					return failf(err, "redrive dead letter %s", p.ID)
 				}
@@ -280,10 +279,10 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 		return err
 	}
 	if wakeOrchestration {
-		s.wake(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration)
 	}
 	if wakeActivity {
-		s.wake(provider.QueueActivity)
+		s.announce(provider.QueueActivity)
 	}
 	return nil
 }

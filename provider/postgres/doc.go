@@ -132,13 +132,21 @@
 //
 // # Wake-up hints
 //
-// Enqueues send pg_notify in the enqueuing statement, so the notification
-// leaves at commit, on the channels <schema>_orchestration and
-// <schema>_activity. Each store keeps one connection listening on them
-// (opened by the first [Store.WorkHint], closed by [Store.Close]); on a
-// notification it closes the current hint channel, and on a failure it
-// closes them all and reconnects with backoff. Work enqueued and instances
-// released through the same store close the hint at once.
+// New work is announced after the commit that queued it (or whose outcome
+// is unknown): the store closes its own hint channel at once, and a
+// notifier goroutine sends pg_notify on the channels
+// <schema>_orchestration and <schema>_activity for other processes, on a
+// pooled connection outside any writing transaction, at most once per
+// channel every [Options].NotifyInterval (announcements in between are
+// coalesced). No writing transaction notifies: PostgreSQL takes a
+// database-wide lock in a notifying transaction's pre-commit and holds it
+// through its WAL flush, so notifying writes would commit one at a time.
+// A lost notification costs other processes up to their safety poll.
+// Each store keeps one connection listening on the channels (opened by
+// the first [Store.WorkHint], closed by [Store.Close]); on a notification
+// it closes the current hint channel, and on a failure it closes them all
+// and reconnects with backoff. Instances released by a round close the
+// hint of this store at once.
 //
 // # Connections
 //
@@ -161,8 +169,9 @@
 //   - AbandonMessages, DeadLetterActivity and ResolveDeadLetter update the
 //     instance row and wait for a round that holds the instance to end.
 //     Enqueueing to a locked instance does not wait.
-//   - PostgreSQL serializes the commits of transactions that sent NOTIFY;
-//     the provider notifies only when an enqueue inserted something.
+//   - Notifications to other processes leave after the commit, so a
+//     process that dies between its commit and its NOTIFY leaves the work
+//     to the other processes' safety poll.
 //   - Messages of one instance enqueued by concurrent transactions are
 //     delivered in identity order, which may differ from commit order.
 //   - Human task ids are unique across instances.

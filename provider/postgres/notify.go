@@ -45,6 +45,92 @@ func (s *Store) wake(q provider.Queue) {
 	}
 }
 
+// announce makes new work on q known: it wakes this process's workers at
+// once and has the notifier NOTIFY q's channel for other processes. Callers
+// announce after the commit that queued the work (or whose outcome is
+// unknown), never inside it: PostgreSQL serializes the commits of
+// notifying transactions, holding a database-wide lock through each one's
+// WAL flush, so a NOTIFY per write transaction would make every commit
+// wait for the others.
+func (s *Store) announce(q provider.Queue) {
+	s.wake(q)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.announced[q] = true
+	if s.notifier == nil {
+		s.notifier = s.startNotifier()
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startNotifier starts the goroutine that sends the announced NOTIFYs;
+// callers hold s.mu.
+func (s *Store) startNotifier() *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &listener{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		s.notifyLoop(ctx)
+	}()
+	return n
+}
+
+// notifyLoop sends one NOTIFY per announced channel, in one statement on
+// a pooled connection outside any round, then waits NotifyInterval before
+// the next, so that announcements in between coalesce. A NOTIFY that
+// fails is lost: the workers of other processes find the work by their
+// safety poll. When ctx ends it sends what is still announced and returns.
+func (s *Store) notifyLoop(ctx context.Context) {
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		select {
+		case <-s.kick:
+		case <-ctx.Done():
+			s.sendNotifications(context.WithoutCancel(ctx))
+			return
+		}
+		s.sendNotifications(ctx)
+		pause.Reset(s.notifyInterval)
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			s.sendNotifications(context.WithoutCancel(ctx))
+			return
+		}
+	}
+}
+
+// notifyTimeout bounds one NOTIFY statement.
+const notifyTimeout = 5 * time.Second
+
+// sendNotifications sends the announced NOTIFYs.
+func (s *Store) sendNotifications(ctx context.Context) {
+	s.mu.Lock()
+	var channels []string
+	for q := range s.announced {
+		channels = append(channels, s.channels[q])
+	}
+	clear(s.announced)
+	s.mu.Unlock()
+	if len(channels) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify(c, '') FROM unnest($1::text[]) AS c", channels); err != nil {
+		s.log.WarnContext(ctx, "work-hint notification lost; other processes find the work by polling",
+			slog.String("schema", s.schema), slog.Any("error", err))
+	}
+}
+
 // wakeAll closes every hint channel.
 func (s *Store) wakeAll() {
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +42,12 @@ type Options struct {
 	// Logger receives the store's warnings (listener failures, schema
 	// version). Default: discard.
 	Logger *slog.Logger
+	// NotifyInterval is the least time between two NOTIFYs of one queue's
+	// channel: new work is announced to other processes after the commit
+	// that queued it, outside any writing transaction, and announcements
+	// within the interval are coalesced into one. Default 5ms; workers
+	// of this process are woken at once regardless.
+	NotifyInterval time.Duration
 }
 
 // withDefaults returns the options with defaults filled in, or an error
@@ -69,11 +76,20 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case o.NotifyInterval == 0:
+		o.NotifyInterval = DefaultNotifyInterval
+	case o.NotifyInterval < 0:
+		problems = append(problems, fmt.Sprintf("NotifyInterval %v is negative", o.NotifyInterval))
+	}
 	if len(problems) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
 	}
 	return o, nil
 }
+
+// DefaultNotifyInterval is the default of [Options].NotifyInterval.
+const DefaultNotifyInterval = 5 * time.Millisecond
 
 // ErrInvalidOptions is wrapped by the error New returns for bad [Options].
 var ErrInvalidOptions = errors.New("postgres: invalid options")

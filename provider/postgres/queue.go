@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// enqueueMessagesSQL inserts messages idempotently by id, creates the rows
-// of their instances, and notifies the orchestration channel when it
-// inserted anything. Its three verbs are an optional guard CTE, a filter
-// on the input using it, and an extra leading result column; without them
-// the result is (inserted, notified).
+// enqueueMessagesSQL inserts messages idempotently by id and creates the
+// rows of their instances. Its three verbs are an optional guard CTE, a
+// filter on the input using it, and an extra leading result column;
+// without them the result is (inserted). The caller announces new work
+// after commit (see announce): a NOTIFY inside the transaction would
+// serialize its commit with every other notifying commit.
 //
 // The input keeps the slice's order (WITH ORDINALITY), and the identity
 // column numbers rows in that order, which is the instance's enqueue order.
@@ -36,8 +37,7 @@ WITH %s input AS (
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
 )
-SELECT %s count(*), (SELECT count(*) FROM (SELECT pg_notify($7, '') FROM inserted LIMIT 1) AS n)
-FROM inserted`
+SELECT %s count(*) FROM inserted`
 
 // lockInstancesSQL takes a KEY SHARE lock on the rows of the instances
 // messages are about to be enqueued to. It waits only for a purge (FOR
@@ -180,8 +180,8 @@ func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error
 	return a, nil
 }
 
-func (a *messageArgs) args(channel string, extra ...any) []any {
-	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, channel}, extra...)
+func (a *messageArgs) args(extra ...any) []any {
+	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes}, extra...)
 }
 
 // enqueueMessages runs the enqueue statement on db and reports whether it
@@ -196,21 +196,21 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.sql.lockInstances, a.instances)
-	b.Queue(s.sql.enqueueMessages, a.args(s.channels[provider.QueueOrchestration])...)
-	var inserted, notified int64
-	if err := sendLocked(ctx, db, b, &inserted, &notified); err != nil {
+	b.Queue(s.sql.enqueueMessages, a.args()...)
+	var inserted int64
+	if err := sendLocked(ctx, db, b, &inserted); err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
 	}
 	return inserted > 0, nil
 }
 
 // EnqueueMessages implements provider.Store: one statement inserts the new
-// messages, creates their instances' rows and notifies the orchestration
-// channel.
+// messages and creates their instances' rows; new work is announced after
+// the commit.
 func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	added, err := s.enqueueMessages(ctx, s.rc, p)
 	if added {
-		s.wake(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration)
 	}
 	return err
 }

@@ -121,11 +121,16 @@ func (t *roundTx) end(committed bool) {
 		}
 		s.mu.Unlock()
 	}
-	if msgs || len(locked) > 0 {
+	switch {
+	case msgs:
+		s.announce(provider.QueueOrchestration)
+	case len(locked) > 0:
+		// Released instances may have work only this process's workers
+		// skipped while the round held them.
 		s.wake(provider.QueueOrchestration)
 	}
 	if tasks {
-		s.wake(provider.QueueActivity)
+		s.announce(provider.QueueActivity)
 	}
 }
 
@@ -295,8 +300,8 @@ func (t *roundTx) SaveProjections(ctx context.Context, p *provider.Projections) 
 	return t.step(func() error { return t.s.saveProjections(ctx, t.tx, p) })
 }
 
-// EnqueueMessages implements provider.Steps; the NOTIFY is delivered at
-// commit.
+// EnqueueMessages implements provider.Steps; new work is announced after
+// the commit.
 func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return t.step(func() error {
 		added, err := t.s.enqueueMessages(ctx, t.tx, p)

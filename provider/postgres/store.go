@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,12 @@ type Store struct {
 	locked   map[string]int
 	listener *listener
 	closed   bool
+	// announced are the queues whose new work the notifier has yet to
+	// NOTIFY; kick wakes the notifier.
+	announced      map[provider.Queue]bool
+	notifier       *listener
+	kick           chan struct{}
+	notifyInterval time.Duration
 
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
@@ -61,9 +68,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
-		sql:    newStatements(opts.Schema),
-		hints:  map[provider.Queue]chan struct{}{},
-		locked: map[string]int{},
+		sql:       newStatements(opts.Schema),
+		hints:     map[provider.Queue]chan struct{}{},
+		locked:    map[string]int{},
+		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
 		channels: map[provider.Queue]string{
 			provider.QueueOrchestration: channelName(opts.Schema, provider.QueueOrchestration),
 			provider.QueueActivity:      channelName(opts.Schema, provider.QueueActivity),
@@ -119,11 +127,14 @@ func (s *Store) Close() {
 		return
 	}
 	s.closed = true
-	l := s.listener
-	s.listener = nil
+	l, n := s.listener, s.notifier
+	s.listener, s.notifier = nil, nil
 	s.mu.Unlock()
 	if l != nil {
 		l.stop()
+	}
+	if n != nil {
+		n.stop() // it sends what is still announced first
 	}
 	if s.ownsPool {
 		s.pool.Close()
@@ -191,7 +202,7 @@ func newStatements(schema string) *statements {
 	st := &statements{
 		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
 		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
-			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $8 AND token = $9 RETURNING 1),",
+			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $7 AND token = $8 RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),

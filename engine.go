@@ -59,7 +59,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	}
 	e.runner, err = round.NewRunner(store, round.RunnerOptions{
 		Node: opts.NodeID, Turn: e.replayer.Turn, Project: e.projector.Project, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
-		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger,
+		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger, GroupSize: opts.RoundGroup,
 	})
 	if err != nil {
 		return nil, err
@@ -202,10 +202,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, p := range pools {
 		qs := &queueState{q: p.q, wake: make(chan struct{}, 1)}
 		if n, ok := e.store.(provider.Notifier); ok {
+			// The first hint is asked for before any worker looks for
+			// work: what is enqueued after a worker's look is hinted.
+			hint := n.WorkHint(p.q)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				qs.watchHints(ctx, n)
+				qs.watchHints(ctx, n, hint)
 			}()
 		}
 		for i := 0; i < p.workers; i++ {
@@ -256,16 +259,23 @@ func (e *Engine) RunOnce(ctx context.Context) (bool, error) {
 
 func (e *Engine) round(ctx context.Context) (bool, error) {
 	start := time.Now()
-	rep, err := e.runner.RunOnce(ctx)
-	if rep == nil {
+	reps, err := e.runner.RunGroup(ctx)
+	if len(reps) == 0 {
 		return false, err
 	}
-	if o := e.opts.Observer; o != nil {
-		o.Round(RoundStats{InstanceID: rep.InstanceID, Duration: time.Since(start), Appended: rep.Appended,
-			Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Status: rep.Status, Err: err})
+	d := time.Since(start)
+	for _, rep := range reps {
+		var rerr error
+		if rep.Failed {
+			rerr = err
+		}
+		if o := e.opts.Observer; o != nil {
+			o.Round(RoundStats{InstanceID: rep.InstanceID, Duration: d, Appended: rep.Appended,
+				Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Status: rep.Status, Err: rerr})
+		}
 	}
 	if err != nil {
-		e.log.WarnContext(ctx, "round failed; it will be retried", slog.String("instance", rep.InstanceID), slog.Any("error", err))
+		e.log.WarnContext(ctx, "round failed; it will be retried", slog.Int("instances", len(reps)), slog.Any("error", err))
 	}
 	return true, nil
 }
@@ -318,17 +328,16 @@ func (s *queueState) wakeOne() {
 // them all to the store, where one finds the work and the others only
 // look. A worker that finds work wakes the next one (see loop), so a burst
 // of work still reaches every worker.
-func (s *queueState) watchHints(stop context.Context, n provider.Notifier) {
+func (s *queueState) watchHints(stop context.Context, n provider.Notifier, hint <-chan struct{}) {
 	for {
-		// The next hint is asked for before the wake-up it follows is
-		// sent, so work enqueued in between is seen by the woken worker
-		// or hinted again.
-		hint := n.WorkHint(s.q)
 		select {
 		case <-stop.Done():
 			return
 		case <-hint:
 		}
+		// The next hint is asked for before the wake-up this one causes,
+		// so work enqueued in between is seen by the woken worker.
+		hint = n.WorkHint(s.q)
 		s.mu.Lock()
 		s.hints++
 		s.mu.Unlock()

@@ -47,6 +47,12 @@ type Options struct {
 	// RoundLease is how long a peek-lock round holds its instance. Default
 	// 30s.
 	RoundLease time.Duration
+	// RoundGroup is how many instances an orchestration worker takes in
+	// one transaction of a transactional store (group commit): their
+	// rounds commit together, and a round that fails is rolled back alone
+	// and retried. Default 8; 1 gives every round its own transaction.
+	// Peek-lock stores ignore it.
+	RoundGroup int
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.
 	MaxDeliveries int
@@ -136,6 +142,7 @@ func (o Options) Validate() error {
 		check(history.ValidateID("NodeID", o.NodeID) == nil, "NodeID %q is not a valid id", o.NodeID)
 	}
 	check(o.OrchestrationWorkers >= 0, "OrchestrationWorkers is %d, must not be negative", o.OrchestrationWorkers)
+	check(o.RoundGroup >= 0, "RoundGroup is %d, must not be negative", o.RoundGroup)
 	check(o.ActivityWorkers >= 0, "ActivityWorkers is %d, must not be negative", o.ActivityWorkers)
 	check(o.ActivityLease >= 0, "ActivityLease is %s, must not be negative", o.ActivityLease)
 	check(o.ActivityHeartbeat >= 0, "ActivityHeartbeat is %s, must not be negative", o.ActivityHeartbeat)
@@ -186,6 +193,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.OrchestrationWorkers == 0 {
 		o.OrchestrationWorkers = 2
+	}
+	if o.RoundGroup == 0 {
+		o.RoundGroup = 8
 	}
 	if o.ActivityWorkers == 0 {
 		o.ActivityWorkers = 4

@@ -52,6 +52,9 @@ type rig struct {
 	// round (see renewWatch).
 	renewed chan error
 
+	// groupSize is how many instances a transactional round takes.
+	groupSize int
+
 	counts *rigStats
 	hooks  rigHooks
 }
@@ -89,6 +92,9 @@ type rigStats struct {
 	completed, failed, parked, refused                                             int
 	purged, purgeRefused, deadWorkers, leaseLost, leaseRenewed                     int
 	midStep, midPurge, midZombies                                                  int
+	// groups counts transactions that ran the rounds of several instances;
+	// groupFailures those in which one round failed and another committed.
+	groups, groupFailures int
 }
 
 // add adds the counts of o to s.
@@ -117,6 +123,8 @@ func (s *rigStats) add(o *rigStats) {
 	s.midStep += o.midStep
 	s.midPurge += o.midPurge
 	s.midZombies += o.midZombies
+	s.groups += o.groups
+	s.groupFailures += o.groupFailures
 }
 
 var (
@@ -136,6 +144,9 @@ const checkTimeout = 5 * time.Minute
 // nodes with addNode.
 func newRig(t *rapid.T, backend *wfBackend, counts *rigStats, hooks rigHooks) *rig {
 	r := &rig{mode: backend.mode, backend: backend, clock: round.NewManualClock(t0), renewed: make(chan error, 16), counts: counts, hooks: hooks}
+	if r.mode == provider.ModeTransactional {
+		r.groupSize = rapid.SampledFrom([]int{1, 2, 2, 4}).Draw(t, "group size")
+	}
 	r.ctx, r.cancel = context.WithTimeout(context.Background(), checkTimeout)
 	r.store = backend.open(t, &r.mid)
 	r.faulty = providertest.Faulty(r.store, r.injected)
@@ -150,6 +161,7 @@ func newRig(t *rapid.T, backend *wfBackend, counts *rigStats, hooks rigHooks) *r
 func (r *rig) addNode(t *rapid.T, name string, ro round.RunnerOptions, wo round.ActivityWorkerOptions) {
 	n := &node{name: name}
 	ro.Node, ro.Clock, ro.MaxDeliveries, ro.LeaseDuration, ro.Hooks = name, r.clock, 1000, leaseDuration, round.Hooks{Crash: n.hook}
+	ro.GroupSize = r.groupSize
 	wo.Node, wo.Clock, wo.LeaseDuration, wo.Jitter = name, r.clock, leaseDuration, func() float64 { return 0.5 }
 	var err error
 	if n.runner, err = round.NewRunner(r.faulty, ro); err != nil {
@@ -320,13 +332,25 @@ func (r *rig) round(t *rapid.T) {
 			"AckLease", "LeaseInstance", "DeadLetterLeased", "CancelActivities", "AbandonLease", "LoadHistory", "GetSnapshot")
 		r.mid.plan(t, midStepRoundOps)
 	}
-	rep, err := n.runner.RunOnce(r.ctx)
+	reps, err := n.runner.RunGroup(r.ctx)
 	r.clearFault()
 	r.mid.clear()
 	n.mu.Lock()
 	n.crashAt = ""
 	n.mu.Unlock()
-	r.count(rep)
+	failed := 0
+	for _, rep := range reps {
+		r.count(rep)
+		if rep.Failed {
+			failed++
+		}
+	}
+	if len(reps) > 1 && !round.IsCrash(err) {
+		r.counts.groups++
+		if failed > 0 && failed < len(reps) {
+			r.counts.groupFailures++
+		}
+	}
 	if errors.Is(err, errMidStep) {
 		r.counts.midStep++
 	}

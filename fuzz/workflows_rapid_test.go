@@ -88,6 +88,10 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	}
 	require.Positive(t, total.panics, "no projection fold panicked")
 	require.Positive(t, total.deadWorkers, "no activity worker died holding a claim")
+	if backend.mode == provider.ModeTransactional {
+		require.Positive(t, total.groups, "no transaction ran the rounds of several instances")
+		require.Positive(t, total.groupFailures, "no round failed inside a group whose other rounds committed")
+	}
 	if backend.mode == provider.ModePeekLock {
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
 		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
@@ -142,14 +146,15 @@ func (s *wfStats) String() string {
 		"%d projection sets checked against the fold of history; "+
 		"%d instances purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d projection folds panicked, "+
 		"%d workers died holding a claim, %d paused rounds lost their lease and %d renewed it; "+
-		"%d crashes and %d zombie rounds between two record writes of a step, %d purges crashed half-way and finished again",
+		"%d crashes and %d zombie rounds between two record writes of a step, %d purges crashed half-way and finished again; "+
+		"%d transactions of several instances' rounds (%d with a failed round)",
 		s.rounds, s.cold, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale,
 		s.activities, s.retries, s.zombieTasks, s.zombieTasksRejected,
 		s.completed, s.children, s.terminated, s.failed, s.parked, s.continued, s.restarted,
 		s.signalled, s.timeouts, s.racesSignal, s.racesTimer, s.carried, s.turns,
 		s.tasks, s.tasksCompleted, s.taskTimeouts, s.taskMoves, s.taskRaces, s.rejected, s.projections,
 		s.purged, s.purgeRefused, s.refused, s.panics, s.deadWorkers, s.leaseLost, s.leaseRenewed,
-		s.midStep, s.midZombies, s.midPurge)
+		s.midStep, s.midZombies, s.midPurge, s.groups, s.groupFailures)
 }
 
 // wfMachine drives real workflow code on the rig.

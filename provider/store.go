@@ -340,9 +340,9 @@ type TxStore interface {
 	// returned (wrapped at most, so errors.Is and errors.As see it). The
 	// error of a failed commit is returned; when its outcome is unknown the
 	// round must be safe to run again, which the runner guarantees. Steps
-	// may be called without a dequeue. Providers may let fn dequeue more
-	// than one instance (group commit) or complete an activity in the same
-	// transaction.
+	// may be called without a dequeue. fn may dequeue several instances,
+	// one after the other (group commit: the runner's GroupSize); each
+	// dequeued instance stays locked until the transaction ends.
 	RunRound(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
@@ -363,14 +363,16 @@ type Tx interface {
 	AckMessages(ctx context.Context, p *AckMessagesParams) error
 	// AbandonMessages records a failed delivery of messages of the locked
 	// instance inside the round: it undoes every write the round made
-	// since it dequeued that instance, then counts the delivery and holds
-	// the instance as [Store.AbandonMessages] does. The instance stays
-	// locked until the round ends, so no other round takes its messages
-	// before the hold is set, which an abandon after a rollback cannot
-	// promise. The round should then end, committing only the abandon. It
-	// returns an error, and the round must be rolled back, when the round
-	// dequeued more than this instance or cannot undo its writes (a broken
-	// connection).
+	// since it dequeued that instance, which must be the instance it
+	// dequeued last (writes made before, for instances dequeued earlier in
+	// a group, stay), then counts the delivery and holds the instance as
+	// [Store.AbandonMessages] does (no MessageIDs and VisibleAt Now only
+	// undo the writes). The instance stays locked until the round ends, so
+	// no other round takes its messages before the hold is set, which an
+	// abandon after a rollback cannot promise. The round may go on with
+	// other instances. It returns an error, and the round must be rolled
+	// back, when the instance is not the one dequeued last or the store
+	// cannot undo its writes (a broken connection).
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 }
 

@@ -95,6 +95,12 @@ type RunnerOptions struct {
 	MaxDeliveries int
 	// BatchLimit bounds the messages of one round. Default 100.
 	BatchLimit int
+	// GroupSize is how many instances' rounds a transactional store runs
+	// in one transaction (group commit): each instance is dequeued,
+	// processed and, when its round fails, rolled back to its own
+	// savepoint, without holding back the others. Default 1; peek-lock
+	// stores ignore it.
+	GroupSize int
 	// LeaseDuration is the peek-lock lease of a round. Default 30s.
 	LeaseDuration time.Duration
 	// RetryDelay is the delay before a message whose round failed is
@@ -159,6 +165,9 @@ func NewRunner(store provider.Store, opts RunnerOptions) (*Runner, error) {
 	if opts.BatchLimit <= 0 {
 		opts.BatchLimit = 100
 	}
+	if opts.GroupSize <= 0 {
+		opts.GroupSize = 1
+	}
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = 30 * time.Second
 	}
@@ -218,71 +227,149 @@ type Report struct {
 	Failed bool
 }
 
-// RunOnce runs one round on one instance with visible work. It returns a
-// nil report when there was no work, and a nil report with an error when
-// the store could not be asked for work. A round that fails is rolled back
-// (or, in peek-lock mode, abandoned) and its instance retried later: RunOnce
-// then returns a report with Failed set and the error, which callers log
-// and otherwise ignore. Messages that cannot be processed are
-// dead-lettered and reported, not returned as errors.
+// RunOnce runs the rounds of one group of instances with visible work
+// (one instance unless GroupSize is larger) and returns their reports
+// summed (see [Runner.RunGroup]). It returns a nil report when there was
+// no work, and a nil report with an error when the store could not be
+// asked for work. A round that fails is rolled back (or, in peek-lock
+// mode, abandoned) and its instance retried later: RunOnce then returns a
+// report with Failed set and the error, which callers log and otherwise
+// ignore. Messages that cannot be processed are dead-lettered and
+// reported, not returned as errors.
 func (r *Runner) RunOnce(ctx context.Context) (*Report, error) {
+	reps, err := r.RunGroup(ctx)
+	if len(reps) == 0 {
+		return nil, err
+	}
+	sum := *reps[0]
+	for _, o := range reps[1:] {
+		sum.Appended += o.Appended
+		sum.Processed += o.Processed
+		sum.Duplicates += o.Duplicates
+		sum.Stale += o.Stale
+		sum.DeadLettered += o.DeadLettered
+		sum.Refused += o.Refused
+		sum.Cold = sum.Cold || o.Cold
+		sum.Failed = sum.Failed || o.Failed
+	}
+	return &sum, err
+}
+
+// RunGroup runs rounds as RunOnce does and returns one report per
+// instance, in the order they ran; the error joins those of the rounds
+// that failed.
+func (r *Runner) RunGroup(ctx context.Context) ([]*Report, error) {
 	if r.tx != nil {
 		return r.runTx(ctx)
 	}
-	return r.runLease(ctx)
+	rep, err := r.runLease(ctx)
+	if rep == nil {
+		return nil, err
+	}
+	return []*Report{rep}, err
 }
 
-func (r *Runner) runTx(ctx context.Context) (*Report, error) {
+// member is one instance's round in a transactional group.
+type member struct {
+	batch *provider.Batch
+	entry *cacheEntry
+	rep   *Report
+	// failed is the error of a round rolled back to its savepoint inside
+	// the group; the group committed only the record of its failure.
+	failed error
+}
+
+func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 	now := roundNow(r.opts.Clock)
 	var (
-		batch *provider.Batch
-		entry *cacheEntry
-		rep   *Report
-		// abandoned is the error of a round that committed only the
-		// abandon of its messages.
-		abandoned error
+		group []*member
+		// culprit is the member whose error ended the transaction.
+		culprit *member
 	)
 	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
-		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
-		if err != nil || b == nil {
-			return err
+		group, culprit = group[:0], nil
+		for len(group) < r.opts.GroupSize {
+			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
+			if err != nil || b == nil {
+				return err
+			}
+			m := &member{batch: b}
+			group = append(group, m)
+			if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
+				return err
+			}
+			m.entry, m.rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, now)
+			if err == nil {
+				continue
+			}
+			culprit = m
+			if IsCrash(err) || ctx.Err() != nil {
+				return err
+			}
+			// Undo this instance's writes while it is still locked,
+			// keeping the other instances' rounds: after a rollback
+			// another worker could take its messages before the hold is
+			// set. A dead-lettered batch is not held; it is moved once
+			// the group commits.
+			p := r.abandonParams(b.InstanceID, b.Messages, now, err)
+			var dl *DeadLetterError
+			if errors.As(err, &dl) {
+				p = &provider.AbandonMessagesParams{InstanceID: b.InstanceID, VisibleAt: now}
+			}
+			if tx.AbandonMessages(ctx, p) != nil {
+				return err // the whole group rolls back, then failed records each
+			}
+			m.failed, culprit = err, nil
 		}
-		batch = b
-		if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
-			return err
-		}
-		entry, rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, now)
-		if err == nil || !r.abandonable(ctx, err) {
-			return err
-		}
-		// Abandon while the instance is still locked: after a rollback
-		// another worker could take the messages before the hold is set.
-		// When that fails, the rollback and failed's abandon remain.
-		if tx.AbandonMessages(ctx, r.abandonParams(b.InstanceID, b.Messages, now, err)) != nil {
-			return err
-		}
-		abandoned = err
 		return nil
 	})
-	if batch == nil {
+	if len(group) == 0 {
 		if err != nil {
 			return nil, fmt.Errorf("dequeue: %w", err)
 		}
 		return nil, nil
 	}
-	if err == nil && abandoned != nil {
-		r.log.WarnContext(ctx, "round failed", slog.String("instance", batch.InstanceID), slog.Any("error", abandoned))
-		return &Report{InstanceID: batch.InstanceID, Failed: true}, fmt.Errorf("round of %s: %w", batch.InstanceID, abandoned)
+	reps := make([]*Report, 0, len(group))
+	var errs []error
+	for i, m := range group {
+		if err == nil && m.failed == nil {
+			if cerr := r.opts.Hooks.crash(ctx, AfterCommit, m.batch.InstanceID); cerr != nil {
+				// The process died after its commit: the rest of the
+				// group loses its cache too.
+				for _, o := range group[i:] {
+					o.entry.close()
+				}
+				return append(reps, &Report{InstanceID: m.batch.InstanceID, Failed: true}), cerr
+			}
+		}
+		switch {
+		case err != nil:
+			m.entry.close()
+			merr := err
+			if culprit != nil && culprit != m && !IsCrash(err) {
+				// Rolled back for another instance's round: retried, never
+				// dead-lettered for that round's reason.
+				merr = fmt.Errorf("rolled back with the round of %s in its group: %v", culprit.batch.InstanceID, err)
+			}
+			rep, ferr := r.failed(ctx, m.batch.InstanceID, m.batch.Messages, now, merr, nil)
+			reps, errs = append(reps, rep), append(errs, ferr)
+		case m.failed != nil:
+			var dl *DeadLetterError
+			if errors.As(m.failed, &dl) {
+				rep, ferr := r.failed(ctx, m.batch.InstanceID, m.batch.Messages, now, m.failed, nil)
+				reps, errs = append(reps, rep), append(errs, ferr)
+				continue
+			}
+			r.cache.take(m.batch.InstanceID).close()
+			r.log.WarnContext(ctx, "round failed", slog.String("instance", m.batch.InstanceID), slog.Any("error", m.failed))
+			reps = append(reps, &Report{InstanceID: m.batch.InstanceID, Failed: true})
+			errs = append(errs, fmt.Errorf("round of %s: %w", m.batch.InstanceID, m.failed))
+		default:
+			r.cache.put(m.entry)
+			reps = append(reps, m.rep)
+		}
 	}
-	if err == nil {
-		err = r.opts.Hooks.crash(ctx, AfterCommit, batch.InstanceID)
-	}
-	if err != nil {
-		entry.close()
-		return r.failed(ctx, batch.InstanceID, batch.Messages, now, err, nil)
-	}
-	r.cache.put(entry)
-	return rep, nil
+	return reps, errors.Join(errs...)
 }
 
 func (r *Runner) runLease(ctx context.Context) (*Report, error) {
@@ -413,14 +500,6 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.
 		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
 	}
 	return failed, fmt.Errorf("round of %s: %w", instanceID, err)
-}
-
-// abandonable reports whether a transactional round that failed with err
-// abandons its messages before it ends: not when it crashed (nothing is
-// recorded), is dead-lettered, or its context ended.
-func (r *Runner) abandonable(ctx context.Context, err error) bool {
-	var dl *DeadLetterError
-	return !IsCrash(err) && !errors.As(err, &dl) && ctx.Err() == nil
 }
 
 // abandonParams records the failed delivery of msgs: the instance is held

@@ -24,8 +24,14 @@ type tx struct {
 	acks    map[*instance][]string
 	// abandons are failed deliveries recorded inside the round.
 	abandons map[*instance]provider.AbandonMessagesParams
-	closed   bool
+	// mark is where the staged lists stood when the last instance was
+	// dequeued: AbandonMessages cuts them back to it.
+	mark   txMark
+	closed bool
 }
+
+// txMark records the lengths of a tx's staged lists.
+type txMark struct{ projs, msgs, tasks, cancels, resets int }
 
 var errTxClosed = errors.New("memory: transaction already ended")
 
@@ -170,6 +176,7 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 		in.lockedBy = t
 		s.reindex(in)
 		t.locked = append(t.locked, in)
+		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets)}
 		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit)}
 		return nil
 	})
@@ -297,25 +304,29 @@ func (t *tx) AckMessages(ctx context.Context, p *provider.AckMessagesParams) err
 	})
 }
 
-// AbandonMessages implements provider.Tx: it drops the round's staged writes
-// and stages the abandon, which the commit applies before it unlocks the
-// instance.
+// AbandonMessages implements provider.Tx: it drops the writes staged since
+// the instance, the last one dequeued, was dequeued, and stages the
+// abandon, which the commit applies before it unlocks the instance.
 func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	return t.step(ctx, OpAbandonMessages, func() error {
 		in, err := t.holds(p.InstanceID)
 		if err != nil {
 			return err
 		}
-		if len(t.locked) != 1 {
-			return fmt.Errorf("memory: abandon of %s in a round that dequeued %d instances", p.InstanceID, len(t.locked))
+		if t.locked[len(t.locked)-1] != in {
+			return fmt.Errorf("memory: abandon of %s, which is not the instance dequeued last", p.InstanceID)
 		}
-		clear(t.appends)
-		clear(t.letters)
-		clear(t.acks)
-		t.projs, t.msgs, t.tasks, t.cancels, t.resets = nil, nil, nil, nil, nil
-		t.abandons = map[*instance]provider.AbandonMessagesParams{in: {
+		delete(t.appends, in)
+		delete(t.letters, in)
+		delete(t.acks, in)
+		m := t.mark
+		t.projs, t.msgs, t.tasks, t.cancels, t.resets = t.projs[:m.projs], t.msgs[:m.msgs], t.tasks[:m.tasks], t.cancels[:m.cancels], t.resets[:m.resets]
+		if t.abandons == nil {
+			t.abandons = map[*instance]provider.AbandonMessagesParams{}
+		}
+		t.abandons[in] = provider.AbandonMessagesParams{
 			InstanceID: p.InstanceID, MessageIDs: append([]string(nil), p.MessageIDs...), VisibleAt: p.VisibleAt, Error: p.Error,
-		}}
+		}
 		return nil
 	})
 }

@@ -85,8 +85,10 @@ type roundTx struct {
 	// those it returned, the last of which a savepoint follows.
 	locked  []string
 	batches int
-	// enqueued records which queues got work, to wake them after commit.
+	// enqueued records which queues got work, to wake them after commit;
+	// atDequeue is what it was when the last instance was dequeued.
 	enqueuedMessages, enqueuedTasks bool
+	atDequeue                       [2]bool
 	wakeOnEnd                       bool
 }
 
@@ -188,6 +190,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			if len(msgs) > 0 {
 				batch = &provider.Batch{InstanceID: id, Messages: msgs}
 				t.batches++
+				t.atDequeue = [2]bool{t.enqueuedMessages, t.enqueuedTasks}
 				return nil
 			}
 			if p.InstanceID != "" {
@@ -349,16 +352,18 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 }
 
 // AbandonMessages implements provider.Tx: it rolls back to the savepoint that
-// follows the instance's dequeue, which keeps the instance's row lock, and
-// records the failed delivery with the instance row first, the lock order
-// of every writer.
+// follows the dequeue of the instance, which must be the one dequeued last
+// (a savepoint of one name stacks: the rollback goes to the newest), so the
+// rounds of instances dequeued before it keep their writes and every row
+// lock stays. It then records the failed delivery with the instance row
+// first, the lock order of every writer.
 func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	return t.step(func() error {
 		if err := t.requireLock(p.InstanceID); err != nil {
 			return err
 		}
-		if t.batches != 1 || t.locked[len(t.locked)-1] != p.InstanceID {
-			return fmt.Errorf("postgres: abandon of %s in a round that dequeued %d instances", p.InstanceID, t.batches)
+		if t.locked[len(t.locked)-1] != p.InstanceID {
+			return fmt.Errorf("postgres: abandon of %s, which is not the instance dequeued last", p.InstanceID)
 		}
 		b := &pgx.Batch{}
 		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
@@ -367,8 +372,9 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 			return failf(err, "abandon messages of %s", p.InstanceID)
 		}
-		// What the round enqueued is undone: nobody needs waking for it.
-		t.enqueuedMessages, t.enqueuedTasks = false, false
+		// What the instance's round enqueued is undone: nobody needs
+		// waking for it.
+		t.enqueuedMessages, t.enqueuedTasks = t.atDequeue[0], t.atDequeue[1]
 		return nil
 	})
 }

@@ -55,59 +55,124 @@ type StartOptions struct {
 // when a worker picks up its start message, which is at once when an
 // engine is running on the store. opts may be nil.
 func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (string, error) {
+	id, msgs, err := e.startMessages(ctx, workflow, input, opts)
+	if err != nil || len(msgs) == 0 {
+		return id, err
+	}
+	return id, e.enqueue(ctx, msgs...)
+}
+
+// StartRequest is one workflow for StartMany to start.
+type StartRequest struct {
+	Workflow string
+	Input    any
+	// Options may be nil, as Start's.
+	Options *StartOptions
+}
+
+// maxStartWrite bounds the messages of one store write of StartMany.
+const maxStartWrite = 1000
+
+// StartMany starts several workflow instances with as few writes to the
+// store as it can (one per thousand starts) and returns their ids in the
+// order of reqs. Each request is checked as Start checks it, before
+// anything is written: when one fails, or two name the same instance id,
+// StartMany returns its error, naming its index, and starts nothing.
+// Instances with generated ids need no look-up, so a batch of them costs
+// one write.
+func (e *Engine) StartMany(ctx context.Context, reqs []StartRequest) ([]string, error) {
+	ids := make([]string, len(reqs))
+	seen := make(map[string]int, len(reqs))
+	var msgs []provider.Message
+	for i, r := range reqs {
+		id, ms, err := e.startMessages(ctx, r.Workflow, r.Input, r.Options)
+		if err != nil {
+			return nil, fmt.Errorf("start %d (%s): %w", i, r.Workflow, err)
+		}
+		if j, dup := seen[id]; dup {
+			return nil, fmt.Errorf("%w: starts %d and %d both name instance %s", ErrInvalidArgument, j, i, id)
+		}
+		seen[id], ids[i] = i, id
+		msgs = append(msgs, ms...)
+	}
+	for len(msgs) > 0 {
+		n := min(len(msgs), maxStartWrite)
+		// A restart's terminate and start stay in one write.
+		for n < len(msgs) && msgs[n-1].Kind != history.KindExecutionStarted {
+			n++
+		}
+		if err := e.enqueue(ctx, msgs[:n]...); err != nil {
+			return nil, err
+		}
+		msgs = msgs[n:]
+	}
+	return ids, nil
+}
+
+// startMessages checks a start and returns the instance id and the
+// messages that start it; none when the instance exists and opts say to
+// return it.
+func (e *Engine) startMessages(ctx context.Context, workflow string, input any, opts *StartOptions) (string, []provider.Message, error) {
 	var o StartOptions
 	if opts != nil {
 		o = *opts
 	}
 	if _, ok := e.workflow(workflow); !ok {
-		return "", fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+		return "", nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
 	}
-	if o.InstanceID == "" {
+	// A generated id is new: it needs no look-up.
+	generated := o.InstanceID == ""
+	if generated {
 		o.InstanceID = e.opts.NewID()
 	}
 	if err := e.validateID("instance id", o.InstanceID); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	actor, err := e.actor(o.Actor)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, f := range []struct{ name, text string }{
 		{"business key", o.BusinessKey}, {"version", o.Version}, {"trace", o.Trace},
 	} {
 		if err := checkText(f.name, f.text); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	if err := checkTextMap("business part", o.BusinessParts); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := checkTextMap("tag", o.Tags); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	payload, err := e.encode("workflow input", input)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var msgs []provider.Message
-	rec, pending, err := e.lookup(ctx, o.InstanceID)
-	if err != nil {
-		return "", err
+	var (
+		rec     *provider.InstanceRecord
+		pending bool
+	)
+	if !generated {
+		if rec, pending, err = e.lookup(ctx, o.InstanceID); err != nil {
+			return "", nil, err
+		}
 	}
 	if rec != nil || pending {
 		switch o.Reuse {
 		case ReuseReturnExisting:
-			return o.InstanceID, nil
+			return o.InstanceID, nil, nil
 		case ReuseTerminateAndRestart:
 			if rec == nil || !rec.Status.Terminal() {
 				m, err := e.control(o.InstanceID, actor, &history.ExecutionTerminated{Reason: "restarted by " + actor})
 				if err != nil {
-					return "", err
+					return "", nil, err
 				}
 				msgs = append(msgs, m)
 			}
 		default:
-			return "", fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
+			return "", nil, fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
 		}
 	}
 	exec := e.opts.NewID()
@@ -117,14 +182,10 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *St
 			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
 		})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	start.Actor = actor
-	msgs = append(msgs, start)
-	if err := e.enqueue(ctx, msgs...); err != nil {
-		return "", err
-	}
-	return o.InstanceID, nil
+	return o.InstanceID, append(msgs, start), nil
 }
 
 // RaiseOptions configure RaiseEvent; a nil *RaiseOptions, like the zero
@@ -293,27 +354,20 @@ func (e *Engine) lookup(ctx context.Context, instanceID string) (*provider.Insta
 }
 
 // find returns the instance record, if any, and the queued start message
-// of the instance, if any. It reads the record, then the queue, then the
-// record again when neither was there: a round stores the record before
-// (peek-lock) or atomically with (transactional) acking the start, so an
-// instance whose start Start enqueued is always seen one way or the other.
+// of the instance, if any. It reads the queue, then the record: a round
+// stores the record before (peek-lock) or atomically with (transactional)
+// acking the start, so a start the queue no longer held is seen in the
+// record, and two reads tell every case.
 func (e *Engine) find(ctx context.Context, instanceID string) (*provider.InstanceRecord, *provider.Message, error) {
-	get := func() (*provider.InstanceRecord, error) {
-		rec, err := e.store.GetInstance(ctx, instanceID)
-		if errors.Is(err, provider.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
-		}
-		return rec, nil
-	}
-	rec, err := get()
-	if err != nil || (rec != nil && !rec.Status.Terminal()) {
-		return rec, nil, err
-	}
 	queued, err := e.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: instanceID, Limit: 100})
 	if err != nil {
+		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	}
+	rec, err := e.store.GetInstance(ctx, instanceID)
+	switch {
+	case errors.Is(err, provider.ErrNotFound):
+		rec = nil
+	case err != nil:
 		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 	}
 	for i := range queued {
@@ -321,11 +375,7 @@ func (e *Engine) find(ctx context.Context, instanceID string) (*provider.Instanc
 			return rec, &queued[i], nil
 		}
 	}
-	if rec == nil {
-		// The first round may have taken the start between the two reads.
-		rec, err = get()
-	}
-	return rec, nil, err
+	return rec, nil, nil
 }
 
 // deadStart returns the newest unresolved dead letter of a start message
@@ -353,10 +403,6 @@ func (e *Engine) deadStart(ctx context.Context, instanceID string) (*provider.De
 		}
 		after = letters[len(letters)-1].ID
 	}
-}
-
-func (e *Engine) enqueue(ctx context.Context, msgs ...provider.Message) error {
-	return e.store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
 }
 
 func (e *Engine) now() time.Time { return e.opts.Clock.Now().UTC().Truncate(time.Microsecond) }

@@ -33,6 +33,8 @@ type Engine struct {
 	runner    *round.Runner
 	worker    *round.ActivityWorker
 	running   atomic.Bool
+	// combine merges concurrent client writes (see enqueue).
+	combine combiner
 }
 
 // New returns an engine on store. It validates the options and fills in

@@ -80,3 +80,29 @@ func TestGroupRollsBackOnlyTheFailingRound(t *testing.T) {
 		})
 	}
 }
+
+// TestColdRoundDropsASignalSeenBeforeTheSnapshot: the stored snapshot
+// leaves out the execution's idempotency keys, so a round that starts
+// from it (a restarted node) must find them in the execution's events and
+// still drop a signal it recorded before.
+func TestColdRoundDropsASignalSeenBeforeTheSnapshot(t *testing.T) {
+	t.Parallel()
+	for _, mode := range modes() {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, mode, memory.Options{}, round.Hooks{})
+			b.start(t, "i", scripted.Step{Kind: scripted.Signal, Name: "s1"}, scripted.Step{Kind: scripted.Signal, Name: "s2"})
+			b.drain(t)
+			b.signal(t, "i", "s1", "k1")
+			b.drain(t)
+			before := len(b.history(t, "i"))
+			b.runner.Forget() // the node restarts: the next round is cold
+			b.signal(t, "i", "s1", "k1")
+			rep, err := b.runner.RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.True(t, rep.Cold)
+			require.Equal(t, 1, rep.Duplicates, "the signal's key was recorded before the stored snapshot")
+			require.Len(t, b.history(t, "i"), before)
+		})
+	}
+}

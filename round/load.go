@@ -100,6 +100,8 @@ func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, er
 	if err := history.VerifyFrom(l.from-1, events[0].PrevHash, events); err != nil {
 		return nil, corrupt(id, err)
 	}
+	// The stored snapshot leaves out the execution's idempotency keys.
+	snap.RememberKeys(events[:at+1])
 	for i := at + 1; i < int64(len(events)); i++ {
 		if err := snap.Apply(&events[i], nil); err != nil {
 			return nil, corrupt(id, err)

@@ -52,7 +52,10 @@ type Snapshot struct {
 	// Tasks holds the open human tasks by task id.
 	Tasks map[string]*OpenTask `msgpack:"-"`
 	// Seen holds the idempotency keys (class/correlation) of raised events,
-	// task actions and control requests of the current execution.
+	// task actions and control requests of the current execution. It grows
+	// with the execution's history, so it is not stored with the snapshot
+	// (see [MarshalSnapshot]): a round that starts from a stored snapshot
+	// rebuilds it from the execution's events, which it loads anyway.
 	Seen map[string]bool `msgpack:"-"`
 }
 
@@ -142,7 +145,9 @@ type snapshotWire struct {
 	Timers       []pendingTime  `msgpack:"timers,omitempty"`
 	SubWorkflows []pendingName  `msgpack:"subworkflows,omitempty"`
 	Tasks        []openTaskWire `msgpack:"tasks,omitempty"`
-	Seen         []string       `msgpack:"seen,omitempty"`
+	// Seen is read from snapshots stored before it was left out; it is
+	// never written.
+	Seen []string `msgpack:"seen,omitempty"`
 }
 
 type pendingName struct {
@@ -161,7 +166,8 @@ type openTaskWire struct {
 }
 
 // MarshalSnapshot encodes a snapshot; equal snapshots encode to equal
-// bytes.
+// bytes. It leaves out Seen, so that what a round stores does not grow
+// with the execution's history: [Snapshot.RememberKeys] rebuilds it.
 func MarshalSnapshot(s *Snapshot) ([]byte, error) {
 	w := snapshotWire{Snapshot: s}
 	for _, seq := range slices.Sorted(maps.Keys(s.Activities)) {
@@ -176,12 +182,25 @@ func MarshalSnapshot(s *Snapshot) ([]byte, error) {
 	for _, id := range slices.Sorted(maps.Keys(s.Tasks)) {
 		w.Tasks = append(w.Tasks, openTaskWire{id, *s.Tasks[id]})
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Seen)) {
-		if s.Seen[k] {
-			w.Seen = append(w.Seen, k)
+	return history.Encode(&w)
+}
+
+// RememberKeys adds to Seen the idempotency keys of events, which are
+// events of the current execution the snapshot has folded (those a round
+// that starts from a stored snapshot loads).
+func (s *Snapshot) RememberKeys(events []history.Event) {
+	for i := range events {
+		e := &events[i]
+		if e.ExecutionID != s.ExecutionID || e.Seq > s.LastSeq {
+			continue
+		}
+		if class := e.Kind.Class(); class == history.ClassEvent || class == history.ClassTask || class == history.ClassControl {
+			if s.Seen == nil {
+				s.Seen = map[string]bool{}
+			}
+			s.Seen[seenKey(class, e.CorrelationID)] = true
 		}
 	}
-	return history.Encode(&w)
 }
 
 // UnmarshalSnapshot decodes a snapshot written by [MarshalSnapshot]; it

@@ -45,6 +45,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
 	act := fs.Int("activity-workers", 8, "activities run at once")
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
+	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany})
 		done()
 		if err != nil {
 			return err

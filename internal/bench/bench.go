@@ -48,6 +48,9 @@ type Config struct {
 	ActivityWorkers      int
 	// Timeout bounds the run.
 	Timeout time.Duration
+	// StartMany starts W1's, W2's and BACKLOG's workflows with
+	// Engine.StartMany instead of one Start call each.
+	StartMany bool
 }
 
 // Result is what a run measured.
@@ -169,11 +172,24 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 		name := map[string]string{W1: "sequence", W2: "fanout", Backlog: "sequence"}[c.Workload]
 		ids := make([]string, c.Instances)
 		started := make([]time.Time, c.Instances)
-		for i := range ids {
-			if ids[i], err = e.Start(ctx, name, i, &chronicle.StartOptions{InstanceID: fmt.Sprintf("bench-%s-%d", c.Workload, i)}); err != nil {
+		if c.StartMany {
+			reqs := make([]chronicle.StartRequest, c.Instances)
+			for i := range reqs {
+				reqs[i] = chronicle.StartRequest{Workflow: name, Input: i}
+			}
+			if ids, err = e.StartMany(ctx, reqs); err != nil {
 				return nil, err
 			}
-			started[i] = time.Now()
+			for i := range started {
+				started[i] = time.Now()
+			}
+		} else {
+			for i := range ids {
+				if ids[i], err = e.Start(ctx, name, i, nil); err != nil {
+					return nil, err
+				}
+				started[i] = time.Now()
+			}
 		}
 		res.StartDuration = time.Since(start)
 		for _, id := range ids {

@@ -265,7 +265,13 @@ func (e *Engine) round(ctx context.Context) (bool, error) {
 	if len(reps) == 0 {
 		return false, err
 	}
-	d := time.Since(start)
+	e.observeRounds(ctx, reps, time.Since(start), err)
+	return true, nil
+}
+
+// observeRounds tells the observer and the log about rounds that ran
+// together for d.
+func (e *Engine) observeRounds(ctx context.Context, reps []*round.Report, d time.Duration, err error) {
 	for _, rep := range reps {
 		var rerr error
 		if rep.Failed {
@@ -279,14 +285,19 @@ func (e *Engine) round(ctx context.Context) (bool, error) {
 	if err != nil {
 		e.log.WarnContext(ctx, "round failed; it will be retried", slog.Int("instances", len(reps)), slog.Any("error", err))
 	}
-	return true, nil
 }
 
 func (e *Engine) runActivity(ctx context.Context) (bool, error) {
+	rep, err := e.activityStep(ctx, func(ctx context.Context) (*round.ActivityReport, error) { return e.worker.RunOnce(ctx) })
+	return rep != nil, err
+}
+
+// activityStep runs one activity attempt with run and reports it.
+func (e *Engine) activityStep(ctx context.Context, run func(context.Context) (*round.ActivityReport, error)) (*round.ActivityReport, error) {
 	start := time.Now()
-	rep, err := e.worker.RunOnce(ctx)
+	rep, err := run(ctx)
 	if rep == nil {
-		return false, err
+		return nil, err
 	}
 	if o := e.opts.Observer; o != nil {
 		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
@@ -296,7 +307,7 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.Int("attempt", rep.Attempt),
 			slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
 	}
-	return true, err
+	return rep, err
 }
 
 // queueState is what the workers of one queue share: the wake-up of one

@@ -83,6 +83,10 @@ func ActivityOutcome(task *ActivityTask, result []byte, failure *history.Failure
 	if err != nil {
 		return Message{}, fmt.Errorf("activity %s result: %w", task.ID, err)
 	}
+	// The result keeps the task's place in the queue (its VisibleAt, the
+	// instance's creation unless a retry delayed it): a workflow in flight
+	// goes on ahead of instances started after it.
+	m.VisibleAt = task.VisibleAt
 	return m, nil
 }
 

@@ -339,6 +339,11 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 				ID: provider.ActivityTaskID(s.InstanceID, s.ExecutionID, e.Seq), InstanceID: s.InstanceID,
 				ExecutionID: s.ExecutionID, ScheduledSeq: e.Seq, Name: a.Name, Queue: a.Queue,
 				Input: a.Input, Attempt: 1, Retry: a.Retry, Timeout: a.Timeout,
+				// Queues serve the oldest visible work first: a task
+				// visible since its instance was created goes ahead of the
+				// work of instances created later, so workflows in flight
+				// finish before a backlog of new ones (see docs/semantics.md).
+				VisibleAt: s.CreatedAt,
 			})
 		}
 	case *history.ActivityCompleted, *history.ActivityFailed:

@@ -168,8 +168,8 @@ type ActivityReport struct {
 	// InstanceID is the instance that scheduled the task.
 	InstanceID string
 	Name       string
-	Attempt int
-	Outcome ActivityOutcomeKind
+	Attempt    int
+	Outcome    ActivityOutcomeKind
 	// Err is the attempt's error, if any.
 	Err error
 	// RetryAt is when a retried task becomes visible.

@@ -56,8 +56,8 @@ fuzz: ## run every fuzz target for FUZZTIME each
 
 # The PostgreSQL tests outside the fuzz package; CI runs them verbosely so
 # its output shows that they ran against the server.
-PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage)$$
-PG_PACKAGES := ./provider/postgres/ ./cmd/chronicle/ .
+PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres)$$
+PG_PACKAGES := ./provider/postgres/ ./cmd/chronicle/ ./internal/killtest/ .
 
 .PHONY: ci
 ci: lint services ## what CI runs: lint, every test with -race (PostgreSQL ones listed), the full rapid runs

@@ -155,9 +155,11 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 		pending bool
 	)
 	if !generated {
-		if rec, pending, err = e.lookup(ctx, o.InstanceID); err != nil {
+		var start *provider.Message
+		if rec, start, err = e.find(ctx, o.InstanceID, true); err != nil {
 			return "", nil, err
 		}
+		pending = start != nil
 	}
 	if rec != nil || pending {
 		switch o.Reuse {
@@ -349,26 +351,46 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 // lookup returns the instance record, if any, and whether a start message
 // is queued for the instance.
 func (e *Engine) lookup(ctx context.Context, instanceID string) (*provider.InstanceRecord, bool, error) {
-	rec, start, err := e.find(ctx, instanceID)
+	rec, start, err := e.find(ctx, instanceID, false)
 	return rec, start != nil, err
 }
 
 // find returns the instance record, if any, and the queued start message
-// of the instance, if any. It reads the queue, then the record: a round
-// stores the record before (peek-lock) or atomically with (transactional)
-// acking the start, so a start the queue no longer held is seen in the
-// record, and two reads tell every case.
-func (e *Engine) find(ctx context.Context, instanceID string) (*provider.InstanceRecord, *provider.Message, error) {
+// of the instance, if any. A round stores the record before (peek-lock) or
+// atomically with (transactional) acking the start, so reading the queue
+// and then the record tells every case. It reads the record first, and
+// stops there when the instance is running (one read for a signal or a
+// control request), unless queueFirst says the instance is likely new (a
+// start: two reads instead of three).
+func (e *Engine) find(ctx context.Context, instanceID string, queueFirst bool) (*provider.InstanceRecord, *provider.Message, error) {
+	get := func() (*provider.InstanceRecord, error) {
+		rec, err := e.store.GetInstance(ctx, instanceID)
+		if errors.Is(err, provider.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+		}
+		return rec, nil
+	}
+	var (
+		rec *provider.InstanceRecord
+		err error
+	)
+	if !queueFirst {
+		if rec, err = get(); err != nil || (rec != nil && !rec.Status.Terminal()) {
+			return rec, nil, err
+		}
+	}
 	queued, err := e.store.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: instanceID, Limit: 100})
 	if err != nil {
 		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
 	}
-	rec, err := e.store.GetInstance(ctx, instanceID)
-	switch {
-	case errors.Is(err, provider.ErrNotFound):
-		rec = nil
-	case err != nil:
-		return nil, nil, fmt.Errorf("look up instance %s: %w", instanceID, err)
+	if queueFirst || rec == nil {
+		// The first round may have taken the start before the queue read.
+		if rec, err = get(); err != nil {
+			return nil, nil, err
+		}
 	}
 	for i := range queued {
 		if queued[i].Kind == history.KindExecutionStarted {
@@ -534,7 +556,7 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
 	}
-	rec, start, err := e.find(ctx, instanceID)
+	rec, start, err := e.find(ctx, instanceID, false)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
 	}

@@ -40,7 +40,7 @@ type benchJSON struct {
 func runBench(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	var workloads listFlag
-	fs.Var(&workloads, "workload", "workloads to run: W1 (sequence), W2 (fan-out), W3 (signal latency), W4 (signal latency as history grows), BACKLOG (start-to-completion of workflows started at once), IDLE (memory per parked instance); default W1,W2,W3")
+	fs.Var(&workloads, "workload", "workloads to run: W1 (sequence), W2 (fan-out), W3 (signal latency), W4 (signal latency as history grows), BACKLOG (start-to-completion of workflows started at once), START (starting workflows one call after the other, no worker running), IDLE (memory per parked instance); default W1,W2,W3")
 	instances := fs.Int("instances", 200, "workflows per workload (W3, W4: signals)")
 	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
 	act := fs.Int("activity-workers", 8, "activities run at once")
@@ -58,9 +58,9 @@ func runBench(c *cli, cmd *command, args []string) error {
 	for i, w := range workloads {
 		workloads[i] = strings.ToUpper(w)
 		switch workloads[i] {
-		case bench.W1, bench.W2, bench.W3, bench.W4, bench.Backlog, bench.Idle:
+		case bench.W1, bench.W2, bench.W3, bench.W4, bench.Backlog, bench.Start, bench.Idle:
 		default:
-			return usagef(cmd, "unknown workload %q: use W1, W2, W3, W4, BACKLOG or IDLE", w)
+			return usagef(cmd, "unknown workload %q: use W1, W2, W3, W4, BACKLOG, START or IDLE", w)
 		}
 	}
 	var rows []benchJSON

@@ -32,6 +32,9 @@ const (
 	// Backlog starts every workflow of W1 at once and measures each one's
 	// time from start to completion.
 	Backlog = "BACKLOG"
+	// Start measures starting workflows, one Start call after the other
+	// from one goroutine, while no worker runs.
+	Start = "START"
 	// Idle measures the memory an instance parked on a signal costs the
 	// process (its cached executor included).
 	Idle = "IDLE"
@@ -150,6 +153,9 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	if err := register(e); err != nil {
 		return nil, err
 	}
+	if c.Workload == Start {
+		return starts(ctx, e, c)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(runCtx) }()
@@ -241,7 +247,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 		used := func(m *runtime.MemStats) float64 { return float64(m.HeapAlloc + m.StackInuse) }
 		res.BytesPerIdle = (used(&parked) - used(&base)) / float64(c.Instances)
 	default:
-		return nil, fmt.Errorf("bench: unknown workload %q (W1, W2, W3, W4, BACKLOG or IDLE)", c.Workload)
+		return nil, fmt.Errorf("bench: unknown workload %q (W1, W2, W3, W4, BACKLOG, START or IDLE)", c.Workload)
 	}
 	res.Duration = time.Since(start)
 	var after runtime.MemStats
@@ -285,6 +291,21 @@ func peakRSS() uint64 {
 		}
 	}
 	return 0
+}
+
+// starts starts c.Instances workflows with generated ids, one Start call
+// after the other, on an engine that does not run.
+func starts(ctx context.Context, e *chronicle.Engine, c Config) (*Result, error) {
+	res := &Result{Workload: c.Workload, Instances: c.Instances}
+	begin := time.Now()
+	for i := 0; i < c.Instances; i++ {
+		if _, err := e.Start(ctx, "sequence", i, nil); err != nil {
+			return nil, err
+		}
+	}
+	res.Duration = time.Since(begin)
+	res.StartDuration, res.Workflows, res.PeakRSS = res.Duration, c.Instances, peakRSS()
+	return res, nil
 }
 
 // signals raises n signals, one at a time, on a workflow that waits for

@@ -437,6 +437,17 @@ const (
 type Batch struct {
 	InstanceID string
 	Messages   []Message
+	// Head, when the store sets it, is the instance's last stored event
+	// as of the dequeue (Seq 0 when it has none); the instance is locked,
+	// so it stays so for the round, and the runner checks its cached state
+	// against it instead of reading history. Nil: the runner reads.
+	Head *Head
+}
+
+// Head names the last event of a stored history.
+type Head struct {
+	Seq  int64
+	Hash []byte
 }
 
 // Lease is a peek-lock lease on one instance and its visible messages.

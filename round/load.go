@@ -47,13 +47,20 @@ func loadErr(id string, err error) error {
 
 // load returns the state of an instance at the start of a round. A cached
 // state is used only when the stored event at its seq still has its hash
-// and nothing follows it: another node may have written the instance, or
-// it may have been purged and started again with the same id. A cold round
-// starts from the stored snapshot and reads the current execution's events
-// only, after checking that the stored history ends where the snapshot says
-// and that the events it reads keep their hash chain.
-func (r *Runner) load(ctx context.Context, ops roundOps, id string) (*loaded, error) {
-	if entry := r.cache.take(id); entry != nil {
+// and nothing follows it (the store's head, when the dequeue told it, or
+// else a read of the history's tail): another node may have written the
+// instance, or it may have been purged and started again with the same id.
+// A cold round starts from the stored snapshot and reads the current
+// execution's events only, after checking that the stored history ends
+// where the snapshot says and that the events it reads keep their hash
+// chain.
+func (r *Runner) load(ctx context.Context, ops roundOps, id string, head *provider.Head) (*loaded, error) {
+	if entry := r.cache.take(id); entry != nil && head != nil {
+		if head.Seq == entry.snap.LastSeq && bytes.Equal(head.Hash, entry.snap.LastHash) {
+			return &loaded{entry: entry}, nil
+		}
+		entry.close()
+	} else if entry != nil {
 		snap := entry.snap
 		tail, err := ops.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: id, FromSeq: max(snap.LastSeq, 1)})
 		if err != nil {

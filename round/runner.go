@@ -298,7 +298,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
 				return err
 			}
-			m.entry, m.rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, now)
+			m.entry, m.rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, b.Head, now)
 			if err == nil {
 				continue
 			}
@@ -390,7 +390,7 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 		rep   *Report
 	)
 	if err == nil {
-		entry, rep, err = r.process(roundCtx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, now)
+		entry, rep, err = r.process(roundCtx, leaseOps{r.lease, lease}, lease.InstanceID, lease.Messages, nil, now)
 	}
 	if cause := context.Cause(roundCtx); err != nil && errors.Is(cause, provider.ErrLeaseLost) && !errors.Is(err, provider.ErrLeaseLost) {
 		err = fmt.Errorf("%w: %w", cause, err) // the renewal found the lease taken over

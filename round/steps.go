@@ -43,10 +43,12 @@ type roundState struct {
 }
 
 // process runs steps 2–8 of a round on one instance: load, classify the
-// messages, run the turn, derive the work, write. The instance's cache
-// entry is the caller's when process succeeds, and closed when it fails.
-func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []provider.Message, now time.Time) (_ *cacheEntry, _ *Report, err error) {
-	l, err := r.load(ctx, ops, id)
+// messages, run the turn, derive the work, write. head is the stored
+// history's last event when the store told it with the dequeue. The
+// instance's cache entry is the caller's when process succeeds, and closed
+// when it fails.
+func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []provider.Message, head *provider.Head, now time.Time) (_ *cacheEntry, _ *Report, err error) {
+	l, err := r.load(ctx, ops, id, head)
 	if err != nil {
 		return nil, nil, err
 	}

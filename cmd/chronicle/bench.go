@@ -44,6 +44,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	instances := fs.Int("instances", 200, "workflows per workload (W3, W4: signals)")
 	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
 	act := fs.Int("activity-workers", 8, "activities run at once")
+	group := fs.Int("round-group", 0, "instances a round transaction takes at most (group commit); 0 takes the engine's default")
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
@@ -73,7 +74,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group})
 		done()
 		if err != nil {
 			return err

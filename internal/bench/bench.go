@@ -54,6 +54,8 @@ type Config struct {
 	// StartMany starts W1's, W2's and BACKLOG's workflows with
 	// Engine.StartMany instead of one Start call each.
 	StartMany bool
+	// RoundGroup sizes the engine's group commit (0: its default).
+	RoundGroup int
 }
 
 // Result is what a run measured.
@@ -145,7 +147,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1), completed: map[string]time.Time{}}
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
-		Observer: obs, SafetyPoll: time.Second,
+		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
 	})
 	if err != nil {
 		return nil, err

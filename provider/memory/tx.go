@@ -177,7 +177,10 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 		s.reindex(in)
 		t.locked = append(t.locked, in)
 		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets)}
-		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit)}
+		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit), Head: &provider.Head{}}
+		if n := len(in.events); n > 0 {
+			b.Head.Seq, b.Head.Hash = in.events[n-1].Seq, in.events[n-1].Hash
+		}
 		return nil
 	})
 	return b, err

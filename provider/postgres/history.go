@@ -27,6 +27,10 @@ FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::ti
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.instance_id = $1 AND h.seq >= $10)
   AND ($10 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.instance_id = $1 AND h.seq = $10 - 1))`
 
+// historyHeadSQL reads the last event's seq and hash of an instance.
+const historyHeadSQL = `
+SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 ORDER BY seq DESC LIMIT 1`
+
 const historyTailSQL = `
 SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`
 

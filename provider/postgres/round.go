@@ -183,12 +183,12 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				return failf(err, "dequeue: lock an instance")
 			}
 			t.lock(id)
-			msgs, err := t.fetch(ctx, id, p, limit, held)
+			msgs, head, err := t.fetch(ctx, id, p, limit, held)
 			if err != nil {
 				return err
 			}
 			if len(msgs) > 0 {
-				batch = &provider.Batch{InstanceID: id, Messages: msgs}
+				batch = &provider.Batch{InstanceID: id, Messages: msgs, Head: head}
 				t.batches++
 				t.atDequeue = [2]bool{t.enqueuedMessages, t.enqueuedTasks}
 				return nil
@@ -219,9 +219,10 @@ const dequeuedSavepoint = "chronicle_dequeued"
 // that has passed, and sets dequeuedSavepoint, in one round trip. Rows
 // whose envelope does not decode are dead-lettered, with their bytes,
 // rather than failing every round that meets them.
-func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, error) {
+func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
 	b := &pgx.Batch{}
 	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
+	b.Queue(t.s.sql.historyHead, id)
 	if held {
 		b.Queue(t.s.sql.clearHold, id, p.Now)
 	}
@@ -232,11 +233,18 @@ func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParam
 	if err == nil {
 		stored, err = scanStoredMessages(rows)
 	}
+	head := &provider.Head{}
+	if err == nil {
+		err = br.QueryRow().Scan(&head.Seq, &head.Hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			head, err = &provider.Head{}, nil
+		}
+	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
-		return nil, failf(err, "dequeue messages of %s", id)
+		return nil, nil, failf(err, "dequeue messages of %s", id)
 	}
 	msgs := make([]provider.Message, 0, len(stored))
 	var (
@@ -258,17 +266,17 @@ func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParam
 		msgs = append(msgs, m)
 	}
 	if len(letters) == 0 {
-		return msgs, nil
+		return msgs, head, nil
 	}
 	for _, l := range letters {
 		t.s.log.WarnContext(ctx, "undecodable message dead-lettered", slog.String("instance", id), slog.String("error", l.Error))
 	}
 	if err := t.s.deadLetterRows(ctx, t.tx, id, letters, bad); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The dead letters go before the savepoint: an abandon keeps them.
 	_, err = t.tx.Exec(ctx, "SAVEPOINT "+dequeuedSavepoint)
-	return msgs, failf(err, "dequeue messages of %s", id)
+	return msgs, head, failf(err, "dequeue messages of %s", id)
 }
 
 // LoadHistory implements provider.Steps; it sees the round's own appends.

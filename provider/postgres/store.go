@@ -177,7 +177,7 @@ type statements struct {
 	dequeueLock, dequeueLockByID, dequeueFetch, clearHold    string
 	ackMessages, abandonMessages, holdInstance, listMessages string
 	nextOrchestration, nextActivity                          string
-	loadHistory, appendHistory, historyTail                  string
+	loadHistory, appendHistory, historyTail, historyHead     string
 	saveInstance, saveTask, saveTaskEvent, saveCustom        string
 	getInstance, getSnapshot, listInstances                  string
 	getTask, listTasks, listTaskEvents, getCustom            string
@@ -210,7 +210,7 @@ func newStatements(schema string) *statements {
 		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),
 		holdInstance: q(holdInstanceSQL), listMessages: q(listMessagesSQL),
 		nextOrchestration: q(nextOrchestrationSQL), nextActivity: q(nextActivitySQL),
-		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL),
+		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL), historyHead: q(historyHeadSQL),
 		saveInstance: q(saveInstanceSQL), saveTask: q(saveTaskSQL),
 		saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
 		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL), listInstances: q(listInstancesSQL),

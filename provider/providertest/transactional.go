@@ -60,6 +60,30 @@ func testTransactional(t *testing.T, factory Factory) {
 			"acked and dead-lettered messages must be gone, the enqueued one there")
 	})
 
+	t.Run("DequeueTellsTheHistoryHead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-1", "inst-h"))
+		events := chain("inst-h", nil, startEvent(t, execID), raisedEvent(t, "m-1"))
+		for _, want := range []provider.Head{{}, {Seq: 2, Hash: events[1].Hash}} {
+			require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+				batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: node, Limit: 10})
+				if err != nil {
+					return err
+				}
+				require.NotNil(t, batch)
+				if batch.Head != nil { // a store may leave it to the runner to read
+					require.Equal(t, want.Seq, batch.Head.Seq)
+					require.Equal(t, want.Hash, batch.Head.Hash)
+				}
+				if want.Seq == 0 {
+					return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-h", Events: events})
+				}
+				return nil
+			}))
+		}
+	})
+
 	t.Run("UnackedMessagesStayQueued", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

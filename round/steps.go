@@ -31,6 +31,9 @@ type roundState struct {
 	// work is what the round's events (and, on a cold peek-lock round, the
 	// open schedules) need enqueued or cancelled.
 	work *Work
+	// endedAtLoad is whether the instance's execution had ended when the
+	// round loaded it.
+	endedAtLoad bool
 	// ended is what an execution that had ended before the round still
 	// owed, derived before the round's messages change the snapshot.
 	ended *Work
@@ -64,6 +67,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	if err := r.opts.Hooks.crash(ctx, AfterLoad, id); err != nil {
 		return nil, nil, err
 	}
+	rs.endedAtLoad = rs.snap.Ended
 	if err := r.deriveEndedWork(rs); err != nil {
 		return nil, nil, err
 	}
@@ -172,6 +176,16 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			}
 			rs.letters = append(rs.letters, r.letter(&m, reason, why, rs.now))
 		case Accept:
+			if m.Kind == history.KindExecutionStarted && snap.Ended && !rs.endedAtLoad && rs.ops.repairsOpenWork() {
+				// The batch ended the execution (a terminate, say) before
+				// this start: a peek-lock round must not append the next
+				// execution before the ended one's work (its parent's
+				// notice) is queued, or a crash in between would hide that
+				// work from every later round. The start, and every message
+				// after it (their order matters: a restart's terminate and
+				// start, say), stay queued for the next round.
+				return nil
+			}
 			e := r.messageEvent(snap, &m, rs.now)
 			if err := snap.Apply(&e, rs.work); err != nil {
 				return fmt.Errorf("apply message %s: %w", m.ID, err)
@@ -271,6 +285,9 @@ func (r *Runner) write(ctx context.Context, rs *roundState) error {
 	if err := r.writeDeadLetters(ctx, rs); err != nil {
 		return err
 	}
+	if err := r.enqueueEndedWork(ctx, rs); err != nil {
+		return err
+	}
 	if err := r.appendEvents(ctx, rs); err != nil {
 		return err
 	}
@@ -313,6 +330,22 @@ func (r *Runner) writeDeadLetters(ctx context.Context, rs *roundState) error {
 	rs.rep.DeadLettered = len(rs.letters)
 	for _, l := range rs.letters {
 		r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", rs.id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
+	}
+	return nil
+}
+
+// enqueueEndedWork queues, before anything is appended, the messages an
+// execution that ended before the round still owed (its parent's notice),
+// which a cold peek-lock round re-derived: once the round appends the start
+// of the next execution, no later round sees the ended one as current and
+// derives that work again, so it must be queued first. Enqueueing is
+// idempotent; enqueueWork queues it again with the rest.
+func (r *Runner) enqueueEndedWork(ctx context.Context, rs *roundState) error {
+	if rs.ended == nil || len(rs.ended.Messages) == 0 {
+		return nil
+	}
+	if err := rs.ops.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: rs.ended.Messages, Now: rs.now}); err != nil {
+		return fmt.Errorf("enqueue the ended execution's messages of %s: %w", rs.id, err)
 	}
 	return nil
 }

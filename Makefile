@@ -25,6 +25,10 @@ demo: ## run the demo on the embedded memory provider
 services: ## start the servers the integration tests need
 	@./scripts/services.sh
 
+.PHONY: services-stop
+services-stop: ## stop the servers that services started (FerretDB)
+	@./scripts/services.sh stop
+
 .PHONY: test
 test: services ## run every test
 	$(GO) test ./...

@@ -25,7 +25,7 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.listener == nil && !s.closed {
-		s.listener = s.startListener()
+		s.listener = startLoop(s.listen)
 	}
 	ch, ok := s.hints[q]
 	if !ok {
@@ -61,7 +61,7 @@ func (s *Store) announce(q provider.Queue) {
 	}
 	s.announced[q] = true
 	if s.notifier == nil {
-		s.notifier = s.startNotifier()
+		s.notifier = startLoop(s.notifyLoop)
 	}
 	s.mu.Unlock()
 	select {
@@ -70,17 +70,6 @@ func (s *Store) announce(q provider.Queue) {
 	}
 }
 
-// startNotifier starts the goroutine that sends the announced NOTIFYs;
-// callers hold s.mu.
-func (s *Store) startNotifier() *listener {
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &listener{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		s.notifyLoop(ctx)
-	}()
-	return n
-}
 
 // notifyLoop sends one NOTIFY per announced channel, in one statement on
 // a pooled connection outside any round, then waits NotifyInterval before
@@ -156,13 +145,14 @@ func (l *listener) stop() {
 	<-l.done
 }
 
-// startListener starts the listening goroutine; callers hold s.mu.
-func (s *Store) startListener() *listener {
+// startLoop runs loop in a goroutine until the returned listener is
+// stopped: the store's work-hint listener and its notifier.
+func startLoop(loop func(ctx context.Context)) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		s.listen(ctx)
+		loop(ctx)
 	}()
 	return l
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -134,17 +135,49 @@ func DecodeAttributes(k Kind, payload []byte) (Attributes, error) {
 	return a, nil
 }
 
+// codecState is an encoder and a decoder with their buffers, pooled: the
+// engine encodes and decodes attributes and envelopes on every round.
+type codecState struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+	rd  bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var codecPool = sync.Pool{New: func() any {
+	c := &codecState{}
+	c.enc = msgpack.NewEncoder(&c.buf)
+	c.dec = msgpack.NewDecoder(&c.rd)
+	return c
+}}
+
+// maxPooledBuffer bounds the buffer a pooled encoder keeps: one large
+// payload does not pin its memory for the life of the process.
+const maxPooledBuffer = 64 << 10
+
+func putCodec(c *codecState) {
+	c.rd.Reset(nil)
+	if c.buf.Cap() > maxPooledBuffer {
+		return
+	}
+	codecPool.Put(c)
+}
+
 // Encode encodes v with MessagePack, the encoding of stored payloads and
 // envelopes.
 func Encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	enc.SetSortMapKeys(true)
-	if err := enc.Encode(v); err != nil {
+	c := codecPool.Get().(*codecState)
+	c.buf.Reset()
+	c.enc.Reset(&c.buf)
+	c.enc.UseCompactInts(true)
+	c.enc.SetSortMapKeys(true)
+	if err := c.enc.Encode(v); err != nil {
+		putCodec(c)
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return buf.Bytes(), nil
+	out := bytes.Clone(c.buf.Bytes())
+	putCodec(c)
+	return out, nil
 }
 
 // Decode decodes MessagePack data written by [Encode] into v, a pointer. It
@@ -168,13 +201,17 @@ func Decode(data []byte, v any) (err error) {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
-	rd := bytes.NewReader(data)
-	dec := msgpack.NewDecoder(rd)
-	if err := dec.Decode(v); err != nil {
+	c := codecPool.Get().(*codecState)
+	c.rd.Reset(data)
+	c.dec.Reset(&c.rd)
+	if err := c.dec.Decode(v); err != nil {
+		putCodec(c)
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if rd.Len() != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, rd.Len())
+	trailing := c.rd.Len()
+	putCodec(c) // not reached after a panic: a decoder that panicked is dropped
+	if trailing != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, trailing)
 	}
 	return nil
 }

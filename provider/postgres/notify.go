@@ -70,7 +70,6 @@ func (s *Store) announce(q provider.Queue) {
 	}
 }
 
-
 // notifyLoop sends one NOTIFY per announced channel, in one statement on
 // a pooled connection outside any round, then waits NotifyInterval before
 // the next, so that announcements in between coalesce. A NOTIFY that

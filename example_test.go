@@ -148,3 +148,59 @@ func ExampleEngine_Verify() {
 	// 3 ExecutionCompleted, chained to the previous event: true
 	// verify: <nil>
 }
+
+// StartMany starts a batch of workflows with one write to the store: every
+// request is checked first, and nothing starts when one is refused.
+func ExampleEngine_StartMany() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
+	if err != nil {
+		panic(err)
+	}
+	_ = chronicle.RegisterWorkflow(engine, "greet", func(ctx *chronicle.Context, name string) (string, error) {
+		return "hello " + name, nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = engine.Run(ctx)
+	}()
+
+	var reqs []chronicle.StartRequest
+	for _, name := range []string{"Ada", "Grace", "Edsger"} {
+		reqs = append(reqs, chronicle.StartRequest{Workflow: "greet", Input: name, Options: &chronicle.StartOptions{InstanceID: "greet-" + name}})
+	}
+	ids, err := engine.StartMany(ctx, reqs)
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range ids {
+		inst, err := engine.Wait(ctx, id)
+		if err != nil {
+			panic(err)
+		}
+		var out string
+		_ = inst.Result(&out)
+		fmt.Println(id, inst.Status, out)
+	}
+
+	// One unknown workflow in a batch, and nothing of it starts.
+	_, err = engine.StartMany(ctx, []chronicle.StartRequest{
+		{Workflow: "greet", Input: "Barbara", Options: &chronicle.StartOptions{InstanceID: "greet-Barbara"}},
+		{Workflow: "farewell", Input: "Barbara"},
+	})
+	fmt.Println(err)
+	_, err = engine.Describe(ctx, "greet-Barbara")
+	fmt.Println(err)
+
+	cancel()
+	<-done
+	// Output:
+	// greet-Ada completed hello Ada
+	// greet-Grace completed hello Grace
+	// greet-Edsger completed hello Edsger
+	// start 1 (farewell): chronicle: unknown workflow: "farewell"
+	// chronicle: instance not found: greet-Barbara
+}

@@ -19,14 +19,18 @@
 //   - [ModeTransactional]: the store implements [TxStore]. A round runs in
 //     one database transaction ([TxStore.RunRound]); [Tx.DequeueInstance]
 //     locks the instance (skipping locked ones, never waiting) and
-//     everything the round writes commits or rolls back together. The
+//     everything the round writes commits or rolls back together. A round
+//     may dequeue several instances one after the other (group commit),
+//     each behind a savepoint that [Tx.AbandonMessages] rolls back to. The
 //     fences of peek-lock mode (the Lease fields of params) are nil and
 //     ignored; the lock is the fence.
 //   - [ModePeekLock]: the store implements [LeaseStore]. It needs no
 //     multi-record transactions: [LeaseStore.LeaseInstance] leases the
 //     instance (token, fencing epoch, expiry) and the round calls the
 //     [Steps] one after another in the order append, projections,
-//     enqueues, cancels, ack. Each call is idempotent and each of its
+//     enqueues, cancels, ack (a cold round first queues what an execution
+//     that had ended still owed, so that no later start hides it). Each
+//     call is idempotent and each of its
 //     record writes may be its own atomic unit (one document), in the
 //     order the method's doc states; a crash between two writes is
 //     repaired by the redelivery of the messages, and a zombie (a round

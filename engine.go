@@ -288,16 +288,10 @@ func (e *Engine) observeRounds(ctx context.Context, reps []*round.Report, d time
 }
 
 func (e *Engine) runActivity(ctx context.Context) (bool, error) {
-	rep, err := e.activityStep(ctx, func(ctx context.Context) (*round.ActivityReport, error) { return e.worker.RunOnce(ctx) })
-	return rep != nil, err
-}
-
-// activityStep runs one activity attempt with run and reports it.
-func (e *Engine) activityStep(ctx context.Context, run func(context.Context) (*round.ActivityReport, error)) (*round.ActivityReport, error) {
 	start := time.Now()
-	rep, err := run(ctx)
+	rep, err := e.worker.RunOnce(ctx)
 	if rep == nil {
-		return nil, err
+		return false, err
 	}
 	if o := e.opts.Observer; o != nil {
 		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
@@ -307,7 +301,7 @@ func (e *Engine) activityStep(ctx context.Context, run func(context.Context) (*r
 		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.Int("attempt", rep.Attempt),
 			slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
 	}
-	return rep, err
+	return true, err
 }
 
 // queueState is what the workers of one queue share: the wake-up of one
@@ -318,14 +312,13 @@ type queueState struct {
 	wake chan struct{}
 
 	mu sync.Mutex
-	// hints counts the hints seen; next is valid while nextHints equals
-	// it and it was read at or after nextRead.
+	// hints counts the hints seen; next, read at nextRead (zero: never),
+	// holds while nextHints equals it.
 	hints     uint64
 	nextHints uint64
 	nextRead  time.Time
 	next      time.Time
 	nextOK    bool
-	nextValid bool
 }
 
 // wakeOne wakes one idle worker, or the next to go idle.
@@ -364,7 +357,7 @@ func (s *queueState) watchHints(stop context.Context, n provider.Notifier, hint 
 func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Duration) (time.Time, bool, error) {
 	now := e.opts.Clock.Now()
 	s.mu.Lock()
-	if s.nextValid && s.nextHints == s.hints && now.Sub(s.nextRead) < maxAge && (!s.nextOK || now.Before(s.next)) {
+	if !s.nextRead.IsZero() && s.nextHints == s.hints && now.Sub(s.nextRead) < maxAge && (!s.nextOK || now.Before(s.next)) {
 		next, ok := s.next, s.nextOK
 		s.mu.Unlock()
 		return next, ok, nil
@@ -377,7 +370,7 @@ func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Dur
 	}
 	s.mu.Lock()
 	if s.hints == hints {
-		s.next, s.nextOK, s.nextRead, s.nextHints, s.nextValid = next, ok, now, hints, true
+		s.next, s.nextOK, s.nextRead, s.nextHints = next, ok, now, hints
 	}
 	s.mu.Unlock()
 	return next, ok, nil

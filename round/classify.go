@@ -51,14 +51,10 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 	case s.Ended:
 		return Stale, "", fmt.Sprintf("execution %s has ended", s.ExecutionID)
 	}
-	class := m.Kind.Class()
-	switch class {
-	case history.ClassEvent, history.ClassTask, history.ClassControl:
-		if s.Seen[seenKey(class, m.CorrelationID)] {
-			return Duplicate, "", ""
-		}
+	if k, ok := seenKey(m.Kind, m.CorrelationID); ok && s.Seen[k] {
+		return Duplicate, "", ""
 	}
-	switch class {
+	switch m.Kind.Class() {
 	case history.ClassActivity:
 		return s.pending(m, func(seq int64) bool { _, ok := s.Activities[seq]; return ok })
 	case history.ClassTimer:

@@ -360,7 +360,6 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				reps, errs = append(reps, rep), append(errs, ferr)
 				continue
 			}
-			r.cache.take(m.batch.InstanceID).close()
 			r.log.WarnContext(ctx, "round failed", slog.String("instance", m.batch.InstanceID), slog.Any("error", m.failed))
 			reps = append(reps, &Report{InstanceID: m.batch.InstanceID, Failed: true})
 			errs = append(errs, fmt.Errorf("round of %s: %w", m.batch.InstanceID, m.failed))

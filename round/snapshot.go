@@ -194,11 +194,8 @@ func (s *Snapshot) RememberKeys(events []history.Event) {
 		if e.ExecutionID != s.ExecutionID || e.Seq > s.LastSeq {
 			continue
 		}
-		if class := e.Kind.Class(); class == history.ClassEvent || class == history.ClassTask || class == history.ClassControl {
-			if s.Seen == nil {
-				s.Seen = map[string]bool{}
-			}
-			s.Seen[seenKey(class, e.CorrelationID)] = true
+		if k, ok := seenKey(e.Kind, e.CorrelationID); ok {
+			s.remember(k)
 		}
 	}
 }
@@ -247,7 +244,24 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
-func seenKey(class, correlation string) string { return class + "/" + correlation }
+// seenKey returns the idempotency key (class/correlation) that Seen holds
+// for an event or message of kind k: raised events, task actions and
+// control requests have one; ok is false for other kinds.
+func seenKey(k history.Kind, correlation string) (key string, ok bool) {
+	switch class := k.Class(); class {
+	case history.ClassEvent, history.ClassTask, history.ClassControl:
+		return class + "/" + correlation, true
+	}
+	return "", false
+}
+
+// remember adds key to Seen.
+func (s *Snapshot) remember(key string) {
+	if s.Seen == nil {
+		s.Seen = map[string]bool{}
+	}
+	s.Seen[key] = true
+}
 
 // Apply folds one sealed event into the snapshot. When w is not nil, the
 // work items the event causes are added to it: activity tasks, timer and
@@ -284,15 +298,11 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			return fail("execution %s has ended", s.ExecutionID)
 		}
 	}
-	if class := e.Kind.Class(); class == history.ClassEvent || class == history.ClassTask || class == history.ClassControl {
-		k := seenKey(class, e.CorrelationID)
+	if k, ok := seenKey(e.Kind, e.CorrelationID); ok {
 		if s.Seen[k] {
 			return fail("idempotency key %s already used", k)
 		}
-		if s.Seen == nil {
-			s.Seen = map[string]bool{}
-		}
-		s.Seen[k] = true
+		s.remember(k)
 	}
 	if e.Kind.Terminal() && e.CorrelationID != e.ExecutionID {
 		return fail("end event must be correlated with its execution")

@@ -106,7 +106,8 @@ type observer struct {
 	raised             map[string]time.Time
 	latencies          []time.Duration
 	resumed            chan struct{}
-	completed          map[string]time.Time
+	// completed, for BACKLOG only, notes when each instance completed.
+	completed map[string]time.Time
 }
 
 func (o *observer) Round(s chronicle.RoundStats) {
@@ -115,7 +116,7 @@ func (o *observer) Round(s chronicle.RoundStats) {
 		return
 	}
 	o.mu.Lock()
-	if s.Status == chronicle.StatusCompleted {
+	if o.completed != nil && s.Status == chronicle.StatusCompleted {
 		if _, ok := o.completed[s.InstanceID]; !ok {
 			o.completed[s.InstanceID] = time.Now()
 		}
@@ -144,7 +145,13 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1), completed: map[string]time.Time{}}
+	if c.Workload == W4 && c.Instances < 2 {
+		return nil, fmt.Errorf("bench: W4 compares its first and last signals: it needs at least 2, not %d", c.Instances)
+	}
+	obs := &observer{raised: map[string]time.Time{}, resumed: make(chan struct{}, 1)}
+	if c.Workload == Backlog {
+		obs.completed = map[string]time.Time{}
+	}
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
 		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
@@ -213,7 +220,13 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 		if c.Workload == Backlog {
 			obs.mu.Lock()
 			for i, id := range ids {
-				obs.latencies = append(obs.latencies, obs.completed[id].Sub(started[i]))
+				// The observer hears of a round after its commit, so Wait
+				// may have seen the last completion first.
+				done, ok := obs.completed[id]
+				if !ok {
+					done = time.Now()
+				}
+				obs.latencies = append(obs.latencies, done.Sub(started[i]))
 			}
 			obs.mu.Unlock()
 		}

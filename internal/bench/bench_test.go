@@ -33,6 +33,38 @@ func TestWorkloadsRun(t *testing.T) {
 	}
 	_, err := bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: "W9", Instances: 1})
 	require.Error(t, err)
+	_, err = bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: bench.W4, Instances: 1})
+	require.ErrorContains(t, err, "at least 2")
+}
+
+func TestNewWorkloadsRun(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, c bench.Config) *bench.Result {
+		t.Helper()
+		res, err := bench.Run(context.Background(), memory.New(memory.Options{}), c)
+		require.NoError(t, err)
+		require.Equal(t, c.Instances, res.Workflows)
+		return res
+	}
+	t.Run("W4", func(t *testing.T) {
+		t.Parallel()
+		res := run(t, bench.Config{Workload: bench.W4, Instances: 10})
+		require.Positive(t, res.P50First)
+		require.Positive(t, res.P50Last)
+	})
+	t.Run("BACKLOG", func(t *testing.T) {
+		t.Parallel()
+		res := run(t, bench.Config{Workload: bench.Backlog, Instances: 20, StartMany: true})
+		require.Positive(t, res.P50, "every workflow took time from its start to its completion")
+		require.GreaterOrEqual(t, res.P99, res.P50)
+		require.Positive(t, res.StartDuration)
+	})
+	t.Run("START", func(t *testing.T) {
+		t.Parallel()
+		res := run(t, bench.Config{Workload: bench.Start, Instances: 20})
+		require.Zero(t, res.Rounds, "no worker ran")
+		require.Equal(t, res.Duration, res.StartDuration)
+	})
 }
 
 func benchmark(b *testing.B, store func(b *testing.B) provider.Store, w string) {

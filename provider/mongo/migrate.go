@@ -1,0 +1,138 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// migration is one versioned step of the schema.
+type migration struct {
+	version int
+	name    string
+	apply   func(ctx context.Context, s *Store) error
+}
+
+// migrations are applied in order; each is idempotent (creating an index
+// that exists is a no-op), so a migration interrupted half-way is simply
+// run again.
+var migrations = []migration{
+	{1, "collections and indexes", migrateIndexes},
+}
+
+// LatestSchemaVersion is the schema version this build writes.
+func LatestSchemaVersion() int { return migrations[len(migrations)-1].version }
+
+func migrateIndexes(ctx context.Context, s *Store) error {
+	idx := func(c *mongo.Collection, keys ...string) error {
+		d := bson.D{}
+		for _, k := range keys {
+			if k[0] == '-' {
+				d = append(d, bson.E{Key: k[1:], Value: -1})
+			} else {
+				d = append(d, bson.E{Key: k, Value: 1})
+			}
+		}
+		_, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: d})
+		return err
+	}
+	for _, step := range []struct {
+		c    *mongo.Collection
+		keys []string
+	}{
+		{s.c.messages, []string{"i", "o"}},
+		{s.c.messages, []string{"v", "o"}},
+		{s.c.leases, []string{"i", "-e"}},
+		{s.c.history, []string{"i", "f"}},
+		{s.c.keys, []string{"i"}},
+		{s.c.tasks, []string{"q", "d", "ca", "o"}},
+		{s.c.tasks, []string{"i", "o"}},
+		{s.c.claims, []string{"t"}},
+		{s.c.letters, []string{"i"}},
+		{s.c.letters, []string{"st"}},
+		{s.c.instances, []string{"st"}},
+		{s.c.instances, []string{"n"}},
+		{s.c.instances, []string{"bk"}},
+		{s.c.humanTasks, []string{"i"}},
+		{s.c.humanTasks, []string{"as"}},
+		{s.c.taskEvents, []string{"i", "s"}},
+		{s.c.custom, []string{"i"}},
+		{s.c.tombstones, []string{"i", "o"}},
+	} {
+		if err := idx(step.c, step.keys...); err != nil {
+			return fmt.Errorf("index %v on %s: %w", step.keys, step.c.Name(), translate(err))
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the schema version of the store's database (0
+// when it was never migrated).
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var doc struct {
+		V int `bson:"v"`
+	}
+	err := s.c.meta.FindOne(ctx, filter("_id", "version")).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mongo: schema version: %w", translate(err))
+	}
+	return doc.V, nil
+}
+
+// migrateLockFor bounds how long a migration holds its lock when its
+// process dies.
+const migrateLockFor = 5 * time.Minute
+
+// Migrate brings the database to [LatestSchemaVersion]. It runs the
+// missing migrations under a lock document, so that of several processes
+// starting at once one migrates and the others wait for it.
+func (s *Store) Migrate(ctx context.Context) error {
+	token := newToken()
+	for {
+		now := time.Now()
+		_, err := s.c.meta.InsertOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "tok", Value: token}, {Key: "u", Value: nanos(now.Add(migrateLockFor))}})
+		if err == nil {
+			break
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return fmt.Errorf("mongo: migration lock: %w", translate(err))
+		}
+		// Take over a lock whose holder died.
+		if _, err := s.c.meta.DeleteOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "u", Value: bson.D{{Key: "$lte", Value: nanos(now)}}}}); err != nil {
+			return fmt.Errorf("mongo: migration lock: %w", translate(err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer func() {
+		_, _ = s.c.meta.DeleteOne(context.WithoutCancel(ctx), filter("_id", "migrate-lock", "tok", token))
+	}()
+	current, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		if err := m.apply(ctx, s); err != nil {
+			return fmt.Errorf("mongo: migration %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", m.version), options.UpdateOne().SetUpsert(true)); err != nil {
+			return fmt.Errorf("mongo: migration %d (%s): record the version: %w", m.version, m.name, translate(err))
+		}
+		s.log.Info("chronicle mongo migration applied", "database", s.db.Name(), "version", m.version, "name", m.name)
+	}
+	return nil
+}

@@ -1,0 +1,418 @@
+package mongo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/chronicleflow/chronicle/provider"
+)
+
+// ErrInvalidOptions is wrapped by the error of bad [Options].
+var ErrInvalidOptions = errors.New("mongo: invalid options")
+
+// DefaultDatabase is the database a store uses when neither Options nor
+// the URL name one.
+const DefaultDatabase = "chronicle"
+
+// Options configure a [Store].
+type Options struct {
+	// Client is the connected client the store uses; the caller closes
+	// it. [Open] makes its own client from a URL instead.
+	Client *mongo.Client
+	// Database is the database holding the store's collections
+	// (DefaultDatabase when empty). It must be a valid MongoDB database
+	// name: letters, digits, '_' and '-', at most 63 bytes.
+	Database string
+	// Mode forces the mode: provider.ModePeekLock or
+	// provider.ModeTransactional. Zero chooses from the server: a replica
+	// set member or mongos that accepts a transaction runs transactional
+	// rounds, anything else (a standalone server, a server that refuses
+	// transactions) runs peek-lock rounds.
+	Mode provider.Mode
+	// MigrateOnStart creates or upgrades the collections and indexes
+	// before the store is returned; without it New checks the schema
+	// version and logs a warning when it is not [LatestSchemaVersion].
+	MigrateOnStart bool
+	// LockTimeout bounds how long a transactional round keeps an instance
+	// locked when its process dies before the round ends (default 1
+	// minute). Peek-lock rounds take their lease length from the engine.
+	LockTimeout time.Duration
+	// Logger receives the store's log records (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Database == "" {
+		o.Database = DefaultDatabase
+	}
+	var bad []string
+	if !validDatabase(o.Database) {
+		bad = append(bad, fmt.Sprintf("Database %q: use letters, digits, '_' and '-', at most 63 bytes", o.Database))
+	}
+	if o.Mode != 0 && o.Mode != provider.ModePeekLock && o.Mode != provider.ModeTransactional {
+		bad = append(bad, fmt.Sprintf("Mode %d: use provider.ModePeekLock, provider.ModeTransactional or zero", int(o.Mode)))
+	}
+	if o.LockTimeout < 0 {
+		bad = append(bad, fmt.Sprintf("LockTimeout %s is negative", o.LockTimeout))
+	}
+	if len(bad) > 0 {
+		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(bad, "; "))
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+func validDatabase(name string) bool {
+	if name == "" || len(name) > 63 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Store is the MongoDB provider: a [provider.FullStore] and
+// [provider.Notifier] on a mongo-driver client, in peek-lock mode
+// ([provider.LeaseStore]) or, on a replica set, transactional mode
+// ([provider.TxStore]). Create it with [New] or [Open]; it is safe for
+// concurrent use, and any number of stores in any number of processes may
+// share one database.
+type Store struct {
+	client      *mongo.Client
+	ownsClient  bool
+	db          *mongo.Database
+	mode        provider.Mode
+	log         *slog.Logger
+	lockTimeout time.Duration
+	c           collections
+
+	mu    sync.Mutex
+	hints map[provider.Queue]chan struct{}
+	// stop ends the change-stream watchers.
+	stop   context.CancelFunc
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// collections are the store's collections; docs/providers.md lists their
+// documents.
+type collections struct {
+	messages, leases, history, keys, tasks, claims, letters, incidents,
+	snapshots, instances, humanTasks, taskEvents, custom, tombstones, meta *mongo.Collection
+}
+
+var (
+	_ provider.LeaseStore = (*Store)(nil)
+	_ provider.TxStore    = (*Store)(nil)
+	_ provider.FullStore  = (*Store)(nil)
+	_ provider.Notifier   = (*Store)(nil)
+)
+
+// Open connects to the MongoDB server at url (mongodb:// or
+// mongodb+srv://) and returns a store on it; Close disconnects. The
+// database is Options.Database, else the URL's path, else
+// DefaultDatabase.
+func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	if opts.Database == "" {
+		if u, err := url.Parse(uri); err == nil {
+			opts.Database = strings.TrimPrefix(u.Path, "/")
+		}
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("mongo: connect: %w", translate(err))
+	}
+	opts.Client = client
+	s, err := New(ctx, opts)
+	if err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, err
+	}
+	s.ownsClient = true
+	return s, nil
+}
+
+// New returns a store on opts.Client. It asks the server what it is to
+// choose the mode (unless Options.Mode forces one) and logs the mode.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Client == nil {
+		return nil, fmt.Errorf("%w: Client is nil (use Open with a URL)", ErrInvalidOptions)
+	}
+	db := opts.Client.Database(opts.Database)
+	s := &Store{
+		client: opts.Client, db: db, log: opts.Logger, lockTimeout: opts.LockTimeout,
+		hints: map[provider.Queue]chan struct{}{provider.QueueOrchestration: make(chan struct{}), provider.QueueActivity: make(chan struct{})},
+		c: collections{
+			messages: db.Collection("messages"), leases: db.Collection("leases"), history: db.Collection("history"),
+			keys: db.Collection("history_keys"), tasks: db.Collection("activity_tasks"), claims: db.Collection("activity_claims"),
+			letters: db.Collection("dead_letters"), incidents: db.Collection("incidents"), snapshots: db.Collection("snapshots"),
+			instances: db.Collection("instances"), humanTasks: db.Collection("human_tasks"), taskEvents: db.Collection("human_task_events"),
+			custom: db.Collection("custom_projections"), tombstones: db.Collection("tombstones"), meta: db.Collection("chronicle_meta"),
+		},
+	}
+	mode, why, err := s.detectMode(ctx, opts.Mode)
+	if err != nil {
+		return nil, err
+	}
+	s.mode = mode
+	s.log.Info("chronicle mongo store", "database", opts.Database, "mode", mode.String(), "why", why)
+	if opts.MigrateOnStart {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	} else if v, err := s.SchemaVersion(ctx); err != nil {
+		return nil, err
+	} else if v != LatestSchemaVersion() {
+		s.log.Warn("chronicle mongo schema is not current; run chronicle migrate", "database", opts.Database, "version", v, "latest", LatestSchemaVersion())
+	}
+	watchCtx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if s.mode == provider.ModeTransactional {
+		s.startWatchers(watchCtx)
+	}
+	return s, nil
+}
+
+// detectMode chooses the mode from the server's hello reply: a replica
+// set member (setName) or a mongos (msg "isdbgrid") whose session accepts
+// a transaction runs transactional rounds.
+func (s *Store) detectMode(ctx context.Context, forced provider.Mode) (provider.Mode, string, error) {
+	if forced != 0 {
+		return forced, "forced by Options.Mode", nil
+	}
+	var hello bson.M
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return 0, "", fmt.Errorf("mongo: hello: %w", translate(err))
+	}
+	_, replica := hello["setName"]
+	mongos := hello["msg"] == "isdbgrid"
+	if !replica && !mongos {
+		return provider.ModePeekLock, "the server is standalone: no multi-document transactions", nil
+	}
+	if err := s.probeTransaction(ctx); err != nil {
+		return provider.ModePeekLock, "the server refuses transactions: " + err.Error(), nil
+	}
+	return provider.ModeTransactional, "the server is a replica set or mongos and accepts transactions", nil
+}
+
+// probeTransaction runs an empty read in a transaction.
+func (s *Store) probeTransaction(ctx context.Context) error {
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return err
+	}
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		return nil, s.c.meta.FindOne(ctx, bson.D{{Key: "_id", Value: "probe"}}).Err()
+	})
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	return err
+}
+
+// Mode implements provider.Store.
+func (s *Store) Mode() provider.Mode { return s.mode }
+
+// Database returns the name of the store's database.
+func (s *Store) Database() string { return s.db.Name() }
+
+// Close stops the store's watchers and, when [Open] made the client,
+// disconnects it.
+func (s *Store) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+	if s.ownsClient {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.client.Disconnect(ctx)
+	}
+}
+
+// WorkHint implements provider.Notifier: work enqueued through this store
+// closes the channel; on a replica set change streams bring other
+// processes' work too.
+func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.hints[q]
+	if !ok {
+		ch = make(chan struct{})
+		s.hints[q] = ch
+	}
+	return ch
+}
+
+// notify wakes the workers waiting on q.
+func (s *Store) notify(q provider.Queue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.hints[q])
+	s.hints[q] = make(chan struct{})
+}
+
+// Times are stored as Unix nanoseconds (BSON dates keep milliseconds only);
+// zero is the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// never sorts after every real time.
+const never = int64(math.MaxInt64)
+
+// lastOrder is the last order key handed out in this process.
+var lastOrder atomic.Int64
+
+// nextOrder returns an order key for a record enqueued at now: now's Unix
+// nanoseconds, or one more than the last key of this process, whichever
+// is larger. Keys grow within a process; across processes they follow
+// their clocks (see docs/providers.md).
+func nextOrder(now time.Time) int64 {
+	n := now.UnixNano()
+	for {
+		last := lastOrder.Load()
+		next := max(n, last+1)
+		if lastOrder.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// newToken returns a random lease or claim token.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// limitOf applies the contract's default limit.
+func limitOf(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return n
+}
+
+// pad renders n so that string order is numeric order.
+func pad(n int64) string { return fmt.Sprintf("%020d", n) }
+
+// id joins the parts of a compound document id.
+func id(parts ...string) string { return strings.Join(parts, "\x00") }
+
+// filter builds a bson.D from key-value pairs.
+func filter(kv ...any) bson.D {
+	d := make(bson.D, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		d = append(d, bson.E{Key: kv[i].(string), Value: kv[i+1]})
+	}
+	return d
+}
+
+// set builds a {$set: ...} update.
+func set(kv ...any) bson.D { return bson.D{{Key: "$set", Value: filter(kv...)}} }
+
+// insertIgnoringDuplicate inserts doc; a document with its _id already
+// stored is success (an idempotent insert). It reports whether it wrote.
+// Inside a transaction, where a duplicate key would abort the
+// transaction, it looks the id up first.
+func insertIgnoringDuplicate(ctx context.Context, c *mongo.Collection, docID string, doc any) (bool, error) {
+	if mongo.SessionFromContext(ctx) != nil {
+		err := c.FindOne(ctx, filter("_id", docID), options.FindOne().SetProjection(filter("_id", 1))).Err()
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return false, translate(err)
+		}
+	}
+	_, err := c.InsertOne(ctx, doc)
+	if mongo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(err)
+	}
+	return true, nil
+}
+
+// translate turns driver errors into the contract's where one applies;
+// it is the one place that does. Duplicate keys are handled by the
+// callers, which know what a duplicate means.
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return fmt.Errorf("%w: %w", provider.ErrNotFound, err)
+	}
+	return &Error{Err: err, Retryable: mongo.IsNetworkError(err) || mongo.IsTimeout(err) || hasLabel(err, "TransientTransactionError")}
+}
+
+func hasLabel(err error, label string) bool {
+	var le mongo.LabeledError
+	return errors.As(err, &le) && le.HasErrorLabel(label)
+}
+
+// Error is a driver error the store passes on: a broken connection, a
+// timeout, a server error. Retryable says that the same call may succeed
+// later (a network error or timeout); every step is safe to repeat.
+type Error struct {
+	Err       error
+	Retryable bool
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Retryable {
+		return "mongo (retryable): " + e.Err.Error()
+	}
+	return "mongo: " + e.Err.Error()
+}
+
+// Unwrap returns the driver's error.
+func (e *Error) Unwrap() error { return e.Err }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,10 +16,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"pgregory.net/rapid"
 
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	chmongo "github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/mongo/mongotest"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
@@ -202,4 +206,87 @@ func capRapidChecks(t *testing.T, n int) {
 	require.NoError(t, f.Value.Set(strconv.Itoa(n)))
 	t.Cleanup(func() { _ = f.Value.Set(old) })
 	t.Logf("running %d checks instead of -rapid.checks=%d", n, checks)
+}
+
+// wfMongo runs the machine on one mongo store on the FerretDB test server
+// (peek-lock rounds: FerretDB has no transactions), in a database of its
+// own, emptied before every check. It skips the test loudly without a
+// server, and fails it under CI=true.
+func wfMongo(t *testing.T) *wfBackend {
+	store := mongotest.NewStore(t, chmongo.Options{})
+	require.Equal(t, provider.ModePeekLock, store.Mode(), "the FerretDB test server should give a peek-lock store")
+	db := mongotest.Client(t, mongotest.URL(t)).Database(store.Database())
+	return &wfBackend{
+		name: "mongo peek-lock",
+		mode: provider.ModePeekLock,
+		open: func(t *rapid.T, _ *midStep) provider.FullStore {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			names, err := db.ListCollectionNames(ctx, bson.D{})
+			if err != nil {
+				t.Fatalf("empty the store: %v", err)
+			}
+			for _, name := range names {
+				if name == "chronicle_meta" {
+					continue
+				}
+				if _, err := db.Collection(name).DeleteMany(ctx, bson.D{}); err != nil {
+					t.Fatalf("empty the store: %v", err)
+				}
+			}
+			return store
+		},
+		census: func(t *rapid.T, _ provider.Store) wfCensus {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var c wfCensus
+			var docs []struct {
+				I string `bson:"i"`
+			}
+			cur, err := db.Collection("history").Find(ctx, bson.D{})
+			if err == nil {
+				err = cur.All(ctx, &docs)
+			}
+			if err == nil {
+				for _, d := range docs {
+					c.instances = append(c.instances, d.I)
+				}
+				slices.Sort(c.instances)
+				c.instances = slices.Compact(c.instances)
+				var n int64
+				n, err = db.Collection("messages").CountDocuments(ctx, bson.D{})
+				c.messages = int(n)
+				if err == nil {
+					n, err = db.Collection("activity_tasks").CountDocuments(ctx, bson.D{{Key: "d", Value: false}})
+					c.tasks = int(n)
+				}
+			}
+			if err != nil {
+				t.Fatalf("census: %v", err)
+			}
+			return c
+		},
+	}
+}
+
+// wfMongoChecks caps the checks of TestRapidWorkflowsMongo: every store
+// call is a round trip to FerretDB, which filters most queries in Go over
+// a scan of its SQLite table (about 2 s a check on a 2-core machine).
+const (
+	wfMongoChecks     = 40
+	wfMongoRaceChecks = 10
+)
+
+// TestRapidWorkflowsMongo runs the workflows machine of
+// TestRapidWorkflowsPeekLock against a mongo store on FerretDB: the same
+// actions (crashes, zombies, restarts, human tasks), faults and
+// invariants, fewer checks.
+func TestRapidWorkflowsMongo(t *testing.T) {
+	backend := wfMongo(t)
+	limit := wfMongoChecks
+	if raceEnabled {
+		limit = wfMongoRaceChecks
+	}
+	capRapidChecks(t, limit)
+	testRapidWorkflows(t, backend)
 }

@@ -32,6 +32,17 @@ func newPostgresStore(t *testing.T) *postgres.Store {
 
 func TestPostgresEndToEnd(t *testing.T) {
 	t.Parallel()
+	testEndToEnd(t, func(t *testing.T) provider.Store { return newPostgresStore(t) })
+}
+
+// testEndToEnd runs the end-to-end workflows on stores made by newStore
+// (each subtest makes its own): a database provider against the memory
+// store's results.
+func testEndToEnd(t *testing.T, newStore func(t *testing.T) provider.Store) {
+	on := func(t *testing.T, opts ...chronicle.Options) *bundle {
+		t.Helper()
+		return setupOn(t, newStore(t), opts...)
+	}
 
 	t.Run("LoanWithRestartsMatchesMemory", func(t *testing.T) {
 		t.Parallel()
@@ -39,7 +50,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 		registerLoan(t, ref.engine)
 		want := runLoan(t, ref, nil)
 
-		b := setupPostgres(t)
+		b := on(t)
 		registerLoan(t, b.engine)
 		got := runLoan(t, b, func(int) {
 			b.engine = b.newEngine(t)
@@ -55,7 +66,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 
 	t.Run("HumanTasksAndQueries", func(t *testing.T) {
 		t.Parallel()
-		b := setupPostgres(t)
+		b := on(t)
 		register(t, b.engine, "review", reviewWorkflow)
 		b.start(t, "review", "claim-1", claimReview{Claim: "C-1", Amount: 1200})
 		b.drain(t)
@@ -79,7 +90,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 
 	t.Run("DeadLettersRedriveAndPurge", func(t *testing.T) {
 		t.Parallel()
-		b := setupPostgres(t)
+		b := on(t)
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
 			return chronicle.CallActivity[string](ctx, "ocr", "scan.pdf", nil)
 		})
@@ -107,7 +118,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 
 	t.Run("NondeterminismIsDeadLettered", func(t *testing.T) {
 		t.Parallel()
-		b := setupPostgres(t)
+		b := on(t)
 		activity(t, b.engine, "a", func(context.Context, int) (int, error) { return 1, nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, n int) (int, error) {
 			if _, err := chronicle.CallActivity[int](ctx, "a", n, nil); err != nil {
@@ -134,9 +145,9 @@ func TestPostgresEndToEnd(t *testing.T) {
 
 	t.Run("RunWakesByNotify", func(t *testing.T) {
 		t.Parallel()
-		// The safety poll never passes on the manual clock: only NOTIFY and
-		// timers wake the workers.
-		b := setupPostgres(t, chronicle.Options{SafetyPoll: time.Hour})
+		// The safety poll never passes on the manual clock: only the
+		// store's hints and timers wake the workers.
+		b := on(t, chronicle.Options{SafetyPoll: time.Hour})
 		activity(t, b.engine, "a", func(context.Context, string) (string, error) { return "a", nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
 			if _, err := chronicle.CallActivity[string](ctx, "a", "", nil); err != nil {

@@ -1,0 +1,243 @@
+package chronicle_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+
+	"github.com/chronicleflow/chronicle/provider"
+	chmongo "github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/mongo/mongotest"
+	"github.com/chronicleflow/chronicle/provider/providertest"
+)
+
+// TestMongoEndToEnd runs the end-to-end workflows on the mongo provider
+// over the FerretDB test server: peek-lock rounds, each subtest in a
+// database of its own.
+func TestMongoEndToEnd(t *testing.T) {
+	t.Parallel()
+	testEndToEnd(t, func(t *testing.T) provider.Store {
+		s := mongotest.NewStore(t, chmongo.Options{})
+		if s.Mode() != provider.ModePeekLock {
+			t.Fatalf("store on FerretDB runs %s rounds, want peek-lock", s.Mode())
+		}
+		return s
+	})
+}
+
+// TestMongoEndToEndTransactional runs them on the replica set named by
+// CHRONICLE_TEST_MONGO_URL, skipped loudly without one.
+func TestMongoEndToEndTransactional(t *testing.T) {
+	url := mongotest.ReplicaSetURL(t)
+	t.Parallel()
+	testEndToEnd(t, func(t *testing.T) provider.Store { return mongotest.NewStoreAt(t, url, chmongo.Options{}) })
+}
+
+// TestMongoRoundsSurviveCutConnections runs the loan workflow on a mongo
+// store reached through a proxy that closes every open connection when a
+// chosen store call begins (the lease, an append, the projections, an
+// enqueue, an activity's completion, the ack): each cut fails a round or
+// an activity half-way. The instance still ends with the history a
+// memory run gives (the same events, once each), a valid chain, and projections equal to its fold.
+func TestMongoRoundsSurviveCutConnections(t *testing.T) {
+	t.Parallel()
+	ref := setup(t)
+	registerLoan(t, ref.engine)
+	want := runLoan(t, ref, nil)
+
+	upstream, err := url.Parse(mongotest.URL(t))
+	require.NoError(t, err)
+	proxy := newCutProxy(t, upstream.Host)
+	store := mongotest.NewStoreAt(t, "mongodb://"+proxy.addr()+"/?directConnection=true", chmongo.Options{})
+	cutAt := map[string]bool{
+		"LeaseInstance": true, "AppendHistory": true, "SaveProjections": true, "EnqueueActivities": true,
+		"CompleteActivity": true, "EnqueueMessages": true, "AckLease": true,
+	}
+	var mu sync.Mutex
+	faulty := providertest.Faulty(store, func(op string) *providertest.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if cutAt[op] {
+			delete(cutAt, op)
+			proxy.cut()
+		}
+		return nil
+	})
+	obs := &failureCounter{}
+	b := setupOn(t, faulty, chronicle.Options{Logger: slog.New(slog.DiscardHandler), MaxDeliveries: 50, Observer: obs,
+		RoundLease: 2 * time.Second, ActivityLease: 2 * time.Second})
+	registerLoan(t, b.engine)
+
+	retry := func(what string, fn func() error) {
+		t.Helper()
+		for i := 0; ; i++ {
+			err := fn()
+			if err == nil {
+				return
+			}
+			require.Less(t, i, 5, "%s keeps failing: %v", what, err)
+		}
+	}
+	retry("start", func() error {
+		_, err := b.engine.Start(b.ctx, "loan", 4200, &chronicle.StartOptions{InstanceID: "loan-1"})
+		if errors.Is(err, chronicle.ErrInstanceExists) {
+			return nil
+		}
+		return err
+	})
+	failures := 0
+	// drain runs rounds and activities until nothing is left; when
+	// nothing can run it moves the clock past the round and activity
+	// leases a cut call may have left behind, a few times, before it
+	// calls the store drained.
+	drain := func() {
+		idle := 0
+		for i := 0; idle < 3; i++ {
+			require.Less(t, i, 2000, "work left after 2000 steps")
+			worked, err := b.engine.RunOnce(b.ctx)
+			switch {
+			case err != nil:
+				failures++
+			case worked:
+				idle = 0
+			default:
+				idle++
+				b.clock.Advance(3 * time.Second)
+			}
+		}
+	}
+	drain()
+	retry("raise", func() error {
+		return b.engine.RaiseEvent(b.ctx, "loan-1", "documents", "payslips", &chronicle.RaiseOptions{IdempotencyKey: "u1"})
+	})
+	drain()
+	b.clock.Advance(time.Minute)
+	drain()
+	b.clock.Advance(time.Hour)
+	drain()
+	mu.Lock()
+	require.Empty(t, cutAt, "every planned cut happened")
+	mu.Unlock()
+	require.Greater(t, proxy.cuts(), 0)
+	failed := failures + obs.count()
+	require.Greater(t, failed, 0, "a cut failed a round or an activity")
+	t.Logf("%d cuts: %d failed calls of RunOnce, %d failed rounds and activity attempts", proxy.cuts(), failures, obs.count())
+
+	// The clock moved otherwise than in the memory run, so times differ;
+	// every step happened once all the same.
+	kinds := func(events []history.Event) map[history.Kind]int {
+		n := map[history.Kind]int{}
+		for _, e := range events {
+			n[e.Kind]++
+		}
+		return n
+	}
+	require.Equal(t, kinds(want), kinds(b.history(t, "loan-1")))
+	require.Equal(t, chronicle.StatusCompleted, b.describe(t, "loan-1").Status)
+	require.NoError(t, b.engine.Verify(b.ctx, "loan-1"))
+	diffs, err := b.engine.CheckProjections(b.ctx, "loan-1")
+	require.NoError(t, err)
+	require.Empty(t, diffs, "stored projections equal the fold of history")
+	letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{})
+	require.NoError(t, err)
+	require.Empty(t, letters)
+}
+
+// failureCounter counts failed rounds and activity attempts.
+type failureCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (f *failureCounter) Round(s chronicle.RoundStats) {
+	if s.Err != nil {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+	}
+}
+
+func (f *failureCounter) Activity(s chronicle.ActivityStats) {
+	if s.Err != nil || s.Outcome == "lease-lost" {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+	}
+}
+
+func (f *failureCounter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// cutProxy forwards TCP connections to a server and closes all of them
+// on demand, as a network failure would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	n      int
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[in], p.conns[out] = true, true
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+// cut closes every open connection.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+	p.n++
+}
+
+func (p *cutProxy) cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}

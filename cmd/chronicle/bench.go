@@ -14,6 +14,7 @@ import (
 	"github.com/chronicleflow/chronicle/internal/bench"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/mongo"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
@@ -119,8 +120,11 @@ func runBench(c *cli, cmd *command, args []string) error {
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (c *cli) benchStoreName() string {
-	if isPostgres(c.storeURL) {
+	switch {
+	case isPostgres(c.storeURL):
 		return "postgres"
+	case isMongo(c.storeURL):
+		return "mongo"
 	}
 	return "memory"
 }
@@ -130,6 +134,9 @@ func (c *cli) benchStoreName() string {
 func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 	if c.storeURL == "memory" {
 		return memory.New(memory.Options{}), func() {}, nil
+	}
+	if isMongo(c.storeURL) {
+		return c.benchMongo(keep)
 	}
 	if !isPostgres(c.storeURL) {
 		return nil, nil, checkStoreURL(c.storeURL)
@@ -165,4 +172,28 @@ func dropSchema(ctx context.Context, url, schema string) error {
 	}
 	_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	return errors.Join(err, conn.Close(ctx))
+}
+
+// benchMongo returns a store in a fresh MongoDB database (or the one
+// --schema names), dropped afterwards unless it was named or keep is set.
+func (c *cli) benchMongo(keep bool) (provider.Store, func(), error) {
+	db := c.schema
+	drop := false
+	if db == "" {
+		suffix := make([]byte, 4)
+		_, _ = rand.Read(suffix)
+		db, drop = "chronicle_bench_"+hex.EncodeToString(suffix), !keep
+	}
+	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: db, MigrateOnStart: true, Logger: quietLogger()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, func() {
+		if drop {
+			if err := store.DropDatabase(c.ctx); err != nil {
+				fmt.Fprintf(c.stderr, "chronicle: drop bench database %s: %v\n", db, err)
+			}
+		}
+		store.Close()
+	}, nil
 }

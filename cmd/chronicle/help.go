@@ -39,8 +39,10 @@ func (c *cli) help(topic []string) error {
 	}
 	fmt.Fprint(c.stdout, `
 global flags:
-  --store URL    the store: "memory" (default) or a postgres:// URL
-  --schema NAME  the PostgreSQL schema of Chronicle's tables
+  --store URL    the store: "memory" (default), a postgres:// URL or a
+                 mongodb:// URL (its path names the database)
+  --schema NAME  the PostgreSQL schema of Chronicle's tables, or the
+                 MongoDB database of its collections
   --json         print JSON for machines (also accepted after the command)
 
 The memory store lives only in this process: it is seeded with demo data

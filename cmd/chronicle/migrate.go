@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/chronicleflow/chronicle/provider/mongo"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
@@ -19,8 +20,11 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
+	if isMongo(c.storeURL) {
+		return migrateMongo(c)
+	}
 	if !isPostgres(c.storeURL) {
-		return errors.New("migrate needs a postgres:// store; the memory store needs no schema")
+		return errors.New("migrate needs a postgres:// or mongodb:// store; the memory store needs no schema")
 	}
 	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: c.schema})
 	if err != nil {
@@ -35,5 +39,27 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 		return c.printJSON(migrateJSON{Schema: store.Schema(), Version: version, Latest: postgres.LatestSchemaVersion()})
 	}
 	fmt.Fprintf(c.stdout, "schema %s is at version %d (latest %d)\n", store.Schema(), version, postgres.LatestSchemaVersion())
+	return nil
+}
+
+// migrateMongo creates or upgrades the collections and indexes of a
+// MongoDB store.
+func migrateMongo(c *cli) error {
+	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: c.schema, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(c.ctx); err != nil {
+		return err
+	}
+	version, err := store.SchemaVersion(c.ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(migrateJSON{Schema: store.Database(), Version: version, Latest: mongo.LatestSchemaVersion()})
+	}
+	fmt.Fprintf(c.stdout, "database %s is at version %d (latest %d)\n", store.Database(), version, mongo.LatestSchemaVersion())
 	return nil
 }

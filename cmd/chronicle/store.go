@@ -3,21 +3,29 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/mongo"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
 // checkStoreURL rejects a --store value no build could open, before any
-// work is done: "memory" or a postgres:// (postgresql://) URL.
+// work is done: "memory", a postgres:// (postgresql://) URL or a
+// mongodb:// (mongodb+srv://) URL.
 func checkStoreURL(url string) error {
 	switch {
-	case url == "memory", isPostgres(url):
+	case url == "memory", isPostgres(url), isMongo(url):
 		return nil
 	}
-	return fmt.Errorf("unsupported --store %q: use \"memory\" or a postgres:// URL", url)
+	return fmt.Errorf("unsupported --store %q: use \"memory\", a postgres:// URL or a mongodb:// URL", url)
+}
+
+func isMongo(url string) bool {
+	return strings.HasPrefix(url, "mongodb://") || strings.HasPrefix(url, "mongodb+srv://")
 }
 
 func isPostgres(url string) bool {
@@ -27,7 +35,9 @@ func isPostgres(url string) bool {
 // openStore opens the store named by url and returns it with the function
 // that closes it. "memory" is a new, empty memory store (the caller seeds
 // it with the demo data); a postgres:// URL selects PostgreSQL, with its
-// tables under schema ("" for the provider's default).
+// tables under schema ("" for the provider's default); a mongodb:// URL
+// selects MongoDB, with its collections in the database schema names (""
+// for the URL's, else the provider's default).
 func openStore(ctx context.Context, url, schema string) (provider.Store, func(), error) {
 	switch {
 	case url == "memory":
@@ -47,6 +57,27 @@ func openStore(ctx context.Context, url, schema string) (provider.Store, func(),
 			return nil, nil, fmt.Errorf("schema %s is at version %d, this chronicle needs %d: run chronicle migrate", store.Schema(), version, postgres.LatestSchemaVersion())
 		}
 		return store, store.Close, nil
+	case isMongo(url):
+		store, err := mongo.Open(ctx, url, mongo.Options{Database: schema, Logger: quietLogger()})
+		if err != nil {
+			return nil, nil, err
+		}
+		version, err := store.SchemaVersion(ctx)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		if version != mongo.LatestSchemaVersion() {
+			store.Close()
+			return nil, nil, fmt.Errorf("database %s is at schema version %d, this chronicle needs %d: run chronicle migrate", store.Database(), version, mongo.LatestSchemaVersion())
+		}
+		return store, store.Close, nil
 	}
 	return nil, nil, checkStoreURL(url)
+}
+
+// quietLogger passes on the warnings of a store the tool opens, not its
+// informational records (the mode it chose, say).
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

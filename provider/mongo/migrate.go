@@ -136,3 +136,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DropDatabase drops the store's database with everything in it: what a
+// benchmark or a test that made the database does when it is done.
+func (s *Store) DropDatabase(ctx context.Context) error {
+	if err := s.db.Drop(ctx); err != nil {
+		return fmt.Errorf("mongo: drop database %s: %w", s.db.Name(), translate(err))
+	}
+	return nil
+}

@@ -137,16 +137,22 @@ func (s *Store) latestLeases(ctx context.Context, ids []string) (map[string]*lea
 }
 
 // leased returns the lease document of l while l's token is the
-// instance's current one, else ErrLeaseLost.
+// instance's current one, else ErrLeaseLost. It reads two documents by
+// _id: the lease's own epoch and the next one, which a round that takes
+// the instance over inserts.
 func (s *Store) leased(ctx context.Context, l *provider.Lease) (*leaseDoc, error) {
-	cur, err := s.latestLease(ctx, l.InstanceID)
+	cur, err := s.c.leases.Find(ctx, filter("_id", filter("$in", []string{leaseID(l.InstanceID, l.Epoch), leaseID(l.InstanceID, l.Epoch+1)})))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, translate(err))
 	}
-	if cur == nil || cur.Token != l.Token || cur.Released || cur.Purge != nil {
+	var docs []leaseDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, translate(err))
+	}
+	if len(docs) != 1 || docs[0].Epoch != l.Epoch || docs[0].Token != l.Token || docs[0].Released || docs[0].Purge != nil {
 		return nil, fmt.Errorf("lease of %s: %w", l.InstanceID, provider.ErrLeaseLost)
 	}
-	return cur, nil
+	return &docs[0], nil
 }
 
 // fence checks the lease a peek-lock step is fenced with, if any.
@@ -425,17 +431,7 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 		// Another round took this epoch first.
 		return nil, err
 	}
-	// An epoch read long ago may have been taken and cleaned up since:
-	// the lease holds only while its epoch is the newest.
-	if cur, err := s.latestLease(ctx, instanceID); err != nil {
-		return nil, err
-	} else if cur.Epoch != epoch {
-		return nil, nil
-	}
-	// Older epochs are history now.
-	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$lt", epoch))); err != nil {
-		s.log.Warn("chronicle mongo: clean up old lease epochs", "instance", instanceID, "err", err)
-	}
+	s.forgetEpochs(ctx, instanceID, epoch)
 	msgs, err := s.visibleMessages(ctx, instanceID, now, limit)
 	if err != nil {
 		return nil, err
@@ -448,17 +444,33 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 	return l, nil
 }
 
+// keptEpochs is how many epochs before the newest stay stored. An epoch
+// document is never inserted twice while it is kept (the insert that
+// takes it is the exclusion), so only a round that read an instance's
+// lease state keptEpochs epochs ago could take one again; rounds read it
+// just before they insert.
+const keptEpochs = 64
+
+// forgetEpochs deletes epoch documents older than keptEpochs before
+// epoch, every keptEpochs epochs.
+func (s *Store) forgetEpochs(ctx context.Context, instanceID string, epoch int64) {
+	if epoch%keptEpochs != 0 {
+		return
+	}
+	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$lt", epoch-keptEpochs))); err != nil {
+		s.log.Warn("chronicle mongo: clean up old lease epochs", "instance", instanceID, "err", err)
+	}
+}
+
 // release marks a lease released, with a hold until holdUntil (zero for
 // none); ErrLeaseLost unless the lease is the instance's current one.
+// One conditional write: only the holder writes its epoch's document.
 func (s *Store) release(ctx context.Context, l *provider.Lease, holdUntil int64) error {
-	if _, err := s.leased(ctx, l); err != nil {
-		return err
-	}
 	upd := bson.D{{Key: "$set", Value: filter("rel", true)}}
 	if holdUntil > 0 {
 		upd = append(upd, bson.E{Key: "$max", Value: filter("h", holdUntil)})
 	}
-	res, err := s.c.leases.UpdateOne(ctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token), upd)
+	res, err := s.c.leases.UpdateOne(ctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token, "rel", false, "pg", nil), upd)
 	if err != nil {
 		return fmt.Errorf("release the lease of %s: %w", l.InstanceID, translate(err))
 	}

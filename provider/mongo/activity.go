@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -103,7 +104,16 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 		if len(docs) == 0 {
 			return nil, nil
 		}
-		for i := range docs {
+		// The oldest first; a claimer that loses it tries the others in
+		// a random order, so that the claimers that lost it do not all
+		// race again for the next one.
+		order := make([]int, 1, len(docs))
+		for _, i := range rand.Perm(len(docs)) {
+			if i != 0 {
+				order = append(order, i)
+			}
+		}
+		for _, i := range order {
 			l, err := s.tryClaim(ctx, &docs[i], p)
 			if l != nil || err != nil {
 				return l, err

@@ -1,0 +1,92 @@
+// Package mongo is Chronicle's MongoDB provider, on
+// go.mongodb.org/mongo-driver/v2. One [Store] runs in either mode of the
+// provider contract:
+//
+//   - peek-lock ([provider.LeaseStore]) on a standalone server or any server
+//     without multi-document transactions: every step is a sequence of
+//     single-document writes, each idempotent or fenced;
+//   - transactional ([provider.TxStore]) on a replica set or sharded
+//     cluster that accepts transactions: a round's writes commit together
+//     in one session transaction.
+//
+// [New] asks the server (the hello command, then an empty transaction) and
+// picks the mode, unless Options.Mode forces one; it logs the mode and
+// why, and [Store.Mode] reports it.
+//
+//	store, err := mongo.Open(ctx, "mongodb://db1,db2,db3/chronicle?replicaSet=rs0",
+//		mongo.Options{MigrateOnStart: true})
+//
+// # Documents
+//
+// The store's database (Options.Database, else the URL's path, else
+// "chronicle") holds one collection per record kind: messages (by message
+// id), leases (one document per fencing epoch of an instance), history
+// (one document per append, by instance and first Seq), history_keys (one
+// per idempotency key), activity_tasks (by task id, kept and marked done
+// once finished, so the id stays known), activity_claims (one per won
+// claim), dead_letters, incidents, snapshots, instances, human_tasks,
+// human_task_events, custom_projections, tombstones, and chronicle_meta
+// (schema version and migration lock). Times are Unix nanoseconds from
+// the engine's clock (BSON dates keep milliseconds only); no method reads
+// the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
+// run under a lock document.
+//
+// # How the contract is met
+//
+// Exclusion never rests on a conditional update: the store must also be
+// right on FerretDB 1.x, the test server, which does not apply one
+// atomically. It rests on inserts of unique _ids, which every server
+// applies atomically:
+//
+//   - Leases: LeaseInstance reads an instance's newest epoch document and,
+//     unless it is live, held or a purge mark, inserts the next epoch with
+//     a new token. Of two rounds racing, the one whose insert lands wins.
+//     Fences (the token checks of enqueues, cancels, pins, dead-lettering,
+//     ack, abandon and renewal) read the lease's epoch and the next one by
+//     _id: a takeover inserts the next. Only the holder writes its own
+//     epoch document afterwards (renewal; release, with the retry hold).
+//   - Appends: one history document per append, keyed by (instance,
+//     first Seq), after the instance's head is read: two appends at one
+//     Seq collide on _id, so one lands; a retried append finds its own
+//     events and returns nil; a gap is refused. Idempotency keys are
+//     documents of their own, written before the events: a key whose
+//     events never landed (a crash, a lost race) is recognised because
+//     its Seq now holds an event with another key, and is taken over.
+//   - Enqueues: messages and activity tasks are inserted by their
+//     deterministic ids; a duplicate is success. Each is one write, in
+//     order.
+//   - Activity claims: the claimer inserts the claim document (task,
+//     claim number) and only then writes the claim into the task; the
+//     task's token fences heartbeats, completion, retry and
+//     dead-lettering.
+//   - Projections move only forward: each is a write conditional on the
+//     stored Seq (or version, for custom records), in the order task
+//     records, task events, custom records, instance record, snapshot. A
+//     human task's id is its document's _id, so another instance's task
+//     with that id is seen with the write ([provider.TaskIDTakenError]).
+//   - Purge: the purge inserts the instance's next epoch as its mark
+//     (carrying the tombstone), so no round leases the instance again,
+//     keeps the tombstone (by a deterministic _id), deletes the rest
+//     collection by collection, and the epoch documents last; a purge
+//     that finds the mark finishes with the same tombstone.
+//   - Errors: duplicate keys are handled where they mean something (an
+//     idempotent insert, a conflict); [translate] is the one place that
+//     maps driver errors, to [provider.ErrNotFound] or an [*Error] that
+//     says whether a retry may succeed (network errors, timeouts,
+//     TransientTransactionError).
+//
+// In transactional mode a round takes its instance's lease the same way,
+// outside the transaction (held at most Options.LockTimeout if the
+// process dies), and writes everything else in the transaction; the
+// commit releases the lease. MongoDB has no savepoints, so a round takes
+// one instance (group commit is off), and a round that fails after
+// writing is rolled back whole and its failure recorded afterwards. A
+// commit whose outcome is unknown is committed again.
+//
+// Wake-ups: work enqueued through a Store wakes that Store's workers at
+// once; in transactional mode change streams on the message and activity
+// task collections wake them for other processes' work too. Otherwise the
+// engine's safety poll finds it.
+//
+// docs/providers.md in the repository has set-up, costs and limits.
+package mongo

@@ -37,10 +37,13 @@ type taskDoc struct {
 	Task []byte `bson:"t"`
 }
 
-// claimDoc marks that claim n of a task was won.
+// claimDoc marks that claim n of a task was won, until Until: a claim
+// document whose claimer died before it wrote the claim into the task is
+// taken over once Until has passed.
 type claimDoc struct {
-	ID   string `bson:"_id"`
-	Task string `bson:"t"`
+	ID    string `bson:"_id"`
+	Task  string `bson:"t"`
+	Until int64  `bson:"u"`
 }
 
 func (d *taskDoc) task() (provider.ActivityTask, error) {
@@ -125,9 +128,25 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 
 func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	n := d.Claims + 1
-	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, id(d.ID, pad(n)), &claimDoc{ID: id(d.ID, pad(n)), Task: d.ID})
-	if err != nil || !ok {
+	cid := id(d.ID, pad(n))
+	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: nanos(p.LockedUntil)})
+	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		// Won by another claimer, unless that claimer died before it
+		// wrote the claim into the task: then its claim document has
+		// expired and goes.
+		res, err := s.c.claims.DeleteOne(ctx, filter("_id", cid, "u", filter("$lte", nanos(p.Now))))
+		if err != nil {
+			return nil, fmt.Errorf("claim activity task %s: %w", d.ID, translate(err))
+		}
+		if res.DeletedCount == 0 {
+			return nil, nil
+		}
+		if ok, err = insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: nanos(p.LockedUntil)}); err != nil || !ok {
+			return nil, err
+		}
 	}
 	token := newToken()
 	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "n", d.Claims, "d", false),
@@ -190,16 +209,21 @@ func (s *Store) finishTask(ctx context.Context, taskID, token string) error {
 	if res.MatchedCount == 0 {
 		return fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
 	}
-	s.dropClaims(ctx, taskID)
-	return nil
+	return s.dropClaims(ctx, taskID)
 }
 
 // dropClaims deletes a task's claim documents; the task's claim count
-// stays, so a later claim never reuses one.
-func (s *Store) dropClaims(ctx context.Context, taskID string) {
+// stays, so a later claim never reuses one. Outside a transaction a
+// failure only leaves documents behind (logged); inside one it aborts the
+// transaction, so it is returned.
+func (s *Store) dropClaims(ctx context.Context, taskID string) error {
 	if _, err := s.c.claims.DeleteMany(ctx, filter("t", taskID)); err != nil {
+		if mongo.SessionFromContext(ctx) != nil {
+			return fmt.Errorf("activity task %s: claims: %w", taskID, translate(err))
+		}
 		s.log.Warn("chronicle mongo: clean up activity claims", "task", taskID, "err", err)
 	}
+	return nil
 }
 
 // CompleteActivity implements provider.Store: the result first, then the
@@ -271,9 +295,6 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterAc
 // CancelActivities implements provider.Steps: the tasks are chosen when
 // the fence is checked and marked done by id, one at a time.
 func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
-	if err := s.fence(ctx, p.Lease); err != nil {
-		return err
-	}
 	f := filter("i", p.InstanceID, "d", false, "x", p.ExecutionID)
 	if p.OtherThan != "" {
 		f = filter("i", p.InstanceID, "d", false, "x", filter("$ne", p.OtherThan))
@@ -286,11 +307,22 @@ func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActiviti
 	if err := cur.All(ctx, &docs); err != nil {
 		return translate(err)
 	}
+	if s.afterFirstRead != nil {
+		s.afterFirstRead()
+	}
+	// The fence comes after the tasks are chosen: when it holds, the
+	// lease was held when they were read, so no successor's task is
+	// among them.
+	if err := s.fence(ctx, p.Lease); err != nil {
+		return err
+	}
 	for _, d := range docs {
 		if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never)); err != nil {
 			return fmt.Errorf("cancel activity task %s: %w", d.ID, translate(err))
 		}
-		s.dropClaims(ctx, d.ID)
+		if err := s.dropClaims(ctx, d.ID); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -24,14 +24,15 @@ type historyDoc struct {
 	Events   [][]byte `bson:"ev"`
 }
 
-// keyDoc claims an idempotency key of an instance for the event at Seq.
-// It is written before the events: a key whose event never landed (a
-// crash or a lost race between the two writes) is an orphan, recognised
-// because the event at its Seq is missing or carries another key, and
-// taken over.
+// keyDoc claims an idempotency key of an instance for the event at Seq of
+// the append whose first Seq is First. It is written before the events: a
+// key whose append never landed (a crash, or a lost race between the two
+// writes) is an orphan, recognised because no history document of that
+// first Seq holds the key (see claimKey), and taken over.
 type keyDoc struct {
 	ID       string `bson:"_id"`
 	Instance string `bson:"i"`
+	First    int64  `bson:"f"`
 	Seq      int64  `bson:"s"`
 }
 
@@ -84,26 +85,6 @@ func (s *Store) head(ctx context.Context, instanceID string) (int64, []byte, err
 	return d.Last, d.LastHash, nil
 }
 
-// eventAt returns the stored event at seq, or nil.
-func (s *Store) eventAt(ctx context.Context, instanceID string, seq int64) (*history.Event, error) {
-	var d historyDoc
-	err := s.c.history.FindOne(ctx, filter("i", instanceID, "f", filter("$lte", seq)), options.FindOne().SetSort(filter("f", -1))).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, translate(err)
-	}
-	if seq > d.Last || int(seq-d.First) >= len(d.Events) {
-		return nil, nil
-	}
-	e, err := history.UnmarshalEvent(d.Events[seq-d.First])
-	if err != nil {
-		return nil, &history.ChainError{Seq: seq, InstanceID: instanceID, Reason: "stored event does not decode: " + err.Error()}
-	}
-	return &e, nil
-}
-
 // AppendHistory implements provider.Steps: the idempotency keys are
 // claimed first, one document each, then the events land in one document.
 func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
@@ -138,7 +119,7 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 			return fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", p.InstanceID, e.Seq, provider.ErrConflict, k)
 		}
 		seen[k] = true
-		if err := s.claimKey(ctx, p.InstanceID, k, e.Seq); err != nil {
+		if err := s.claimKey(ctx, p.InstanceID, k, e.Seq, first); err != nil {
 			return err
 		}
 	}
@@ -151,6 +132,11 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 	}
 	if _, err := s.c.history.InsertOne(ctx, &doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
+			if mongo.SessionFromContext(ctx) != nil {
+				// The duplicate aborted the transaction: nothing more can
+				// be read in it.
+				return fmt.Errorf("append to %s at seq %d: %w: seq already taken", p.InstanceID, first, provider.ErrConflict)
+			}
 			return s.retriedAppend(ctx, p)
 		}
 		return fmt.Errorf("append to %s: %w", p.InstanceID, translate(err))
@@ -174,13 +160,18 @@ func (s *Store) retriedAppend(ctx context.Context, p *provider.AppendHistoryPara
 	return nil
 }
 
-// claimKey writes the key document of an event at seq. A key already
-// claimed for another Seq is a conflict when its event is stored, and an
-// orphan (taken over) when it is not.
-func (s *Store) claimKey(ctx context.Context, instanceID string, k history.Key, seq int64) error {
+// claimKey writes the key document of an event of the append whose first
+// Seq is first. A key already claimed is judged by the history document
+// of its claiming append (keyed by that append's first Seq): when it
+// holds an event with the key, the key is used (ErrConflict); when another
+// append's document holds that first Seq, or none does below the head,
+// the claiming append never landed and the key is taken over; a claim by
+// a rival append at the same first Seq is left to the history insert,
+// which only one of them wins.
+func (s *Store) claimKey(ctx context.Context, instanceID string, k history.Key, seq, first int64) error {
 	kid := keyID(instanceID, k)
 	for range 3 {
-		ok, err := insertIgnoringDuplicate(ctx, s.c.keys, kid, &keyDoc{ID: kid, Instance: instanceID, Seq: seq})
+		ok, err := insertIgnoringDuplicate(ctx, s.c.keys, kid, &keyDoc{ID: kid, Instance: instanceID, First: first, Seq: seq})
 		if err != nil {
 			return fmt.Errorf("append to %s: idempotency key %s: %w", instanceID, k, err)
 		}
@@ -195,26 +186,33 @@ func (s *Store) claimKey(ctx context.Context, instanceID string, k history.Key, 
 		if err != nil {
 			return fmt.Errorf("append to %s: idempotency key %s: %w", instanceID, k, translate(err))
 		}
-		if old.Seq == seq {
-			// This append's own key, or one of a rival append at the same
-			// Seq, whose events collide with these on insert.
+		if old.First == first {
 			return nil
 		}
-		e, err := s.eventAt(ctx, instanceID, old.Seq)
-		if err != nil {
-			return fmt.Errorf("append to %s: idempotency key %s: %w", instanceID, k, err)
+		if old.First > first {
+			// Claimed by an append that read a newer head than this one.
+			return fmt.Errorf("append to %s at seq %d: %w: idempotency key %s is claimed by an append at seq %d", instanceID, seq, provider.ErrConflict, k, old.First)
 		}
-		if e == nil {
-			// Beyond the head this append read: an append in flight that
-			// read a newer head, whose events may still land.
-			return fmt.Errorf("append to %s at seq %d: %w: idempotency key %s is claimed by an append at seq %d", instanceID, seq, provider.ErrConflict, k, old.Seq)
+		var d historyDoc
+		err = s.c.history.FindOne(ctx, filter("_id", historyID(instanceID, old.First))).Decode(&d)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+		case err != nil:
+			return fmt.Errorf("append to %s: idempotency key %s: %w", instanceID, k, translate(err))
+		default:
+			for j, data := range d.Events {
+				e, err := history.UnmarshalEvent(data)
+				if err != nil {
+					return fmt.Errorf("append to %s: %w", instanceID,
+						&history.ChainError{Seq: d.First + int64(j), InstanceID: instanceID, Reason: "stored event does not decode: " + err.Error()})
+				}
+				if ek, ok := e.Key(); ok && ek == k {
+					return fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", instanceID, seq, provider.ErrConflict, k)
+				}
+			}
 		}
-		if ek, ok := e.Key(); ok && ek == k {
-			return fmt.Errorf("append to %s at seq %d: %w: idempotency key %s already used", instanceID, seq, provider.ErrConflict, k)
-		}
-		// An orphan: another event holds its Seq, so its own never
-		// landed. Take it over.
-		if _, err := s.c.keys.DeleteOne(ctx, filter("_id", kid, "s", old.Seq)); err != nil {
+		// An orphan: its append never landed. Take it over.
+		if _, err := s.c.keys.DeleteOne(ctx, filter("_id", kid, "f", old.First)); err != nil {
 			return fmt.Errorf("append to %s: idempotency key %s: %w", instanceID, k, translate(err))
 		}
 	}

@@ -196,7 +196,7 @@ func (s *Store) saveCustom(ctx context.Context, c *provider.CustomRecord) error 
 			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("custom projection %s of %s: %w: the stored record keeps changing", c.Name, c.InstanceID, provider.ErrConflict)
 }
 
 // ResetProjections implements provider.Steps: the snapshot first, then

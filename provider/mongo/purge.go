@@ -74,6 +74,13 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		if !ok {
 			return nil, fmt.Errorf("purge %s: %w: a round leased the instance meanwhile", p.InstanceID, provider.ErrInvalidState)
 		}
+		if latest != nil && s.mode == provider.ModeTransactional {
+			// As a takeover does (see tryLease): a late transaction of
+			// the previous epoch fails its commit.
+			if _, err := s.c.leases.UpdateOne(ctx, filter("_id", latest.ID), set("sup", true)); err != nil {
+				return nil, fmt.Errorf("purge %s: %w", p.InstanceID, translate(err))
+			}
+		}
 	}
 	if err := s.purgeWrites(ctx, mark); err != nil {
 		return nil, err

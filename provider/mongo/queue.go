@@ -263,9 +263,14 @@ func (s *Store) hold(ctx context.Context, instanceID string, visibleAt time.Time
 		if _, err := s.c.leases.UpdateOne(ctx, filter("_id", cur.ID), bson.D{{Key: "$max", Value: filter("h", nanos(visibleAt))}}); err != nil {
 			return fmt.Errorf("hold %s: %w", instanceID, translate(err))
 		}
-		return nil
+		// A round that took the next epoch meanwhile copied the hold
+		// before it was written: write it there too.
+		newest, err := s.latestLease(ctx, instanceID)
+		if err != nil || newest == nil || newest.Epoch == cur.Epoch || newest.Hold >= nanos(visibleAt) {
+			return err
+		}
 	}
-	return nil
+	return fmt.Errorf("hold %s: %w: the instance's lease keeps changing", instanceID, provider.ErrConflict)
 }
 
 // NextVisibleAt implements provider.Store.
@@ -431,12 +436,35 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 		// Another round took this epoch first.
 		return nil, err
 	}
+	l := &provider.Lease{InstanceID: instanceID, Token: doc.Token, Epoch: epoch, Owner: owner, LockedUntil: until}
+	// An epoch read long ago may have been forgotten and taken again
+	// since (see keptEpochs): the lease holds only while its epoch is the
+	// newest.
+	newest, err := s.latestLease(ctx, instanceID)
+	if err != nil {
+		return nil, errors.Join(err, s.release(context.WithoutCancel(ctx), l, 0))
+	}
+	if newest.Epoch != epoch {
+		if _, err := s.c.leases.DeleteOne(ctx, filter("_id", doc.ID, "tok", doc.Token)); err != nil {
+			return nil, fmt.Errorf("lease of %s: %w", instanceID, translate(err))
+		}
+		return nil, nil
+	}
+	if latest != nil && s.mode == provider.ModeTransactional {
+		// A transaction of the round that held the previous epoch (and
+		// ran out of time) writes that epoch's document when it commits;
+		// this write makes the commit fail with a write conflict.
+		if _, err := s.c.leases.UpdateOne(ctx, filter("_id", latest.ID), set("sup", true)); err != nil {
+			return nil, errors.Join(fmt.Errorf("lease of %s: %w", instanceID, translate(err)), s.release(context.WithoutCancel(ctx), l, 0))
+		}
+	}
 	s.forgetEpochs(ctx, instanceID, epoch)
 	msgs, err := s.visibleMessages(ctx, instanceID, now, limit)
 	if err != nil {
-		return nil, err
+		// Let it go rather than hold the instance for a whole lease.
+		return nil, errors.Join(err, s.release(context.WithoutCancel(ctx), l, 0))
 	}
-	l := &provider.Lease{InstanceID: instanceID, Messages: msgs, Token: doc.Token, Epoch: epoch, Owner: owner, LockedUntil: until}
+	l.Messages = msgs
 	if len(msgs) == 0 {
 		// Its messages were acked meanwhile: let it go.
 		return nil, s.release(ctx, l, 0)
@@ -450,6 +478,9 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 // lease state keptEpochs epochs ago could take one again; rounds read it
 // just before they insert.
 const keptEpochs = 64
+
+// A forgotten epoch taken again is caught by tryLease, which gives the
+// lease up unless its epoch is the newest after its insert.
 
 // forgetEpochs deletes epoch documents older than keptEpochs before
 // epoch, every keptEpochs epochs.

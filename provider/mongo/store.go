@@ -114,6 +114,11 @@ type Store struct {
 	stop   context.CancelFunc
 	closed bool
 	wg     sync.WaitGroup
+
+	// afterFirstRead, set by this package's tests, runs in
+	// CancelActivities after its first read, where a zombie round may
+	// stall while its successor goes on.
+	afterFirstRead func()
 }
 
 // collections are the store's collections; docs/providers.md lists their
@@ -372,6 +377,11 @@ func insertIgnoringDuplicate(ctx context.Context, c *mongo.Collection, docID str
 	}
 	_, err := c.InsertOne(ctx, doc)
 	if mongo.IsDuplicateKeyError(err) {
+		if mongo.SessionFromContext(ctx) != nil {
+			// A concurrent insert since the look-up: the duplicate has
+			// aborted the transaction, so the round must run again.
+			return false, &Error{Err: err, Retryable: true}
+		}
 		return false, nil
 	}
 	if err != nil {

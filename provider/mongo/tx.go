@@ -48,16 +48,25 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	for _, l := range t.leases {
-		if _, err := s.c.leases.UpdateOne(sctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token), set("rel", true)); err != nil {
+		// A round that took the instance over after LockTimeout wrote
+		// this document ("sup"), so this write conflicts and the commit
+		// fails; without a takeover it releases the lock with the commit.
+		res, err := s.c.leases.UpdateOne(sctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token, "sup", filter("$ne", true)), set("rel", true))
+		if err != nil {
 			return fmt.Errorf("mongo: release %s: %w", l.InstanceID, translate(err))
 		}
+		if res.MatchedCount == 0 {
+			return fmt.Errorf("mongo: lock of %s: %w", l.InstanceID, provider.ErrLeaseLost)
+		}
 	}
-	for {
+	for attempt := 1; ; attempt++ {
 		err = sess.CommitTransaction(ctx)
 		if err == nil {
 			break
 		}
-		if hasLabel(err, "UnknownTransactionCommitResult") && ctx.Err() == nil {
+		// Committing again is safe: the server answers with the first
+		// commit's outcome.
+		if hasLabel(err, "UnknownTransactionCommitResult") && ctx.Err() == nil && attempt < commitAttempts {
 			continue
 		}
 		return fmt.Errorf("mongo: commit: %w", translate(err))
@@ -68,6 +77,10 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 	}
 	return nil
 }
+
+// commitAttempts bounds the commits of a transaction whose outcome stays
+// unknown; the round then fails, and running it again is safe.
+const commitAttempts = 5
 
 // roundTx is the view of a transactional round.
 type roundTx struct {

@@ -1,0 +1,125 @@
+package mongo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
+	chmongo "github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/mongo/mongotest"
+)
+
+var base = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// raised is an EventRaised event of execution exec-1 keyed by corr.
+func raised(t *testing.T, corr string) history.Event {
+	t.Helper()
+	payload, err := history.EncodeAttributes(&history.EventRaised{Name: "poke", IdempotencyKey: corr})
+	require.NoError(t, err)
+	return history.Event{ExecutionID: "exec-1", Kind: history.KindEventRaised, CorrelationID: corr, Payload: payload}
+}
+
+// sealed numbers events from seq and chains them onto prev.
+func sealed(instanceID string, seq int64, prev []byte, events ...history.Event) []history.Event {
+	for i := range events {
+		events[i].Seq, events[i].InstanceID, events[i].At = seq+int64(i), instanceID, base.Add(time.Duration(seq+int64(i))*time.Second)
+	}
+	history.Seal(prev, events)
+	return events
+}
+
+// TestOrphanKeyOfALongerBatchIsTakenOver: a round claimed the key of its
+// event at seq 5 and crashed before it wrote the events. The next round's
+// batch is longer (a timer came first): its event with that key lands at
+// seq 6, in an append that also begins at seq 5. The orphan key must not
+// block it (it did: the key was judged by the event at seq 5, which the
+// same append was writing, and refused for good).
+func TestOrphanKeyOfALongerBatchIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	first := sealed("i", 1, nil, raised(t, "a"), raised(t, "b"), raised(t, "c"), raised(t, "d"))
+	require.NoError(t, s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i", Events: first}))
+	m1 := raised(t, "m1")
+	k, ok := m1.Key()
+	require.True(t, ok)
+	require.NoError(t, chmongo.ClaimKey(ctx, s, "i", k, 5, 5))
+
+	next := sealed("i", 5, first[3].Hash, raised(t, "timer"), m1)
+	require.NoError(t, s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i", Events: next}))
+	events, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i", FromSeq: 1})
+	require.NoError(t, err)
+	require.Len(t, events, 6)
+	require.NoError(t, history.Verify(events))
+
+	// The key is now used: another event with it is a conflict.
+	again := sealed("i", 7, events[5].Hash, raised(t, "m1"))
+	require.ErrorIs(t, s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i", Events: again}), provider.ErrConflict)
+}
+
+// TestZombieCancelSparesItsSuccessorsTasks: a zombie round cancels the
+// activity tasks of every execution but its own, and stalls after its
+// first read; meanwhile its lease runs out, a successor takes the
+// instance and enqueues a task of a new execution. The zombie must fail
+// its fence and leave that task queued (it cancelled it: the tasks were
+// chosen after the fence).
+func TestZombieCancelSparesItsSuccessorsTasks(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	start, err := provider.NewMessage("m-1", "i", "exec-1", "exec-1", &history.ExecutionStarted{Name: "wf"})
+	require.NoError(t, err)
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start}, Now: base}))
+	zombie, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "zombie"})
+	require.NoError(t, err)
+	require.NotNil(t, zombie)
+
+	later := base.Add(2 * time.Minute)
+	task := provider.ActivityTask{ID: provider.ActivityTaskID("i", "exec-2", 3), InstanceID: "i", ExecutionID: "exec-2", ScheduledSeq: 3, Name: "a"}
+	chmongo.SetAfterFirstRead(s, func() {
+		chmongo.SetAfterFirstRead(s, nil)
+		successor, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: later, LockedUntil: later.Add(time.Minute), Owner: "successor"})
+		require.NoError(t, err)
+		require.NotNil(t, successor, "the zombie's lease ran out")
+		require.NoError(t, s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: later, Lease: successor}))
+	})
+	err = s.CancelActivities(ctx, &provider.CancelActivitiesParams{InstanceID: "i", OtherThan: "exec-1", Lease: zombie})
+	require.ErrorIs(t, err, provider.ErrLeaseLost)
+	queued, err := s.ListQueuedActivities(ctx, &provider.ListQueuedActivitiesParams{InstanceID: "i"})
+	require.NoError(t, err)
+	require.Len(t, queued, 1, "the successor's task is still queued")
+	require.Equal(t, task.ID, queued[0].Task.ID)
+}
+
+// TestClaimOfADeadClaimerIsTakenOver: a claimer inserted its claim
+// document and died before it wrote the claim into the task. Once the
+// claim document has expired, the task is claimed again (it was never
+// claimed again: every claimer collided with the claim document).
+func TestClaimOfADeadClaimerIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	task := provider.ActivityTask{ID: provider.ActivityTaskID("i", "exec-1", 2), InstanceID: "i", ExecutionID: "exec-1", ScheduledSeq: 2, Name: "a"}
+	require.NoError(t, s.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: base}))
+	require.NoError(t, chmongo.InsertClaim(ctx, s, task.ID, 1, base.Add(time.Minute).UnixNano()))
+
+	claim := func(now time.Time) *provider.ActivityLease {
+		l, err := s.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: "w", Now: now, LockedUntil: now.Add(time.Minute)})
+		require.NoError(t, err)
+		return l
+	}
+	require.Nil(t, claim(base.Add(time.Second)), "the dead claimer's claim is live until it expires")
+	l := claim(base.Add(2 * time.Minute))
+	require.NotNil(t, l, "the task is claimed once the dead claim expired")
+	require.Equal(t, task.ID, l.Task.ID)
+	require.NoError(t, s.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: task.ID, Token: l.Token, Now: base.Add(2 * time.Minute),
+		Result: mustResult(t, &l.Task)}))
+}
+
+func mustResult(t *testing.T, task *provider.ActivityTask) provider.Message {
+	t.Helper()
+	m, err := provider.ActivityOutcome(task, []byte{0xc0}, nil)
+	require.NoError(t, err)
+	return m
+}

@@ -278,7 +278,7 @@ func (e *Engine) observeRounds(ctx context.Context, reps []*round.Report, d time
 			rerr = err
 		}
 		if o := e.opts.Observer; o != nil {
-			o.Round(RoundStats{InstanceID: rep.InstanceID, Duration: d, Appended: rep.Appended,
+			o.Round(RoundStats{InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, Duration: d, Appended: rep.Appended,
 				Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Status: rep.Status, Err: rerr})
 		}
 	}
@@ -294,7 +294,7 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if o := e.opts.Observer; o != nil {
-		o.Activity(ActivityStats{Name: rep.Name, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
+		o.Activity(ActivityStats{Name: rep.Name, InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
 			RetryAt: rep.RetryAt, Duration: time.Since(start), Err: rep.Err})
 	}
 	if rep.Err != nil {

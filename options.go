@@ -103,6 +103,13 @@ type Observer interface {
 // RoundStats describe one round.
 type RoundStats struct {
 	InstanceID string
+	// ExecutionID is the instance's current execution after the round
+	// (the new one after a continue-as-new). For a round that failed or
+	// dead-lettered its messages it is the execution they name, when they
+	// name one and the same, and empty otherwise.
+	ExecutionID string
+	// Duration is how long the round took; rounds committed together in
+	// one transaction (Options.RoundGroup) each report the group's.
 	Duration   time.Duration
 	Appended   int
 	Processed  int
@@ -119,6 +126,10 @@ type RoundStats struct {
 // ActivityStats describe one activity attempt.
 type ActivityStats struct {
 	Name string
+	// InstanceID and ExecutionID are the instance and execution that
+	// scheduled the activity.
+	InstanceID  string
+	ExecutionID string
 	// TaskID identifies the activity task (see ActivityInfo.TaskID).
 	TaskID  string
 	Attempt int

@@ -165,11 +165,13 @@ const (
 // ActivityReport tells what one [ActivityWorker.RunOnce] did.
 type ActivityReport struct {
 	TaskID string
-	// InstanceID is the instance that scheduled the task.
-	InstanceID string
-	Name       string
-	Attempt    int
-	Outcome    ActivityOutcomeKind
+	// InstanceID and ExecutionID are the instance and execution that
+	// scheduled the task.
+	InstanceID  string
+	ExecutionID string
+	Name        string
+	Attempt     int
+	Outcome     ActivityOutcomeKind
 	// Err is the attempt's error, if any.
 	Err error
 	// RetryAt is when a retried task becomes visible.
@@ -209,7 +211,7 @@ func (w *ActivityWorker) leaseFor(task *provider.ActivityTask) time.Duration {
 }
 
 func (w *ActivityWorker) lost(lease *provider.ActivityLease, err error) (*ActivityReport, error) {
-	rep := &ActivityReport{TaskID: lease.Task.ID, InstanceID: lease.Task.InstanceID, Name: lease.Task.Name, Attempt: lease.Task.Attempt, Outcome: OutcomeLeaseLost, Err: err}
+	rep := &ActivityReport{TaskID: lease.Task.ID, InstanceID: lease.Task.InstanceID, ExecutionID: lease.Task.ExecutionID, Name: lease.Task.Name, Attempt: lease.Task.Attempt, Outcome: OutcomeLeaseLost, Err: err}
 	if errors.Is(err, provider.ErrLeaseLost) {
 		return rep, nil
 	}
@@ -218,7 +220,7 @@ func (w *ActivityWorker) lost(lease *provider.ActivityLease, err error) (*Activi
 
 func (w *ActivityWorker) run(ctx context.Context, lease *provider.ActivityLease) (*ActivityReport, error) {
 	task := &lease.Task
-	rep := &ActivityReport{TaskID: task.ID, InstanceID: task.InstanceID, Name: task.Name, Attempt: task.Attempt}
+	rep := &ActivityReport{TaskID: task.ID, InstanceID: task.InstanceID, ExecutionID: task.ExecutionID, Name: task.Name, Attempt: task.Attempt}
 	fn, ok := w.opts.Resolve(task.Name)
 	if !ok {
 		now := roundNow(w.opts.Clock)
@@ -256,7 +258,7 @@ func (w *ActivityWorker) settleExpired(ctx context.Context, lease *provider.Acti
 	}
 	w.opts.Logger.WarnContext(ctx, "activity attempt timed out", slog.String("task", task.ID), slog.String("name", task.Name),
 		slog.Int("attempt", task.Attempt), slog.String("owner", lease.Expired.Owner))
-	rep := &ActivityReport{TaskID: task.ID, InstanceID: task.InstanceID, Name: task.Name, Attempt: task.Attempt}
+	rep := &ActivityReport{TaskID: task.ID, InstanceID: task.InstanceID, ExecutionID: task.ExecutionID, Name: task.Name, Attempt: task.Attempt}
 	return w.settle(ctx, lease, rep, nil, timedOut)
 }
 

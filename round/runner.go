@@ -207,6 +207,12 @@ func (r *Runner) Cached() int { return r.cache.len() }
 // Report tells what one round did.
 type Report struct {
 	InstanceID string
+	// ExecutionID is the instance's current execution after a round that
+	// committed (the new one after a continue-as-new); for a round that
+	// failed or dead-lettered its batch, the execution its messages name
+	// when they name one and the same (a start names its new execution,
+	// a client's signal names none), and empty otherwise.
+	ExecutionID string
 	// Appended counts the events appended.
 	Appended int
 	// Processed counts messages turned into events; Duplicates and Stale
@@ -339,7 +345,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				for _, o := range group[i:] {
 					o.entry.close()
 				}
-				return append(reps, &Report{InstanceID: m.batch.InstanceID, Failed: true}), cerr
+				return append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true}), cerr
 			}
 		}
 		switch {
@@ -361,7 +367,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				continue
 			}
 			r.log.WarnContext(ctx, "round failed", slog.String("instance", m.batch.InstanceID), slog.Any("error", m.failed))
-			reps = append(reps, &Report{InstanceID: m.batch.InstanceID, Failed: true})
+			reps = append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true})
 			errs = append(errs, fmt.Errorf("round of %s: %w", m.batch.InstanceID, m.failed))
 		default:
 			r.cache.put(m.entry)
@@ -471,7 +477,7 @@ func (r *Runner) keepLease(ctx context.Context, lease *provider.Lease) (context.
 // it is, a dead-letter error moves the batch to the dead-letter store, any
 // other error puts the messages back with a delay.
 func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.Message, now time.Time, err error, lease *provider.Lease) (*Report, error) {
-	failed := &Report{InstanceID: instanceID, Failed: true}
+	failed := &Report{InstanceID: instanceID, ExecutionID: batchExecution(msgs), Failed: true}
 	if IsCrash(err) {
 		r.cache.take(instanceID).close()
 		return failed, err
@@ -483,7 +489,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.
 		if dlErr != nil {
 			return failed, errors.Join(err, fmt.Errorf("dead-letter batch: %w", dlErr))
 		}
-		return &Report{InstanceID: instanceID, DeadLettered: n}, nil
+		return &Report{InstanceID: instanceID, ExecutionID: failed.ExecutionID, DeadLettered: n}, nil
 	}
 	p := r.abandonParams(instanceID, msgs, now, err)
 	var abandonErr error
@@ -499,6 +505,23 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.
 		err = errors.Join(err, fmt.Errorf("abandon: %w", abandonErr))
 	}
 	return failed, fmt.Errorf("round of %s: %w", instanceID, err)
+}
+
+// batchExecution returns the execution the messages of a batch name, when
+// they name one and the same, and "" otherwise: what a report of a round
+// that did not commit can tell of it.
+func batchExecution(msgs []provider.Message) string {
+	id := ""
+	for i := range msgs {
+		switch e := msgs[i].ExecutionID; {
+		case e == "":
+		case id == "":
+			id = e
+		case e != id:
+			return ""
+		}
+	}
+	return id
 }
 
 // abandonParams records the failed delivery of msgs: the instance is held

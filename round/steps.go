@@ -83,7 +83,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	if err := r.write(ctx, rs); err != nil {
 		return nil, nil, err
 	}
-	rs.rep.Status = rs.entry.snap.Status
+	rs.rep.Status, rs.rep.ExecutionID = rs.entry.snap.Status, rs.entry.snap.ExecutionID
 	return rs.entry, rs.rep, nil
 }
 

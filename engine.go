@@ -298,8 +298,8 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 			RetryAt: rep.RetryAt, Duration: time.Since(start), Err: rep.Err})
 	}
 	if rep.Err != nil {
-		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.Int("attempt", rep.Attempt),
-			slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
+		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.String("task_id", rep.TaskID), slog.Int("attempt", rep.Attempt),
+			slog.String("instance_id", rep.InstanceID), slog.String("execution_id", rep.ExecutionID), slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
 	}
 	return true, err
 }

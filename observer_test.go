@@ -1,8 +1,11 @@
 package chronicle_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -92,4 +95,44 @@ func TestObserverNamesInstanceAndExecution(t *testing.T) {
 		require.Equal(t, 1, s.DeadLettered)
 		require.Equal(t, inst.ExecutionID, s.ExecutionID, "the execution the start message names")
 	})
+}
+
+func TestLogRecordsNameInstanceAndExecution(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	b := setup(t, chronicle.Options{Logger: logger})
+	failures := 1
+	activity(t, b.engine, "flaky", func(context.Context, string) (string, error) {
+		if failures > 0 {
+			failures--
+			return "", errors.New("bureau unavailable")
+		}
+		return "ok", nil
+	})
+	register(t, b.engine, "wf", func(ctx *chronicle.Context, in string) (string, error) {
+		ctx.Logger().Info("calling the bureau")
+		if _, err := chronicle.CallActivity[string](ctx, "flaky", in, nil); err != nil {
+			return "", err
+		}
+		return chronicle.CallActivity[string](ctx, "unregistered", in, nil)
+	})
+	b.start(t, "wf", "i", "x")
+	b.drain(t)
+	b.advance(t, time.Second)
+	exec := b.describe(t, "i").ExecutionID
+
+	seen := map[string]bool{}
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var rec map[string]any
+		require.NoError(t, dec.Decode(&rec))
+		msg := rec["msg"].(string)
+		seen[msg] = true
+		require.Equal(t, "i", rec["instance_id"], "record %q", msg)
+		require.Equal(t, exec, rec["execution_id"], "record %q", msg)
+	}
+	for _, msg := range []string{"calling the bureau", "activity attempt failed", "activity dead-lettered"} {
+		require.True(t, seen[msg], "no record %q among %v", msg, seen)
+	}
 }

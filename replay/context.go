@@ -88,12 +88,13 @@ func (c *Context) Now() time.Time { return c.x.now }
 func (c *Context) IsReplaying() bool { return c.x.replaying }
 
 // Logger returns a logger that is silent while the code is replayed, so
-// each line is logged once.
+// each line is logged once. Its records carry the instance_id,
+// execution_id and workflow attributes.
 func (c *Context) Logger() *slog.Logger {
 	if c.x.replaying {
 		return slog.New(slog.DiscardHandler)
 	}
-	return c.x.r.opts.Logger.With(slog.String("instance", c.x.instanceID), slog.String("workflow", c.x.start.Name))
+	return c.x.r.opts.Logger.With(slog.String("instance_id", c.x.instanceID), slog.String("execution_id", c.x.executionID), slog.String("workflow", c.x.start.Name))
 }
 
 // NewID returns an id that is the same on every replay.

@@ -233,7 +233,8 @@ func (w *ActivityWorker) run(ctx context.Context, lease *provider.ActivityLease)
 		if err != nil {
 			return w.lost(lease, err)
 		}
-		w.opts.Logger.WarnContext(ctx, "activity dead-lettered", slog.String("task", task.ID), slog.String("name", task.Name), slog.String("reason", string(provider.ReasonUnknownActivity)))
+		w.opts.Logger.WarnContext(ctx, "activity dead-lettered", slog.String("activity", task.Name), slog.String("task_id", task.ID), slog.Int("attempt", task.Attempt),
+			slog.String("instance_id", task.InstanceID), slog.String("execution_id", task.ExecutionID), slog.String("reason", string(provider.ReasonUnknownActivity)))
 		rep.Outcome = OutcomeDeadLettered
 		return rep, nil
 	}
@@ -256,8 +257,8 @@ func (w *ActivityWorker) settleExpired(ctx context.Context, lease *provider.Acti
 		TaskID: task.ID, Name: task.Name, Attempt: task.Attempt,
 		Owner: lease.Expired.Owner, LockedUntil: lease.Expired.LockedUntil,
 	}
-	w.opts.Logger.WarnContext(ctx, "activity attempt timed out", slog.String("task", task.ID), slog.String("name", task.Name),
-		slog.Int("attempt", task.Attempt), slog.String("owner", lease.Expired.Owner))
+	w.opts.Logger.WarnContext(ctx, "activity attempt timed out", slog.String("activity", task.Name), slog.String("task_id", task.ID), slog.Int("attempt", task.Attempt),
+		slog.String("instance_id", task.InstanceID), slog.String("execution_id", task.ExecutionID), slog.String("owner", lease.Expired.Owner))
 	rep := &ActivityReport{TaskID: task.ID, InstanceID: task.InstanceID, ExecutionID: task.ExecutionID, Name: task.Name, Attempt: task.Attempt}
 	return w.settle(ctx, lease, rep, nil, timedOut)
 }

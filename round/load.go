@@ -134,7 +134,7 @@ func (r *Runner) storedSnapshot(ctx context.Context, ops roundOps, id string) (*
 			snap.InstanceID, snap.LastSeq, snap.ExecutionStartSeq, seq)
 	}
 	if err != nil {
-		r.log.WarnContext(ctx, "stored snapshot unusable; folding the whole history", slog.String("instance", id), slog.Any("error", err))
+		r.log.WarnContext(ctx, "stored snapshot unusable; folding the whole history", slog.String("instance_id", id), slog.Any("error", err))
 		return nil, nil
 	}
 	return snap, nil

@@ -366,7 +366,8 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				reps, errs = append(reps, rep), append(errs, ferr)
 				continue
 			}
-			r.log.WarnContext(ctx, "round failed", slog.String("instance", m.batch.InstanceID), slog.Any("error", m.failed))
+			r.log.WarnContext(ctx, "round failed", slog.String("instance_id", m.batch.InstanceID),
+				slog.String("execution_id", batchExecution(m.batch.Messages)), slog.Any("error", m.failed))
 			reps = append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true})
 			errs = append(errs, fmt.Errorf("round of %s: %w", m.batch.InstanceID, m.failed))
 		default:
@@ -450,7 +451,7 @@ func (r *Runner) keepLease(ctx context.Context, lease *provider.Lease) (context.
 		until := r.opts.Clock.Now().Add(r.opts.LeaseDuration)
 		err := r.lease.RenewLease(ctx, &provider.RenewLeaseParams{Lease: lease, LockedUntil: until})
 		if errors.Is(err, provider.ErrLeaseLost) {
-			r.log.WarnContext(ctx, "round lease lost", slog.String("instance", lease.InstanceID))
+			r.log.WarnContext(ctx, "round lease lost", slog.String("instance_id", lease.InstanceID), slog.String("execution_id", batchExecution(lease.Messages)))
 			mu.Lock()
 			halt()
 			mu.Unlock()
@@ -482,7 +483,7 @@ func (r *Runner) failed(ctx context.Context, instanceID string, msgs []provider.
 		r.cache.take(instanceID).close()
 		return failed, err
 	}
-	r.log.WarnContext(ctx, "round failed", slog.String("instance", instanceID), slog.Any("error", err))
+	r.log.WarnContext(ctx, "round failed", slog.String("instance_id", instanceID), slog.String("execution_id", failed.ExecutionID), slog.Any("error", err))
 	var dl *DeadLetterError
 	if errors.As(err, &dl) {
 		n, dlErr := r.deadLetterBatch(ctx, instanceID, msgs, dl, now, lease)
@@ -522,6 +523,15 @@ func batchExecution(msgs []provider.Message) string {
 		}
 	}
 	return id
+}
+
+// messageExecution returns the execution a message names, or else the
+// instance's current one, which it is judged against.
+func messageExecution(m *provider.Message, snap *Snapshot) string {
+	if m.ExecutionID != "" {
+		return m.ExecutionID
+	}
+	return snap.ExecutionID
 }
 
 // abandonParams records the failed delivery of msgs: the instance is held

@@ -158,7 +158,7 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 		case Stale:
 			rep.Stale++
 			rs.acks = append(rs.acks, m.ID)
-			r.log.DebugContext(ctx, "stale message acked", slog.String("instance", rs.id), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
+			r.log.DebugContext(ctx, "stale message acked", slog.String("instance_id", rs.id), slog.String("execution_id", messageExecution(&m, snap)), slog.String("message", m.ID), slog.String("kind", string(m.Kind)), slog.String("why", why))
 		case Reject:
 			if reason == provider.ReasonAlreadyRunning {
 				// A child's start whose id is taken: tell its parent.
@@ -170,7 +170,7 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 					rs.work.Messages = append(rs.work.Messages, n)
 					rs.acks = append(rs.acks, m.ID)
 					rep.Refused++
-					r.log.InfoContext(ctx, "child start refused", slog.String("instance", rs.id), slog.String("message", m.ID), slog.String("why", why))
+					r.log.InfoContext(ctx, "child start refused", slog.String("instance_id", rs.id), slog.String("execution_id", messageExecution(&m, snap)), slog.String("message", m.ID), slog.String("why", why))
 					continue
 				}
 			}
@@ -329,7 +329,7 @@ func (r *Runner) writeDeadLetters(ctx context.Context, rs *roundState) error {
 	}
 	rs.rep.DeadLettered = len(rs.letters)
 	for _, l := range rs.letters {
-		r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance", rs.id), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
+		r.log.WarnContext(ctx, "message dead-lettered", slog.String("instance_id", rs.id), slog.String("execution_id", messageExecution(l.Message, rs.snap)), slog.String("message", l.Message.ID), slog.String("reason", string(l.Reason)), slog.String("error", l.Error))
 	}
 	return nil
 }

@@ -58,13 +58,16 @@ fuzz: ## run every fuzz target for FUZZTIME each
 		$(GO) test ./fuzz/ -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
-# The PostgreSQL tests outside the fuzz package; CI runs them verbosely so
-# its output shows that they ran against the server.
-PG_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres)$$
-PG_PACKAGES := ./provider/postgres/ ./cmd/chronicle/ ./internal/killtest/ .
+# The tests that need a database server (PostgreSQL, the MongoDB wire
+# server) outside the fuzz package; CI runs them verbosely so its output
+# shows that they ran against the server, or the loud message of those
+# skipped without one (the MongoDB replica set).
+SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*)$$
+SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./cmd/chronicle/ ./internal/killtest/ .
 
 .PHONY: ci
-ci: lint services ## what CI runs: lint, every test with -race (PostgreSQL ones listed), the full rapid runs
-	$(GO) test -race -count=1 -skip '$(PG_TESTS)' ./...
-	$(GO) test -race -count=1 -v -run '$(PG_TESTS)' $(PG_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)'
+ci: lint services ## what CI runs: lint, every test with -race (the server ones listed), the nested modules, the full rapid runs
+	$(GO) test -race -count=1 -skip '$(SERVER_TESTS)' ./...
+	$(GO) test -race -count=1 -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	cd otel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v

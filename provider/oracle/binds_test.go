@@ -43,7 +43,7 @@ type fakeDB struct {
 }
 
 func (f *fakeDB) Connect(context.Context) (driver.Conn, error) { return &fakeConn{db: f}, nil }
-func (f *fakeDB) Driver() driver.Driver                         { return nil }
+func (f *fakeDB) Driver() driver.Driver                        { return nil }
 
 // check compares the binds of query with the names of args.
 func (f *fakeDB) check(query string, args []driver.NamedValue) error {
@@ -229,7 +229,10 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 			_, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "inst-1"})
 			return err
 		}},
-		{"ListMessages", func() error { _, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-1"}); return err }},
+		{"ListMessages", func() error {
+			_, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-1"})
+			return err
+		}},
 		{"AbandonMessages", func() error {
 			return s.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "inst-1", MessageIDs: []string{"m-1"}, VisibleAt: base, Error: "x"})
 		}},

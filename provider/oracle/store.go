@@ -206,10 +206,6 @@ type dbtx interface {
 // and a lock, once taken, protects the newest row version.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// rollbackTimeout bounds the rollback of a failed transaction, which runs
-// even when the caller's context has ended.
-const rollbackTimeout = 5 * time.Second
-
 // inTx runs fn in a transaction of its own and commits when fn returns
 // nil; what names the operation in the commit's error.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {

@@ -13,9 +13,9 @@ import (
 	"github.com/chronicleflow/chronicle/provider/providertest"
 )
 
-// TestConformance runs the provider contract's suite on the server named
+// TestOracleConformance runs the provider contract's suite on the server named
 // by CHRONICLE_TEST_ORACLE_DSN; without one it is skipped loudly.
-func TestConformance(t *testing.T) {
+func TestOracleConformance(t *testing.T) {
 	oracletest.DSN(t)
 	t.Parallel()
 	providertest.Exercise(t, func(t *testing.T) provider.Store {
@@ -23,9 +23,9 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestMigrateTwiceAndConcurrently checks on a server that migrations run
+// TestOracleMigrateTwiceAndConcurrently checks on a server that migrations run
 // once under their lock and that an up-to-date schema is left alone.
-func TestMigrateTwiceAndConcurrently(t *testing.T) {
+func TestOracleMigrateTwiceAndConcurrently(t *testing.T) {
 	oracletest.DSN(t)
 	t.Parallel()
 	s := oracletest.NewStore(t, oracle.Options{})
@@ -52,10 +52,10 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	}
 }
 
-// TestOutcomeUnknownCommitIsRetried checks that a round whose commit
+// TestOracleOutcomeUnknownCommitIsRetried checks that a round whose commit
 // outcome is unknown can run again: its appends and enqueues are
 // idempotent.
-func TestOutcomeUnknownCommitIsRetried(t *testing.T) {
+func TestOracleOutcomeUnknownCommitIsRetried(t *testing.T) {
 	oracletest.DSN(t)
 	t.Parallel()
 	s := oracletest.NewStore(t, oracle.Options{})

@@ -38,10 +38,11 @@ test-race: services ## run every test with the race detector
 	$(GO) test -race ./...
 
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
+lint: $(STATICCHECK) ## gofmt, go vet (with and without cgo: only the Oracle driver needs it) and staticcheck
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) vet ./...
 	$(STATICCHECK) ./...
 
 $(STATICCHECK):
@@ -61,9 +62,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 # The tests that need a database server (PostgreSQL, the MongoDB wire
 # server) outside the fuzz package; CI runs them verbosely so its output
 # shows that they ran against the server, or the loud message of those
-# skipped without one (the MongoDB replica set).
-SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*)$$
-SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./cmd/chronicle/ ./internal/killtest/ .
+# skipped without one (the MongoDB replica set, Oracle).
+SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*)$$
+SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./provider/oracle/ ./cmd/chronicle/ ./internal/killtest/ .
 
 .PHONY: ci
 ci: lint services ## what CI runs: lint, every test with -race (the server ones listed), the nested modules, the full rapid runs

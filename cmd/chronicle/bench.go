@@ -138,6 +138,9 @@ func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 	if isMongo(c.storeURL) {
 		return c.benchMongo(keep)
 	}
+	if isOracle(c.storeURL) {
+		return nil, nil, errors.New("bench runs on the memory, postgres:// and mongodb:// stores; an Oracle store is measured with its gated suites (CHRONICLE_TEST_ORACLE_DSN)")
+	}
 	if !isPostgres(c.storeURL) {
 		return nil, nil, checkStoreURL(c.storeURL)
 	}

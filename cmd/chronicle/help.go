@@ -39,10 +39,11 @@ func (c *cli) help(topic []string) error {
 	}
 	fmt.Fprint(c.stdout, `
 global flags:
-  --store URL    the store: "memory" (default), a postgres:// URL or a
-                 mongodb:// URL (its path names the database)
-  --schema NAME  the PostgreSQL schema of Chronicle's tables, or the
-                 MongoDB database of its collections
+  --store URL    the store: "memory" (default), a postgres:// URL, a
+                 mongodb:// URL (its path names the database) or an
+                 oracle://user:password@host:port/service URL (a cgo build)
+  --schema NAME  the PostgreSQL schema of Chronicle's tables, the MongoDB
+                 database of its collections, or the Oracle schema (owner)
   --json         print JSON for machines (also accepted after the command)
 
 The memory store lives only in this process: it is seeded with demo data

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/oracle"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
@@ -23,8 +25,11 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 	if isMongo(c.storeURL) {
 		return migrateMongo(c)
 	}
+	if isOracle(c.storeURL) {
+		return migrateOracle(c)
+	}
 	if !isPostgres(c.storeURL) {
-		return errors.New("migrate needs a postgres:// or mongodb:// store; the memory store needs no schema")
+		return errors.New("migrate needs a postgres://, mongodb:// or oracle:// store; the memory store needs no schema")
 	}
 	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: c.schema})
 	if err != nil {
@@ -61,5 +66,24 @@ func migrateMongo(c *cli) error {
 		return c.printJSON(migrateJSON{Schema: store.Database(), Version: version, Latest: mongo.LatestSchemaVersion()})
 	}
 	fmt.Fprintf(c.stdout, "database %s is at version %d (latest %d)\n", store.Database(), version, mongo.LatestSchemaVersion())
+	return nil
+}
+
+// migrateOracle creates or upgrades the tables, sequence and AQ queue of
+// an Oracle store.
+func migrateOracle(c *cli) error {
+	store, err := oracle.Open(c.ctx, c.storeURL, oracle.Options{Schema: strings.ToUpper(c.schema), MigrateOnStart: true, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	version, err := store.SchemaVersion(c.ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(migrateJSON{Schema: store.Schema() + "." + store.Prefix(), Version: version, Latest: oracle.LatestSchemaVersion()})
+	}
+	fmt.Fprintf(c.stdout, "schema %s (prefix %s) is at version %d (latest %d)\n", store.Schema(), store.Prefix(), version, oracle.LatestSchemaVersion())
 	return nil
 }

@@ -10,19 +10,22 @@ import (
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/oracle"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
 // checkStoreURL rejects a --store value no build could open, before any
-// work is done: "memory", a postgres:// (postgresql://) URL or a
-// mongodb:// (mongodb+srv://) URL.
+// work is done: "memory", a postgres:// (postgresql://) URL, a mongodb://
+// (mongodb+srv://) URL or an oracle:// URL.
 func checkStoreURL(url string) error {
 	switch {
-	case url == "memory", isPostgres(url), isMongo(url):
+	case url == "memory", isPostgres(url), isMongo(url), isOracle(url):
 		return nil
 	}
-	return fmt.Errorf("unsupported --store %q: use \"memory\", a postgres:// URL or a mongodb:// URL", url)
+	return fmt.Errorf("unsupported --store %q: use \"memory\", a postgres:// URL, a mongodb:// URL or an oracle:// URL", url)
 }
+
+func isOracle(url string) bool { return strings.HasPrefix(url, "oracle://") }
 
 func isMongo(url string) bool {
 	return strings.HasPrefix(url, "mongodb://") || strings.HasPrefix(url, "mongodb+srv://")
@@ -37,7 +40,9 @@ func isPostgres(url string) bool {
 // it with the demo data); a postgres:// URL selects PostgreSQL, with its
 // tables under schema ("" for the provider's default); a mongodb:// URL
 // selects MongoDB, with its collections in the database schema names (""
-// for the URL's, else the provider's default).
+// for the URL's, else the provider's default); an oracle:// URL selects
+// Oracle, with its objects in the schema (owner) schema names ("" for the
+// connecting user's).
 func openStore(ctx context.Context, url, schema string) (provider.Store, func(), error) {
 	switch {
 	case url == "memory":
@@ -70,6 +75,22 @@ func openStore(ctx context.Context, url, schema string) (provider.Store, func(),
 		if version != mongo.LatestSchemaVersion() {
 			store.Close()
 			return nil, nil, fmt.Errorf("database %s is at schema version %d, this chronicle needs %d: run chronicle migrate", store.Database(), version, mongo.LatestSchemaVersion())
+		}
+		return store, store.Close, nil
+	case isOracle(url):
+		// A build without cgo has no Oracle driver: Open says so.
+		store, err := oracle.Open(ctx, url, oracle.Options{Schema: strings.ToUpper(schema), Logger: quietLogger()})
+		if err != nil {
+			return nil, nil, err
+		}
+		version, err := store.SchemaVersion(ctx)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		if version != oracle.LatestSchemaVersion() {
+			store.Close()
+			return nil, nil, fmt.Errorf("schema %s (prefix %s) is at version %d, this chronicle needs %d: run chronicle migrate", store.Schema(), store.Prefix(), version, oracle.LatestSchemaVersion())
 		}
 		return store, store.Close, nil
 	}

@@ -26,7 +26,9 @@ type Options struct {
 	// User returns the user acting with a request: the embedding
 	// product's authenticated user. Its ID is recorded with every action
 	// and its Roles decide which human tasks it may act on. Required when
-	// Actions is set. An error refuses the action with 403 Forbidden.
+	// Actions is set. An error refuses the action with 403 Forbidden. It
+	// is also called for every page while actions are enabled, to show
+	// who acts.
 	User func(*http.Request) (chronicle.User, error)
 	// BasePath is the path the console is mounted under, such as
 	// "/ops/chronicle"; mount the handler at BasePath+"/". Default: the
@@ -111,7 +113,14 @@ func New(engine *chronicle.Engine, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /deadletters", c.deadLetters)
 	mux.HandleFunc("GET /tasks", c.tasks)
 	mux.HandleFunc("GET /task", c.task)
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			c.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("POST /actions/{action}", c.action)
 	mux.HandleFunc("GET /actions/{action}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)

@@ -399,6 +399,7 @@ func TestRoutesAndHeaders(t *testing.T) {
 	require.Contains(t, p.header.Get("Content-Type"), "text/css")
 	require.Contains(t, p.body, "svg.timeline")
 	require.Equal(t, http.StatusNotFound, b.get("/nope").code)
+	require.Equal(t, http.StatusNotFound, b.get("/static/").code, "no listing of the assets")
 	require.Equal(t, http.StatusMethodNotAllowed, b.post("/instances", nil).code)
 	require.Equal(t, http.StatusMethodNotAllowed, b.get("/actions/redrive").code)
 

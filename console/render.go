@@ -210,10 +210,13 @@ func (c *console) returnPath(r *http.Request, fallback string) string {
 	return ret
 }
 
-// plural renders n things: "1 event", "3 events".
+// plural renders n things: "1 event", "3 events", "2 activities".
 func plural(n int, one string) string {
 	if n == 1 {
 		return "1 " + one
+	}
+	if stem, ok := strings.CutSuffix(one, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, one)
 }

@@ -127,6 +127,21 @@
 // error, and instances whose projections fail to fold or differ from
 // their history. The exit code is 1 when it finds any.
 //
+//	ui [--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]
+//
+// Serves the operator console (package console) until interrupted, on
+// 127.0.0.1:8080 by default: instances, their timelines, hash chains,
+// projections as of any seq, human tasks and dead letters. It is
+// read-only unless --actions is given; actions (redrive, discard,
+// terminate, human-task actions) are then taken and recorded as --user
+// (default: the OS user) with --roles. On the memory store it serves the
+// demo data and runs the demo engine, its clock going on with the wall
+// clock, so that a redrive moves the refund on; on PostgreSQL or MongoDB
+// the deployment's workers apply what the console enqueues. The console
+// has no login of its own, so --listen must name a loopback address
+// unless --insecure-listen is given (put an authenticating proxy in front
+// first).
+//
 // # Exit codes
 //
 // 0: success. 1: the operation failed or found a problem (an unknown

@@ -49,6 +49,8 @@ global flags:
 The memory store lives only in this process: it is seeded with demo data
 (see 'chronicle demo') before each command, and a command that changes it
 (task, dlq redrive/discard, purge) runs the engine until its effect shows.
+'chronicle ui' serves it in a browser, with the engine running, until it is
+interrupted.
 
 exit codes: 0 success, 1 the operation failed or found a problem,
 2 a usage error. 'chronicle COMMAND -h' shows a command's flags.

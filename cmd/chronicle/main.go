@@ -43,6 +43,9 @@ type hooks struct {
 	// data is in it and before the command runs (to tamper with history,
 	// say).
 	afterSeed func(*memory.Store)
+	// uiServing, when set, is called by ui once the console listens, with
+	// its address and the engine it shows.
+	uiServing func(addr string, e *chronicle.Engine)
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
@@ -206,6 +209,7 @@ func commands() []*command {
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
 		{"doctor", "", "report incidents, dead letters waiting, failing rounds and projections that fail to fold", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
+		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}
 }

@@ -253,6 +253,13 @@ func TestCommands(t *testing.T) {
 		{"bench_zero_instances", usage, []string{"bench", "--instances", "0"}},
 		{"bench_unknown_workload", usage, []string{"bench", "--workload", "W9", "--instances", "1"}},
 
+		// ui: serving is tested by TestUI; its help and mistakes here.
+		{"ui_help", ok, []string{"ui", "-h"}},
+		{"ui_not_loopback", usage, []string{"ui", "--listen", "0.0.0.0:8080"}},
+		{"ui_all_interfaces", usage, []string{"ui", "--listen", ":8080"}},
+		{"ui_bad_listen", usage, []string{"ui", "--listen", "8080"}},
+		{"ui_user_without_actions", usage, []string{"ui", "--user", "ops"}},
+
 		// Mistakes.
 		{"no_command", usage, []string{}},
 		{"unknown_command", usage, []string{"frobnicate"}},

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	neturl "net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
@@ -84,4 +88,58 @@ func TestBench(t *testing.T) {
 	require.Positive(t, rows[1].P50Millis)
 	code = run(context.Background(), []string{"bench", "--instances", "0"}, &stdout, &stderr)
 	require.Equal(t, 2, code)
+}
+
+// TestPostgresUI serves the console on PostgreSQL: the demo data seeded
+// into a fresh schema is listed and verified, a redrive in the console is
+// recorded, and once a worker runs (the demo's engine, which has the fix)
+// the console shows the refund completed.
+func TestPostgresUI(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := pgtest.URL(t)
+	store := pgtest.NewStore(t, postgres.Options{})
+	demo, err := demodata.Seed(ctx, store)
+	require.NoError(t, err)
+	defer demo.Close()
+
+	r := startUI(t, "--store", url, "--schema", store.Schema(), "ui", "--listen", "127.0.0.1:0", "--actions", "--user", "ops")
+	base := "http://" + r.addr
+	c := client(t)
+	code, body := get(t, c, base+"/instances")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Len(t, instanceRows.FindAllString(body, -1), 8)
+	_, body = get(t, c, base+"/instance?id=CLM-1001")
+	require.Contains(t, body, `class="chain ok" id="chain-status">Hash chain verified`)
+	require.Contains(t, body, `<svg class="timeline"`)
+
+	code, body = redrive(t, c, base)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "redriven by ops.")
+	letters, err := demo.Engine.ListDeadLetters(ctx, chronicle.DeadLetterFilter{InstanceID: "REF-4001"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	require.Equal(t, "user:ops", letters[0].ResolvedBy)
+
+	// The deployment's worker: the demo engine on the same schema, its
+	// clock set to the wall clock the console's redrive was stamped with.
+	demo.Clock.Set(time.Now())
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- demo.Run(runCtx) }()
+	in, err := demo.Engine.Wait(ctx, "REF-4001")
+	stop()
+	require.NoError(t, <-ran)
+	require.NoError(t, err)
+	require.Equal(t, chronicle.StatusCompleted, in.Status)
+	_, body = get(t, c, base+"/instance?id=REF-4001")
+	require.Contains(t, body, `<span class="status status-completed">completed</span>`)
+	r.close(t)
+	require.Contains(t, r.stdout.String(), "the deployment's workers apply actions")
+	if u, err := neturl.Parse(url); err == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			require.NotContains(t, r.stdout.String(), pw, "the password is not printed")
+		}
+	}
 }

@@ -138,6 +138,31 @@ func (d *Demo) Drain(ctx context.Context) error {
 	return fmt.Errorf("demodata: work left after 10000 steps")
 }
 
+// tick is how often Run moves the demo clock on.
+const tick = 20 * time.Millisecond
+
+// Run runs the demo engine's workers until ctx ends, with the demo clock
+// going on from where seeding left it at the pace of the wall clock: a
+// dead letter redriven or a task completed meanwhile is worked at once,
+// and retries and leases come due as they would. It returns when the
+// engine has stopped. Use it instead of [Demo.Drain] where the demo data
+// is served to people (chronicle ui).
+func (d *Demo) Run(ctx context.Context) error {
+	base, wall := d.Clock.Now(), time.Now()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	done := make(chan error, 1)
+	go func() { done <- d.Engine.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-ticker.C:
+			d.Clock.Set(base.Add(time.Since(wall)))
+		}
+	}
+}
+
 // at sets the clock to Start+offset and drains what became due.
 func (d *Demo) at(ctx context.Context, offset time.Duration) error {
 	d.Clock.Set(Start.Add(offset))

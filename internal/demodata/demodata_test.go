@@ -3,6 +3,7 @@ package demodata_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -96,6 +97,26 @@ func TestSeed(t *testing.T) {
 		var ref string
 		require.NoError(t, in.Result(&ref))
 		require.Equal(t, "RFD-ORD-99817", ref)
+	})
+
+	t.Run("RunWorksARedrive", func(t *testing.T) {
+		t.Parallel()
+		d := seed(t)
+		start := d.Clock.Now()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		runCtx, stop := context.WithCancel(ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- d.Run(runCtx) }()
+		letters, err := d.Engine.ListDeadLetters(ctx, chronicle.DeadLetterFilter{})
+		require.NoError(t, err)
+		require.NoError(t, d.Engine.RedriveDeadLetter(ctx, letters[0].ID, "ops"))
+		in, err := d.Engine.Wait(ctx, "REF-4001")
+		require.NoError(t, err)
+		require.Equal(t, chronicle.StatusCompleted, in.Status)
+		stop()
+		require.NoError(t, <-ran)
+		require.False(t, d.Clock.Now().Before(start), "the demo clock only moves on")
 	})
 
 	t.Run("ReviewCompletesAClaim", func(t *testing.T) {

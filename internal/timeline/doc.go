@@ -11,6 +11,12 @@
 // Completions point back at what scheduled them ("→ #3"), so a reader can
 // follow an activity, timer or sub-workflow from its start to its outcome.
 //
+// [Bars] gives the same history as bars over time, for a picture: each
+// execution, activity call, timer, sub-workflow and human task from the
+// event that began it to the event that ended it, with its outcome, its
+// attempts and the moments in between (a task claimed, an execution
+// suspended); signals are moments. The operator console draws them.
+//
 // # Payloads
 //
 // User payloads (inputs, results, signal payloads, custom status) are
@@ -22,6 +28,6 @@
 // payload or attribute shows as a short description of its bytes, so a
 // timeline of a damaged history is still readable.
 //
-// The package is internal: it serves Chronicle's examples and command-line
-// tool, and its output format may change.
+// The package is internal: it serves Chronicle's examples, command-line
+// tool and console, and its output format may change.
 package timeline

@@ -1,0 +1,170 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// maxForm bounds the body of an action: a task result may be large, not
+// larger than the engine's payload limit allows anyway.
+const maxForm = 8 << 20
+
+// act is one action: it does what the form asks as user and returns what
+// it did, for the next page to say, and the page to go back to when the
+// form names none.
+type act func(c *console, r *http.Request, user chronicle.User, id string) (done, back string, err error)
+
+// actions are the console's actions by name: POST <base>/actions/<name>.
+var actions = map[string]act{
+	"redrive": func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		return "Dead letter " + id + " redriven by " + user.ID + ".", c.path("/deadletters"),
+			c.engine.RedriveDeadLetter(r.Context(), id, user.ID)
+	},
+	"discard": func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		return "Dead letter " + id + " discarded by " + user.ID + ".", c.path("/deadletters"),
+			c.engine.DiscardDeadLetter(r.Context(), id, user.ID)
+	},
+	"terminate": func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		if reason == "" {
+			reason = "terminated in the console"
+		}
+		return "Instance " + id + " terminated by " + user.ID + ".", c.instanceURL(id),
+			c.engine.Terminate(r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID})
+	},
+	"claim": taskAct("claimed", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
+		return e.ClaimTask(ctx, id, u)
+	}),
+	"release": taskAct("released", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
+		return e.ReleaseTask(ctx, id, u)
+	}),
+	"assign": taskAct("assigned", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
+		return e.AssignTask(ctx, id, strings.TrimSpace(r.PostFormValue("to")), u)
+	}),
+	"reassign": taskAct("reassigned", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
+		return e.ReassignTask(ctx, id, strings.TrimSpace(r.PostFormValue("to")), u)
+	}),
+	"complete": taskAct("completed", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
+		result, err := parseResult(r.PostFormValue("result"))
+		if err != nil {
+			return err
+		}
+		return e.CompleteTask(ctx, id, result, u)
+	}),
+}
+
+// taskAct makes the action of a human-task method.
+func taskAct(verb string, do func(context.Context, *chronicle.Engine, string, *http.Request, chronicle.User) error) act {
+	return func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		return "Task " + id + " " + verb + " by " + user.ID + ".", c.taskURL(id), do(r.Context(), c.engine, id, r, user)
+	}
+}
+
+// action serves POST <base>/actions/{action}: it checks that actions are
+// enabled, the request is not forged and the hook names the acting user,
+// takes the action as that user and sends the browser back where it came
+// from with a notice of what it did.
+func (c *console) action(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("action")
+	do, ok := actions[name]
+	switch {
+	case !ok:
+		c.fail(w, r, http.StatusNotFound, "no such action: "+name)
+		return
+	case !c.opts.Actions:
+		c.fail(w, r, http.StatusForbidden, "Actions are disabled: this console is read-only.")
+		return
+	}
+	if err := c.origin.Check(r); err != nil {
+		c.fail(w, r, http.StatusForbidden, "Refused a cross-origin request: "+err.Error())
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "unreadable form: "+err.Error())
+		return
+	}
+	if !checkCSRF(r) {
+		c.fail(w, r, http.StatusForbidden, "The form's CSRF token is missing or does not match this browser's: reload the page and try again.")
+		return
+	}
+	user, err := c.opts.User(r)
+	if err == nil {
+		err = history.ValidateID("user id", user.ID)
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusForbidden, "No acting user: "+err.Error())
+		return
+	}
+	id := r.PostFormValue("id")
+	done, back, err := do(c, r, user, id)
+	attrs := []any{slog.String("action", name), slog.String("id", id), slog.String("user", user.ID)}
+	if err != nil {
+		c.log.InfoContext(r.Context(), "console: action refused", append(attrs, slog.Any("error", err))...)
+		c.failErr(w, r, err)
+		return
+	}
+	c.log.InfoContext(r.Context(), "console: action taken", attrs...)
+	c.setNotice(w, r, done)
+	http.Redirect(w, r, c.returnPath(r, back), http.StatusSeeOther)
+}
+
+// parseResult parses a task result given as JSON; whole numbers become
+// integers so that they decode into int fields. "" is no result.
+func parseResult(s string) (any, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: the result is not JSON: %v", chronicle.ErrInvalidArgument, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: the result holds more than one JSON value", chronicle.ErrInvalidArgument)
+	}
+	return numbers(v)
+}
+
+// numbers replaces the json.Numbers in v by int64 for whole numbers and
+// float64 for the others.
+func numbers(v any) (any, error) {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("%w: number %s is out of range", chronicle.ErrInvalidArgument, v)
+		}
+		return f, nil
+	case []any:
+		for i := range v {
+			n, err := numbers(v[i])
+			if err != nil {
+				return nil, err
+			}
+			v[i] = n
+		}
+	case map[string]any:
+		for k := range v {
+			n, err := numbers(v[k])
+			if err != nil {
+				return nil, err
+			}
+			v[k] = n
+		}
+	}
+	return v, nil
+}

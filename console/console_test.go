@@ -1,0 +1,651 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/console"
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/demodata"
+	"github.com/chronicleflow/chronicle/internal/leakcheck"
+	"github.com/chronicleflow/chronicle/provider/memory"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// seed returns the demo data on a fresh memory store.
+func seed(t *testing.T) *demodata.Demo {
+	t.Helper()
+	d, err := demodata.Seed(context.Background(), memory.New(memory.Options{}))
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// newConsole returns the console of e with opts; a discarding logger
+// unless opts has one.
+func newConsole(t *testing.T, e *chronicle.Engine, opts console.Options) http.Handler {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h, err := console.New(e, opts)
+	require.NoError(t, err)
+	return h
+}
+
+// as returns a user hook that always answers u.
+func as(u chronicle.User) func(*http.Request) (chronicle.User, error) {
+	return func(*http.Request) (chronicle.User, error) { return u, nil }
+}
+
+// browser sends requests to a handler and keeps its cookies, as a
+// browser would.
+type browser struct {
+	t       *testing.T
+	h       http.Handler
+	cookies map[string]*http.Cookie
+}
+
+func newBrowser(t *testing.T, h http.Handler) *browser {
+	return &browser{t: t, h: h, cookies: map[string]*http.Cookie{}}
+}
+
+// page is a response.
+type page struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(req *http.Request) page {
+	b.t.Helper()
+	for _, c := range b.cookies {
+		req.AddCookie(c)
+	}
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, req)
+	res := rec.Result()
+	for _, c := range res.Cookies() {
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c
+		}
+	}
+	body, err := io.ReadAll(res.Body)
+	require.NoError(b.t, err)
+	return page{code: res.StatusCode, header: res.Header, body: string(body)}
+}
+
+func (b *browser) get(path string) page {
+	b.t.Helper()
+	return b.do(httptest.NewRequest(http.MethodGet, path, nil))
+}
+
+// post posts form as a same-origin browser form would.
+func (b *browser) post(path string, form url.Values) page {
+	b.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	return b.do(req)
+}
+
+// token is the CSRF token of the browser's session, read from a page's
+// form as a browser would.
+func (b *browser) token(path string) string {
+	b.t.Helper()
+	p := b.get(path)
+	require.Equal(b.t, http.StatusOK, p.code, p.body)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(p.body)
+	require.NotNil(b.t, m, "no CSRF field on %s", path)
+	return m[1]
+}
+
+// ids returns the data-id attributes of the rows of class row in body.
+func ids(body, row string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<tr class="`+row+`" data-id="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func deadLetterID(t *testing.T, d *demodata.Demo) string {
+	t.Helper()
+	letters, err := d.Engine.ListDeadLetters(context.Background(), chronicle.DeadLetterFilter{InstanceID: "REF-4001"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	return letters[0].ID
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	_, err := console.New(d.Engine, console.Options{Actions: true})
+	require.ErrorIs(t, err, console.ErrNoUserHook)
+	_, err = console.New(nil, console.Options{})
+	require.Error(t, err)
+	for _, base := range []string{"ops", "/ops?x=1", "/a b%zz"} {
+		_, err = console.New(d.Engine, console.Options{BasePath: base})
+		require.Error(t, err, base)
+	}
+	_, err = console.New(d.Engine, console.Options{BasePath: "/ops/"})
+	require.NoError(t, err)
+}
+
+func TestInstanceList(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+
+	p := b.get("/")
+	require.Equal(t, http.StatusSeeOther, p.code)
+	require.Equal(t, "/instances", p.header.Get("Location"))
+
+	all := []string{"CLM-1001", "CLM-1002", "CLM-1003", "CLM-1004", "KYC-3001", "LOAN-2001", "LOAN-2002", "REF-4001"}
+	p = b.get("/instances")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Equal(t, all, ids(p.body, "instance"))
+	require.Contains(t, p.body, `unknown-activity: no activity named &#34;issue-refund&#34; is registered`, "the refund's incident")
+
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"status=running", []string{"CLM-1002", "CLM-1003", "LOAN-2002", "REF-4001"}},
+		{"status=failed", []string{"KYC-3001"}},
+		{"workflow=claim&status=terminated", []string{"CLM-1004"}},
+		{"workflow=loan-application", []string{"LOAN-2001", "LOAN-2002"}},
+		{"key=LOAN-2001", []string{"LOAN-2001"}},
+		// Created 09:20 and 09:25; the refund, at 09:30, is past the bound.
+		{"from=2026-11-22T09:20&to=2026-11-22T09:30", []string{"KYC-3001", "LOAN-2001"}},
+		{"from=2026-11-23", nil},
+	} {
+		p := b.get("/instances?" + tt.query)
+		require.Equal(t, http.StatusOK, p.code, tt.query)
+		require.Equal(t, tt.want, ids(p.body, "instance"), tt.query)
+		if tt.want == nil {
+			require.Contains(t, p.body, "No instance matches.")
+		}
+	}
+	p = b.get("/instances?status=running&workflow=claim")
+	require.Contains(t, p.body, `<option value="running" selected>`, "the filter keeps its values")
+	require.Contains(t, p.body, `id="filter-workflow" value="claim"`)
+
+	for _, q := range []string{"status=sleeping", "from=yesterday", "to=2026-13-01"} {
+		p := b.get("/instances?" + q)
+		require.Equal(t, http.StatusBadRequest, p.code, q)
+		require.Contains(t, p.body, `class="problem"`, q)
+		require.Empty(t, ids(p.body, "instance"), q)
+	}
+}
+
+func TestPaging(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{PageSize: 3}))
+	next := regexp.MustCompile(`<a href="([^"]+)" class="next"`)
+	var seen [][]string
+	path := "/instances"
+	for range 5 {
+		p := b.get(path)
+		require.Equal(t, http.StatusOK, p.code)
+		seen = append(seen, ids(p.body, "instance"))
+		if len(seen) > 1 {
+			require.Contains(t, p.body, `class="first"`, "a later page links the first")
+		}
+		m := next.FindStringSubmatch(p.body)
+		if m == nil {
+			break
+		}
+		path = strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	require.Equal(t, [][]string{
+		{"CLM-1001", "CLM-1002", "CLM-1003"}, {"CLM-1004", "KYC-3001", "LOAN-2001"}, {"LOAN-2002", "REF-4001"},
+	}, seen)
+
+	// Paging keeps the filter.
+	p := b.get("/instances?workflow=claim")
+	m := next.FindStringSubmatch(p.body)
+	require.NotNil(t, m)
+	require.Contains(t, m[1], "workflow=claim")
+	p = b.get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	require.Equal(t, []string{"CLM-1004"}, ids(p.body, "instance"))
+
+	p = b.get("/deadletters?status=any")
+	require.NotContains(t, p.body, `class="next"`)
+	p = b.get("/tasks?status=any")
+	require.Equal(t, []string{"review-CLM-1001", "review-CLM-1002", "review-CLM-1003"}, ids(p.body, "task"))
+	require.Contains(t, p.body, `class="next"`)
+}
+
+func TestInstancePage(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+
+	p := b.get("/instance?id=CLM-1001")
+	require.Equal(t, http.StatusOK, p.code)
+	body := p.body
+	require.Contains(t, body, `<span class="status status-completed">completed</span>`)
+	require.Regexp(t, `id="chain-status">Hash chain verified: \d+ events`, body)
+	require.Contains(t, body, `id="projection-check">Stored projections agree with the history.`)
+	// The result, decoded and indented.
+	require.Contains(t, body, `&#34;paid&#34;: 1150`)
+	require.Contains(t, body, `&#34;payment&#34;: &#34;PAY-CLM-1001&#34;`)
+	// The timeline: the execution, two activities and the human task.
+	require.Contains(t, body, `<svg class="timeline"`)
+	require.Regexp(t, `<rect class="bar bar-execution outcome-completed"`, body)
+	require.Regexp(t, `<rect class="bar bar-activity outcome-completed"`, body)
+	require.Regexp(t, `<rect class="bar bar-task outcome-completed"`, body)
+	require.Equal(t, 4, strings.Count(body, `<rect class="bar `))
+	// The task and its audit trail.
+	require.Contains(t, body, `id="human-tasks"`)
+	require.Contains(t, body, `user:alice`)
+	// Events with their decoded attributes.
+	require.Contains(t, body, `id="seq-1"`)
+	require.Contains(t, body, `&#34;policyholder&#34;: &#34;Grace Hopper&#34;`)
+	require.NotContains(t, body, `id="terminate"`, "an ended instance cannot be terminated")
+
+	p = b.get("/instance?id=KYC-3001")
+	require.Contains(t, p.body, `passport P1234567 expired on 2026-03-31 [DocumentExpired]`)
+	require.Contains(t, p.body, `<rect class="bar bar-activity outcome-failed"`)
+	require.Contains(t, p.body, `✕ ↻2`, "the failure and its retry are marked")
+
+	p = b.get("/instance?id=REF-4001")
+	require.Contains(t, p.body, `<rect class="bar bar-activity outcome-open dead"`, "the dead-lettered activity is marked")
+	require.Contains(t, p.body, `id="incident"`)
+	require.Equal(t, []string{deadLetterID(t, d)}, ids(p.body, "letter"))
+	require.Contains(t, p.body, `id="terminate"`)
+
+	p = b.get("/instance?id=CLM-1003")
+	require.Contains(t, p.body, `<rect class="bar bar-task outcome-open"`)
+	require.Contains(t, p.body, `<line class="mark"`, "the claim by bob is marked on the task's bar")
+	require.Contains(t, p.body, `<details class="task-detail" open>`)
+
+	p = b.get("/instance?id=NOPE-1")
+	require.Equal(t, http.StatusNotFound, p.code)
+	require.Contains(t, p.body, "instance not found")
+}
+
+func TestTimeTravel(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	events, err := d.Engine.History(context.Background(), "LOAN-2001")
+	require.NoError(t, err)
+	// As of seq 7 the loan waits on its cooling-off timer.
+	require.Equal(t, history.KindTimerCreated, events[6].Kind)
+
+	p := b.get("/instance?id=LOAN-2001&seq=7")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, "Projections as of seq 7")
+	require.Contains(t, p.body, `id="view-status"><span class="status status-running">running</span>`)
+	require.Contains(t, p.body, `&#34;cooling-off period&#34;`)
+	require.Contains(t, p.body, `<tr class="event current" id="seq-7">`)
+	require.Contains(t, p.body, `<tr class="event later" id="seq-8">`)
+	require.Contains(t, p.body, `<rect class="bar bar-timer outcome-open"`, "the timeline stops at seq 7")
+	require.Contains(t, p.body, `id="travel-prev"`)
+	require.Contains(t, p.body, `id="travel-next"`)
+	require.Contains(t, p.body, `id="travel-latest"`)
+
+	// Out of range: the latest.
+	for _, seq := range []string{"0", "999", "x"} {
+		p = b.get("/instance?id=LOAN-2001&seq=" + seq)
+		require.Contains(t, p.body, "Projections as of seq "+strconv.Itoa(len(events)), seq)
+		require.Contains(t, p.body, `id="view-status"><span class="status status-completed">completed</span>`, seq)
+		require.NotContains(t, p.body, `class="event later"`, seq)
+	}
+}
+
+func TestBrokenChain(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	ok := d.Store.(*memory.Store).TamperEvent("CLM-1001", 5, func(e *history.Event) { e.Actor = "user:mallory" })
+	require.True(t, ok)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	p := b.get("/instance?id=CLM-1001")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `<p class="chain broken" id="chain-status">Hash chain BROKEN at seq 5: hash does not match content</p>`)
+	p = b.get("/instance?id=CLM-1002")
+	require.Contains(t, p.body, `class="chain ok"`, "other chains still verify")
+}
+
+func TestDeadLettersAndTasks(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	id := deadLetterID(t, d)
+
+	p := b.get("/deadletters")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Equal(t, []string{id}, ids(p.body, "letter"))
+	require.Contains(t, p.body, "activity issue-refund (#3, attempt 1)")
+	require.Contains(t, p.body, `&#34;order&#34;: &#34;ORD-99817&#34;`, "the activity's input, decoded")
+	require.Regexp(t, `(?s)action="/actions/redrive".*disabled title="Actions are disabled`, p.body, "read-only: the buttons are disabled")
+	p = b.get("/deadletters?status=redriven")
+	require.Empty(t, ids(p.body, "letter"))
+	require.Contains(t, p.body, "No dead letter matches.")
+	p = b.get("/deadletters?instance=CLM-1001")
+	require.Empty(t, ids(p.body, "letter"))
+	p = b.get("/deadletters?status=lost")
+	require.Equal(t, http.StatusBadRequest, p.code)
+
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"review-CLM-1002", "review-CLM-1003"}},
+		{"assignee=bob", []string{"review-CLM-1003"}},
+		{"roles=adjuster&unassigned=1", []string{"review-CLM-1002"}},
+		{"roles=supervisor,auditor", []string{"review-CLM-1002", "review-CLM-1003"}},
+		{"roles=auditor", nil},
+		{"status=completed", []string{"review-CLM-1001"}},
+		{"status=any&instance=CLM-1004", []string{"review-CLM-1004"}},
+	} {
+		p := b.get("/tasks?" + tt.query)
+		require.Equal(t, http.StatusOK, p.code, tt.query)
+		require.Equal(t, tt.want, ids(p.body, "task"), tt.query)
+	}
+	for _, q := range []string{"status=lost", "assignee=bob&unassigned=1"} {
+		p := b.get("/tasks?" + q)
+		require.Equal(t, http.StatusBadRequest, p.code, q)
+	}
+
+	p = b.get("/task?id=review-CLM-1003")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `id="assignee">bob</dd>`)
+	require.Contains(t, p.body, `&#34;estimate&#34;: 684`, "the payload, decoded")
+	require.Contains(t, p.body, `id="audit-trail"`)
+	require.Contains(t, p.body, "user:bob")
+	require.Contains(t, p.body, `id="complete"`)
+	p = b.get("/task?id=review-CLM-1001")
+	require.NotContains(t, p.body, `id="task-actions"`, "a completed task has no actions")
+	require.Contains(t, p.body, `&#34;note&#34;: &#34;estimate confirmed by photos&#34;`)
+	p = b.get("/task?id=nope")
+	require.Equal(t, http.StatusNotFound, p.code)
+}
+
+func TestRoutesAndHeaders(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	for _, path := range []string{"/instances", "/instance?id=CLM-1001", "/deadletters", "/tasks", "/task?id=review-CLM-1002", "/static/console.css", "/nope"} {
+		p := b.get(path)
+		h := p.header
+		require.Contains(t, h.Get("Content-Security-Policy"), "default-src 'self'", path)
+		require.Contains(t, h.Get("Content-Security-Policy"), "script-src 'none'", path)
+		require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
+		require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"), path)
+		require.Equal(t, "DENY", h.Get("X-Frame-Options"), path)
+		require.NotContains(t, p.body, "<script", path)
+	}
+	p := b.get("/static/console.css")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.header.Get("Content-Type"), "text/css")
+	require.Contains(t, p.body, "svg.timeline")
+	require.Equal(t, http.StatusNotFound, b.get("/nope").code)
+	require.Equal(t, http.StatusNotFound, b.get("/static/").code, "no listing of the assets")
+	require.Equal(t, http.StatusMethodNotAllowed, b.post("/instances", nil).code)
+	require.Equal(t, http.StatusMethodNotAllowed, b.get("/actions/redrive").code)
+
+	ck := b.cookies["chronicle_console_csrf"]
+	require.NotNil(t, ck)
+	require.True(t, ck.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	require.Equal(t, "/", ck.Path)
+}
+
+func TestBasePath(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	h := newConsole(t, d.Engine, console.Options{BasePath: "/ops/chronicle", Actions: true, User: as(chronicle.User{ID: "ops"})})
+	p := newBrowser(t, h).get("/ops/chronicle")
+	require.Equal(t, http.StatusSeeOther, p.code)
+	require.Equal(t, "/ops/chronicle/", p.header.Get("Location"))
+	mux := http.NewServeMux()
+	mux.Handle("/ops/chronicle/", h)
+	b := newBrowser(t, mux)
+	p = b.get("/ops/chronicle/")
+	require.Equal(t, "/ops/chronicle/instances", p.header.Get("Location"))
+	p = b.get("/ops/chronicle/instances")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `href="/ops/chronicle/instance?id=CLM-1001"`)
+	require.Contains(t, p.body, `href="/ops/chronicle/static/console.css"`)
+	require.Equal(t, "/ops/chronicle/", b.cookies["chronicle_console_csrf"].Path)
+	require.Equal(t, http.StatusOK, b.get("/ops/chronicle/static/console.css").code)
+
+	tok := b.token("/ops/chronicle/deadletters")
+	p = b.post("/ops/chronicle/actions/redrive", url.Values{"csrf": {tok}, "id": {deadLetterID(t, d)}})
+	require.Equal(t, http.StatusSeeOther, p.code, p.body)
+	require.Equal(t, "/ops/chronicle/deadletters", p.header.Get("Location"))
+}
+
+func TestEscaping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	const (
+		script = `<script>alert("payload")</script>`
+		signal = `<svg onload=alert(1)>`
+		id     = `<b>x</b>"'`
+	)
+	require.NoError(t, chronicle.RegisterWorkflow(e, "echo", func(ctx *chronicle.Context, in string) (string, error) {
+		if _, err := chronicle.CallActivity[string](ctx, "shout", in, nil); err != nil {
+			return "", err
+		}
+		return chronicle.WaitEvent[string](ctx, signal, nil)
+	}))
+	require.NoError(t, chronicle.RegisterActivity(e, "shout", func(_ context.Context, in string) (string, error) { return in + "!", nil }))
+	_, err = e.Start(ctx, "echo", script, &chronicle.StartOptions{InstanceID: id, BusinessKey: `<i>key</i>`})
+	require.NoError(t, err)
+	drain(t, e)
+	require.NoError(t, e.RaiseEvent(ctx, id, signal, script, nil))
+	drain(t, e)
+
+	b := newBrowser(t, newConsole(t, e, console.Options{}))
+	for _, path := range []string{"/instances", "/instance?id=" + url.QueryEscape(id), "/instance?id=" + url.QueryEscape(id) + "&seq=3"} {
+		p := b.get(path)
+		require.Equal(t, http.StatusOK, p.code, path)
+		for _, raw := range []string{"<script", "<svg onload", "<b>", "<i>"} {
+			require.NotContains(t, p.body, raw, path)
+		}
+	}
+	p := b.get("/instance?id=" + url.QueryEscape(id))
+	require.Contains(t, p.body, `&lt;script&gt;alert(\&#34;payload\&#34;)&lt;/script&gt;`, "the result, escaped")
+	require.Contains(t, p.body, `signal &lt;svg onload=alert(1)&gt;`, "the signal's bar, escaped")
+	require.Contains(t, p.body, `&lt;b&gt;x&lt;/b&gt;&#34;&#39;`, "the id, escaped")
+}
+
+// drain runs the engine until no work is left.
+func drain(t *testing.T, e *chronicle.Engine) {
+	t.Helper()
+	for range 1000 {
+		worked, err := e.RunOnce(context.Background())
+		require.NoError(t, err)
+		if !worked {
+			return
+		}
+	}
+	t.Fatal("work left after 1000 steps")
+}
+
+func TestActionsDisabled(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	tok := b.token("/deadletters")
+	id := deadLetterID(t, d)
+	for _, action := range []string{"redrive", "discard", "terminate", "claim", "complete"} {
+		p := b.post("/actions/"+action, url.Values{"csrf": {tok}, "id": {id}})
+		require.Equal(t, http.StatusForbidden, p.code, action)
+		require.Contains(t, p.body, "Actions are disabled", action)
+	}
+	l, err := d.Engine.GetDeadLetter(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, "dead", string(l.Status), "nothing was done")
+	require.Contains(t, b.get("/instances").body, `id="mode">read-only</span>`)
+}
+
+func TestCSRF(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	h := newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "ops"})})
+	b := newBrowser(t, h)
+	id := deadLetterID(t, d)
+	tok := b.token("/deadletters")
+
+	refused := func(name string, p page) {
+		t.Helper()
+		require.Equal(t, http.StatusForbidden, p.code, name)
+		l, err := d.Engine.GetDeadLetter(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, "dead", string(l.Status), name)
+	}
+	refused("no token", b.post("/actions/redrive", url.Values{"id": {id}}))
+	refused("wrong token", b.post("/actions/redrive", url.Values{"id": {id}, "csrf": {strings.Repeat("A", 43)}}))
+	// Another browser (no cookie) replaying this browser's token.
+	refused("token without its cookie", newBrowser(t, h).post("/actions/redrive", url.Values{"id": {id}, "csrf": {tok}}))
+	// A form posted from another site: the browser says so.
+	req := httptest.NewRequest(http.MethodPost, "/actions/redrive", strings.NewReader(url.Values{"id": {id}, "csrf": {tok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	p := b.do(req)
+	refused("cross-site", p)
+	require.Contains(t, p.body, "cross-origin")
+
+	p = b.post("/actions/redrive", url.Values{"id": {id}, "csrf": {tok}})
+	require.Equal(t, http.StatusSeeOther, p.code, p.body)
+}
+
+func TestActions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	user := chronicle.User{ID: "alice", Roles: []string{"adjuster"}}
+	var hookErr error
+	hook := func(*http.Request) (chronicle.User, error) { return user, hookErr }
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{Actions: true, User: hook}))
+	tok := b.token("/deadletters")
+	require.Contains(t, b.get("/instances").body, `acting as <strong>alice</strong>`)
+	post := func(action string, form url.Values) page {
+		t.Helper()
+		form.Set("csrf", tok)
+		return b.post("/actions/"+action, form)
+	}
+	ok := func(p page, location string) {
+		t.Helper()
+		require.Equal(t, http.StatusSeeOther, p.code, p.body)
+		require.Equal(t, location, p.header.Get("Location"))
+		require.NoError(t, d.Drain(ctx))
+	}
+
+	t.Run("Redrive", func(t *testing.T) {
+		id := deadLetterID(t, d)
+		ok(post("redrive", url.Values{"id": {id}, "return": {"/instance?id=REF-4001"}}), "/instance?id=REF-4001")
+		p := b.get("/instance?id=REF-4001")
+		require.Contains(t, p.body, `id="notice" role="status">Dead letter `+id+` redriven by alice.`)
+		require.Contains(t, p.body, `<span class="status status-completed">completed</span>`, "the instance moved on")
+		require.NotContains(t, b.get("/instance?id=REF-4001").body, `id="notice"`, "a notice shows once")
+		l, err := d.Engine.GetDeadLetter(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "user:alice", l.ResolvedBy, "the acting user is recorded")
+
+		p = post("discard", url.Values{"id": {id}})
+		require.Equal(t, http.StatusConflict, p.code, "a resolved dead letter")
+		require.Contains(t, p.body, "already resolved")
+		p = post("redrive", url.Values{"id": {"nope"}})
+		require.Equal(t, http.StatusNotFound, p.code)
+	})
+
+	t.Run("Terminate", func(t *testing.T) {
+		ok(post("terminate", url.Values{"id": {"LOAN-2002"}, "reason": {"customer withdrew"}, "return": {"//evil.example/x"}}),
+			"/instance?id=LOAN-2002")
+		events, err := d.Engine.History(ctx, "LOAN-2002")
+		require.NoError(t, err)
+		var term *history.Event
+		for i := range events {
+			if events[i].Kind == history.KindExecutionTerminated {
+				term = &events[i]
+			}
+		}
+		require.NotNil(t, term)
+		require.Equal(t, "user:alice", term.Actor)
+		a, err := term.Attributes()
+		require.NoError(t, err)
+		require.Equal(t, "customer withdrew", a.(*history.ExecutionTerminated).Reason)
+		p := post("terminate", url.Values{"id": {"LOAN-2002"}})
+		require.Equal(t, http.StatusConflict, p.code)
+	})
+
+	t.Run("Tasks", func(t *testing.T) {
+		task := demodata.ReviewTaskID("CLM-1002")
+		ok(post("claim", url.Values{"id": {task}}), "/task?id="+task)
+		got, err := d.Engine.GetTask(ctx, task)
+		require.NoError(t, err)
+		require.Equal(t, "alice", got.Assignee)
+
+		ok(post("reassign", url.Values{"id": {task}, "to": {"carol"}}), "/task?id="+task)
+		got, err = d.Engine.GetTask(ctx, task)
+		require.NoError(t, err)
+		require.Equal(t, "carol", got.Assignee)
+
+		p := post("complete", url.Values{"id": {task}, "result": {`{"approved": true}`}})
+		require.Equal(t, http.StatusForbidden, p.code, "carol has the task")
+		p = post("release", url.Values{"id": {task}})
+		require.Equal(t, http.StatusForbidden, p.code, "only the assignee releases")
+
+		user = chronicle.User{ID: "carol", Roles: []string{"adjuster"}}
+		ok(post("release", url.Values{"id": {task}}), "/task?id="+task)
+		ok(post("assign", url.Values{"id": {task}, "to": {"dave"}}), "/task?id="+task)
+		user = chronicle.User{ID: "dave"}
+		p = post("complete", url.Values{"id": {task}, "result": {`{"approved": tru`}})
+		require.Equal(t, http.StatusBadRequest, p.code)
+		require.Contains(t, p.body, "not JSON")
+		ok(post("complete", url.Values{"id": {task}, "result": {`{"approved": true, "amount": 3900, "note": "roof photos"}`}}), "/task?id="+task)
+
+		in, err := d.Engine.Describe(ctx, "CLM-1002")
+		require.NoError(t, err)
+		var s demodata.Settlement
+		require.NoError(t, in.Result(&s))
+		require.Equal(t, 3900, s.Paid, "the whole number decoded into an int")
+		trail, err := d.Engine.TaskEvents(ctx, task)
+		require.NoError(t, err)
+		var actors []string
+		for _, ev := range trail {
+			actors = append(actors, ev.Actor)
+		}
+		require.Equal(t, []string{"worker:demo", "user:alice", "user:alice", "user:carol", "user:carol", "user:dave"}, actors)
+		p = b.get("/task?id=" + task)
+		require.Contains(t, p.body, `Task `+task+` completed by dave.`)
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		p := post("explode", url.Values{"id": {"x"}})
+		require.Equal(t, http.StatusNotFound, p.code)
+		user = chronicle.User{ID: "bad user "}
+		p = post("claim", url.Values{"id": {demodata.ReviewTaskID("CLM-1003")}})
+		require.Equal(t, http.StatusForbidden, p.code)
+		require.Contains(t, p.body, "No acting user")
+		user, hookErr = chronicle.User{}, errors.New("not signed in")
+		p = post("claim", url.Values{"id": {demodata.ReviewTaskID("CLM-1003")}})
+		require.Equal(t, http.StatusForbidden, p.code)
+		require.Contains(t, p.body, "not signed in")
+	})
+}

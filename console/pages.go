@@ -1,0 +1,475 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/timeline"
+	"github.com/chronicleflow/chronicle/provider"
+)
+
+// instanceStatuses are the statuses the instance filter offers.
+var instanceStatuses = []string{
+	string(chronicle.StatusPending), string(chronicle.StatusRunning), string(chronicle.StatusSuspended),
+	string(chronicle.StatusCompleted), string(chronicle.StatusFailed), string(chronicle.StatusTerminated),
+}
+
+// pager is the paging of a list: the link to the next page, if there is
+// one, and to the first, when this is not it.
+type pager struct {
+	Next, First string
+}
+
+// page pages rows fetched with one more than a page: it keeps a page and
+// links the next from the id of its last row.
+func page[T any](c *console, path string, q url.Values, rows []T, id func(T) string) ([]T, pager) {
+	var p pager
+	if q.Get("after") != "" {
+		first := maps.Clone(q)
+		first.Del("after")
+		p.First = c.link(path, first)
+	}
+	if len(rows) > c.opts.PageSize {
+		rows = rows[:c.opts.PageSize]
+		next := maps.Clone(q)
+		next.Set("after", id(rows[len(rows)-1]))
+		p.Next = c.link(path, next)
+	}
+	return rows, p
+}
+
+// instancesPage is the data of the instance list.
+type instancesPage struct {
+	Status, Workflow, Key, From, To string
+	Statuses                        []string
+	Rows                            []*chronicle.Instance
+	Pager                           pager
+	Problem                         string
+}
+
+func (c *console) instances(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := instancesPage{Status: q.Get("status"), Workflow: strings.TrimSpace(q.Get("workflow")),
+		Key: strings.TrimSpace(q.Get("key")), From: q.Get("from"), To: q.Get("to"), Statuses: instanceStatuses}
+	f := chronicle.InstanceFilter{Status: chronicle.Status(p.Status), Workflow: p.Workflow, BusinessKey: p.Key,
+		AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
+	var problems []string
+	if p.Status != "" && !slices.Contains(instanceStatuses, p.Status) {
+		problems = append(problems, "unknown status "+strconv.Quote(p.Status))
+	}
+	var err error
+	if f.CreatedFrom, err = parseTime(p.From); err != nil {
+		problems = append(problems, "created from: "+err.Error())
+	}
+	if f.CreatedTo, err = parseTime(p.To); err != nil {
+		problems = append(problems, "created before: "+err.Error())
+	}
+	if len(problems) > 0 {
+		p.Problem = strings.Join(problems, "; ")
+		c.render(w, r, http.StatusBadRequest, "instances", "Instances", "instances", p)
+		return
+	}
+	list, err := c.engine.ListInstances(r.Context(), f)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p.Rows, p.Pager = page(c, "/instances", q, list, func(in *chronicle.Instance) string { return in.ID })
+	c.render(w, r, http.StatusOK, "instances", "Instances", "instances", p)
+}
+
+// parseTime reads a time filter: what an <input type="datetime-local">
+// sends, RFC 3339 or a date, in UTC; "" is no bound.
+func parseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339Nano, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("want a time such as 2026-11-22T09:00 (UTC) or a date")
+}
+
+// instancePage is the data of an instance's page.
+type instancePage struct {
+	Instance                      *chronicle.Instance
+	Result, CustomStatus, Failure string
+	Chain                         chain
+	// Check lists how the stored projections differ from a fold of the
+	// history; CheckErr says why they could not be compared.
+	Check    []string
+	CheckErr string
+	Timeline *svgTimeline
+	Events   []eventRow
+	// Seq is the seq the projections are shown as of (time travel), Last
+	// the history's last; Travel is set when Seq is not the last.
+	Seq, Last  int64
+	Travel     bool
+	Prev, Next int64
+	View       *projectionView
+	Tasks      []taskDetail
+	Letters    []letterRow
+	// Terminable says whether the instance may be terminated.
+	Terminable bool
+}
+
+// chain is the verification of a hash chain.
+type chain struct {
+	Verified bool
+	Events   int
+	// Seq is the first broken seq, Reason what is wrong with it.
+	Seq    int64
+	Reason string
+	// Err is set when the history could not be read at all.
+	Err string
+}
+
+// eventRow is one event of the history table.
+type eventRow struct {
+	Seq                  int64
+	At                   time.Time
+	Kind, Actor, Detail  string
+	Attributes           string
+	ExecutionID          string
+	Later, Current, Ends bool
+}
+
+// projectionView is what the projections of an instance were as of one
+// seq.
+type projectionView struct {
+	Seq          int64
+	At           time.Time
+	Status       string
+	CustomStatus string
+	LastError    string
+	Updated      time.Time
+	Tasks        []chronicle.TaskInfo
+	Custom       []named
+	Err          string
+}
+
+// named is a custom projection's state.
+type named struct {
+	Name, Value string
+}
+
+// taskDetail is a human task with its audit trail.
+type taskDetail struct {
+	Task            chronicle.TaskInfo
+	Payload, Result string
+	Trail           []chronicle.TaskEvent
+	TrailErr        string
+}
+
+// letterRow is a dead letter and what it holds.
+type letterRow struct {
+	Letter chronicle.DeadLetter
+	// Item names the work item: the message's kind or the activity.
+	Item string
+	// Body is the item's content: the message's attributes or the
+	// activity's input.
+	Body string
+	Dead bool
+}
+
+func (c *console) instance(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.URL.Query().Get("id")
+	in, err := c.engine.Describe(ctx, id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p := instancePage{Instance: in, Terminable: !in.Status.Terminal() && in.Status != chronicle.StatusPending}
+	if in.Status == chronicle.StatusCompleted {
+		p.Result = decodedText(in.Result)
+	}
+	if f := in.Failure; f != nil {
+		p.Failure = f.Message
+		if f.Type != "" {
+			p.Failure += " [" + f.Type + "]"
+		}
+	}
+	p.CustomStatus = decodedText(func(out any) error {
+		_, err := in.CustomStatus(out)
+		return err
+	})
+
+	letters, err := c.engine.ListDeadLetters(ctx, chronicle.DeadLetterFilter{InstanceID: id, Limit: 100})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	dead := map[int64]string{}
+	for _, l := range letters {
+		p.Letters = append(p.Letters, c.letterRow(l))
+		if l.Status == provider.DeadLetterDead && l.Activity != nil {
+			dead[l.Activity.ScheduledSeq] = string(l.Reason) + ": " + l.Error
+		}
+	}
+	tasks, err := c.engine.ListTasks(ctx, chronicle.TaskFilter{InstanceID: id, Limit: 100})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	// Open tasks first.
+	slices.SortStableFunc(tasks, func(a, b chronicle.TaskInfo) int {
+		return boolOrder(a.Status != chronicle.TaskOpen) - boolOrder(b.Status != chronicle.TaskOpen)
+	})
+	for _, t := range tasks {
+		p.Tasks = append(p.Tasks, c.taskDetail(r, t))
+	}
+
+	events, err := c.engine.History(ctx, id)
+	var broken *history.ChainError
+	switch {
+	case errors.As(err, &broken):
+		p.Chain = chain{Seq: broken.Seq, Reason: broken.Reason}
+	case errors.Is(err, chronicle.ErrInstanceNotFound):
+		// Pending: nothing recorded yet.
+		c.render(w, r, http.StatusOK, "instance", in.ID, "instances", p)
+		return
+	case err != nil:
+		p.Chain = chain{Err: err.Error()}
+	}
+	if len(events) == 0 {
+		c.render(w, r, http.StatusOK, "instance", in.ID, "instances", p)
+		return
+	}
+	p.Chain.Events = len(events)
+	if err := history.Verify(events); errors.As(err, &broken) {
+		p.Chain.Seq, p.Chain.Reason = broken.Seq, broken.Reason
+	} else if p.Chain.Err == "" && p.Chain.Seq == 0 {
+		p.Chain.Verified = true
+	}
+	if diffs, err := c.engine.CheckProjections(ctx, id); err != nil {
+		p.CheckErr = err.Error()
+	} else {
+		p.Check = diffs
+	}
+
+	p.Last = int64(len(events))
+	p.Seq = p.Last
+	if s, err := strconv.ParseInt(r.URL.Query().Get("seq"), 10, 64); err == nil && s >= 1 && s < p.Last {
+		p.Seq, p.Travel = s, true
+	}
+	if p.Seq > 1 {
+		p.Prev = p.Seq - 1
+	}
+	if p.Seq < p.Last {
+		p.Next = p.Seq + 1
+	}
+	shown := events[:p.Seq]
+	now := c.engine.Options().Clock.Now()
+	if p.Travel {
+		now = shown[len(shown)-1].At
+	}
+	p.Timeline = drawTimeline(timeline.Bars(shown), now, dead)
+	p.View = c.projections(r, id, p.Seq, shown[len(shown)-1].At)
+	decode := timeline.DecodeMsgpack
+	if c.engine.Options().Codec.Name() == "json" {
+		decode = timeline.DecodeJSON
+	}
+	for i := range events {
+		e := &events[i]
+		p.Events = append(p.Events, eventRow{Seq: e.Seq, At: e.At, Kind: string(e.Kind), Actor: e.Actor,
+			ExecutionID: e.ExecutionID, Detail: timeline.Detail(e, decode), Attributes: c.attributes(e.Kind, e.Payload),
+			Later: e.Seq > p.Seq, Current: p.Travel && e.Seq == p.Seq, Ends: e.Kind.Terminal()})
+	}
+	c.render(w, r, http.StatusOK, "instance", in.ID, "instances", p)
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// projections folds the history up to seq into every projection.
+func (c *console) projections(r *http.Request, id string, seq int64, at time.Time) *projectionView {
+	v := &projectionView{Seq: seq, At: at}
+	view, err := c.engine.ProjectionsAt(r.Context(), id, seq)
+	if err != nil {
+		v.Err = err.Error()
+		return v
+	}
+	if rec := view.Instance; rec != nil {
+		v.Status, v.LastError, v.Updated = string(rec.Status), rec.LastError, rec.UpdatedAt
+		v.CustomStatus = c.payload(rec.CustomStatus)
+	}
+	v.Tasks = view.Tasks
+	for _, name := range slices.Sorted(maps.Keys(view.Custom)) {
+		v.Custom = append(v.Custom, named{Name: name, Value: pretty(jsonable(view.Custom[name]))})
+	}
+	return v
+}
+
+// decodedText renders what decode decodes into an any as indented JSON,
+// or says why it does not decode.
+func decodedText(decode func(out any) error) string {
+	var v any
+	if err := decode(&v); err != nil {
+		return "undecodable: " + err.Error()
+	}
+	if v == nil {
+		return ""
+	}
+	return pretty(jsonable(v))
+}
+
+// jsonable returns v, or its text when it does not encode as JSON.
+func jsonable(v any) any {
+	if _, err := json.Marshal(v); err != nil {
+		return timeline.Shorten(timeline.Clean(strings.TrimSpace(strings.ReplaceAll(pretty(v), "\n", " "))), maxShown)
+	}
+	return v
+}
+
+func (c *console) taskDetail(r *http.Request, t chronicle.TaskInfo) taskDetail {
+	d := taskDetail{Task: t, Payload: c.payload(t.Payload), Result: c.payload(t.Result)}
+	trail, err := c.engine.TaskEvents(r.Context(), t.TaskID)
+	if err != nil {
+		d.TrailErr = err.Error()
+	}
+	d.Trail = trail
+	return d
+}
+
+func (c *console) letterRow(l chronicle.DeadLetter) letterRow {
+	row := letterRow{Letter: l, Dead: l.Status == provider.DeadLetterDead}
+	switch {
+	case l.Message != nil:
+		row.Item = "message " + string(l.Message.Kind)
+		row.Body = c.attributes(l.Message.Kind, l.Message.Payload)
+	case l.Activity != nil:
+		row.Item = "activity " + l.Activity.Name + " (#" + strconv.FormatInt(l.Activity.ScheduledSeq, 10) + ", attempt " + strconv.Itoa(l.Activity.Attempt) + ")"
+		row.Body = c.payload(l.Activity.Input)
+	default:
+		row.Item = "undecodable item"
+		row.Body = timeline.Undecodable(l.Raw)
+	}
+	return row
+}
+
+// deadLetterStatuses are the statuses the dead-letter filter offers;
+// "any" lists them all.
+var deadLetterStatuses = []string{string(provider.DeadLetterDead), string(provider.DeadLetterRedriven), string(provider.DeadLetterDiscarded), "any"}
+
+// deadLettersPage is the data of the dead-letter list.
+type deadLettersPage struct {
+	Status, Instance string
+	Statuses         []string
+	Rows             []letterRow
+	Pager            pager
+	Problem          string
+}
+
+func (c *console) deadLetters(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := deadLettersPage{Status: q.Get("status"), Instance: strings.TrimSpace(q.Get("instance")), Statuses: deadLetterStatuses}
+	if p.Status == "" {
+		p.Status = string(provider.DeadLetterDead)
+	}
+	if !slices.Contains(deadLetterStatuses, p.Status) {
+		p.Problem = "unknown status " + strconv.Quote(p.Status)
+		c.render(w, r, http.StatusBadRequest, "deadletters", "Dead letters", "deadletters", p)
+		return
+	}
+	f := chronicle.DeadLetterFilter{InstanceID: p.Instance, AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
+	if p.Status != "any" {
+		f.Status = provider.DeadLetterStatus(p.Status)
+	}
+	letters, err := c.engine.ListDeadLetters(r.Context(), f)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	letters, p.Pager = page(c, "/deadletters", q, letters, func(l chronicle.DeadLetter) string { return l.ID })
+	for _, l := range letters {
+		p.Rows = append(p.Rows, c.letterRow(l))
+	}
+	c.render(w, r, http.StatusOK, "deadletters", "Dead letters", "deadletters", p)
+}
+
+// taskStatuses are the statuses the task filter offers; "any" lists them
+// all.
+var taskStatuses = []string{string(chronicle.TaskOpen), string(chronicle.TaskCompleted), string(chronicle.TaskCancelled), "any"}
+
+// tasksPage is the data of the task list.
+type tasksPage struct {
+	Roles, Assignee, Status, Instance string
+	Unassigned                        bool
+	Statuses                          []string
+	Rows                              []chronicle.TaskInfo
+	Pager                             pager
+	Problem                           string
+}
+
+func (c *console) tasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := tasksPage{Roles: strings.TrimSpace(q.Get("roles")), Assignee: strings.TrimSpace(q.Get("assignee")),
+		Status: q.Get("status"), Instance: strings.TrimSpace(q.Get("instance")), Unassigned: q.Get("unassigned") != "",
+		Statuses: taskStatuses}
+	if p.Status == "" {
+		p.Status = string(chronicle.TaskOpen)
+	}
+	var problems []string
+	if !slices.Contains(taskStatuses, p.Status) {
+		problems = append(problems, "unknown status "+strconv.Quote(p.Status))
+	}
+	if p.Unassigned && p.Assignee != "" {
+		problems = append(problems, "a task cannot be both unassigned and assigned to "+p.Assignee)
+	}
+	if len(problems) > 0 {
+		p.Problem = strings.Join(problems, "; ")
+		c.render(w, r, http.StatusBadRequest, "tasks", "Human tasks", "tasks", p)
+		return
+	}
+	f := chronicle.TaskFilter{InstanceID: p.Instance, Assignee: p.Assignee, Unassigned: p.Unassigned,
+		AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
+	for _, role := range strings.Split(p.Roles, ",") {
+		if role = strings.TrimSpace(role); role != "" {
+			f.Roles = append(f.Roles, role)
+		}
+	}
+	if p.Status != "any" {
+		f.Status = provider.TaskStatus(p.Status)
+	}
+	tasks, err := c.engine.ListTasks(r.Context(), f)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p.Rows, p.Pager = page(c, "/tasks", q, tasks, func(t chronicle.TaskInfo) string { return t.TaskID })
+	c.render(w, r, http.StatusOK, "tasks", "Human tasks", "tasks", p)
+}
+
+// taskPage is the data of a task's page.
+type taskPage struct {
+	taskDetail
+	// Open says whether the task actions apply.
+	Open bool
+}
+
+func (c *console) task(w http.ResponseWriter, r *http.Request) {
+	t, err := c.engine.GetTask(r.Context(), r.URL.Query().Get("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p := taskPage{taskDetail: c.taskDetail(r, *t), Open: t.Status == chronicle.TaskOpen}
+	c.render(w, r, http.StatusOK, "task", "Task "+t.TaskID, "tasks", p)
+}

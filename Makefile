@@ -48,6 +48,10 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without cgo: only the Oracle dri
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+.PHONY: screenshots
+screenshots: ## regenerate the console's screenshots in docs/console/ (headless Chromium)
+	cd console/browsertest && CHRONICLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestScreenshots$$' -v ./...
+
 .PHONY: bench
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -63,7 +67,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 # server) outside the fuzz package; CI runs them verbosely so its output
 # shows that they ran against the server, or the loud message of those
 # skipped without one (the MongoDB replica set, Oracle).
-SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*)$$
+SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*|TestPostgresUI)$$
 SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./provider/oracle/ ./cmd/chronicle/ ./internal/killtest/ .
 
 .PHONY: ci
@@ -71,4 +75,5 @@ ci: lint services ## what CI runs: lint, every test with -race (the server ones 
 	$(GO) test -race -count=1 -skip '$(SERVER_TESTS)' ./...
 	$(GO) test -race -count=1 -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
 	cd otel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
+	cd console/browsertest && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
 	$(GO) test -count=1 -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v

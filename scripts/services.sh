@@ -61,6 +61,19 @@ else
   echo "services: pg_isready not found; PostgreSQL tests use CHRONICLE_TEST_PG_URL"
 fi
 
+# Headless Chromium for the console's browser tests (console/browsertest).
+if command -v chromium >/dev/null 2>&1; then
+  echo "services: Chromium is installed ($(command -v chromium))"
+else
+  echo "services: installing Debian's chromium for the console's browser tests"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null; then
+    echo "services: Chromium is installed ($(command -v chromium))"
+  else
+    echo "services: could NOT install chromium: the browser tests skip, and fail under CI=true"
+  fi
+fi
+
 # FerretDB: start it unless something listens on its port already.
 if mongo_listening; then
   if pid="$(our_ferret_pid)"; then

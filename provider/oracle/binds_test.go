@@ -413,3 +413,48 @@ type nilT struct{ testing.TB }
 
 func (nilT) Helper()           {}
 func (nilT) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+
+// TestLongAppendIsChunked: a round that appends more events than one
+// INSERT ALL may carry (Oracle takes at most 999 target columns, 9 per
+// event) writes them in chunks behind a savepoint, every chunk within the
+// limit.
+func TestLongAppendIsChunked(t *testing.T) {
+	ctx := t.Context()
+	s, f := fakeStore(t, fakeRows{match: "NVL(MAX(seq), 0)", cols: cols(1), rows: [][]driver.Value{{int64(1)}}})
+	events := make([]history.Event, 250)
+	for i := range events {
+		events[i] = history.Event{InstanceID: "inst-1", ExecutionID: "e-1", Kind: history.KindEventRaised, At: base, Seq: int64(2 + i)}
+	}
+	history.Seal(make([]byte, history.HashSize), events)
+	err := s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+		return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-1", Events: events})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.errs) > 0 {
+		t.Fatal(errors.Join(f.errs...))
+	}
+	var chunks []int
+	savepoint := false
+	for _, q := range f.seen {
+		if strings.Contains(q, "SAVEPOINT chronicle_append") {
+			savepoint = true
+		}
+		if strings.HasPrefix(strings.TrimSpace(q), "INSERT ALL") {
+			n := strings.Count(q, "INTO ")
+			if n*9 > 999 {
+				t.Errorf("an INSERT ALL of %d events has %d target columns, more than Oracle's 999", n, n*9)
+			}
+			chunks = append(chunks, n)
+		}
+	}
+	if !savepoint {
+		t.Error("no savepoint before the chunks")
+	}
+	if !slices.Equal(chunks, []int{100, 100, 50}) {
+		t.Errorf("chunks of %v events, want [100 100 50]", chunks)
+	}
+}

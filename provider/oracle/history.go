@@ -3,6 +3,7 @@ package oracle
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -62,6 +63,51 @@ func (st *statements) appendSQL(n int) string {
 	return text.(string)
 }
 
+// appendChunk is how many events one INSERT ALL writes: Oracle takes at
+// most 999 target columns in a multitable insert, and an event has 9.
+const appendChunk = 100
+
+// insertEvents writes events with one INSERT ALL, or, beyond appendChunk,
+// with one per chunk behind a savepoint that a failed chunk rolls back
+// to, so that the append writes all of its events or none.
+func (s *Store) insertEvents(ctx context.Context, db dbtx, instanceID string, events []history.Event) error {
+	if len(events) <= appendChunk {
+		_, err := db.ExecContext(ctx, s.sql.appendSQL(len(events)), appendArgs(instanceID, events)...)
+		return err
+	}
+	if _, err := db.ExecContext(ctx, "SAVEPOINT chronicle_append"); err != nil {
+		return err
+	}
+	for start := 0; start < len(events); start += appendChunk {
+		chunk := events[start:min(start+appendChunk, len(events))]
+		if _, err := db.ExecContext(ctx, s.sql.appendSQL(len(chunk)), appendArgs(instanceID, chunk)...); err != nil {
+			if _, rbErr := db.ExecContext(ctx, "ROLLBACK TO SAVEPOINT chronicle_append"); rbErr != nil {
+				return errors.Join(err, rbErr)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// appendArgs are the binds of appendSQL(len(events)).
+func appendArgs(instanceID string, events []history.Event) []any {
+	args := []any{named("inst", instanceID)}
+	for i := range events {
+		e := &events[i]
+		var class any
+		if c := e.Kind.Class(); c != "" {
+			class = c
+		}
+		args = append(args,
+			named(fmt.Sprintf("seq%d", i), e.Seq), named(fmt.Sprintf("exec%d", i), e.ExecutionID),
+			named(fmt.Sprintf("kind%d", i), string(e.Kind)), named(fmt.Sprintf("class%d", i), class),
+			named(fmt.Sprintf("corr%d", i), e.CorrelationID), named(fmt.Sprintf("occurred%d", i), timeArg(e.At)),
+			named(fmt.Sprintf("hash%d", i), blobArg(e.Hash)), named(fmt.Sprintf("event%d", i), blobArg(history.MarshalEvent(e))))
+	}
+	return args
+}
+
 // appendHistory implements provider.Steps.AppendHistory on a transaction.
 // It reads the stored last Seq; when the events continue it, one INSERT
 // ALL writes them all or, on a unique violation (a concurrent append at
@@ -75,32 +121,21 @@ func (s *Store) appendHistory(ctx context.Context, db dbtx, p *provider.AppendHi
 		return nil
 	}
 	first := events[0].Seq
-	n := len(events)
 	if first < 1 {
 		return fmt.Errorf("oracle: append to %s: %w: first seq %d", p.InstanceID, provider.ErrConflict, first)
 	}
-	args := []any{named("inst", p.InstanceID)}
 	for i := range events {
 		e := &events[i]
 		if e.Seq != first+int64(i) || e.InstanceID != p.InstanceID {
 			return fmt.Errorf("oracle: append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, provider.ErrConflict, i, e.Seq, e.InstanceID)
 		}
-		var class any
-		if c := e.Kind.Class(); c != "" {
-			class = c
-		}
-		args = append(args,
-			named(fmt.Sprintf("seq%d", i), e.Seq), named(fmt.Sprintf("exec%d", i), e.ExecutionID),
-			named(fmt.Sprintf("kind%d", i), string(e.Kind)), named(fmt.Sprintf("class%d", i), class),
-			named(fmt.Sprintf("corr%d", i), e.CorrelationID), named(fmt.Sprintf("occurred%d", i), timeArg(e.At)),
-			named(fmt.Sprintf("hash%d", i), blobArg(e.Hash)), named(fmt.Sprintf("event%d", i), blobArg(history.MarshalEvent(e))))
 	}
 	var last int64
 	if err := db.QueryRowContext(ctx, s.sql.lastSeq, named("inst", p.InstanceID)).Scan(intScan{&last}); err != nil {
 		return failf(err, "append to %s", p.InstanceID)
 	}
 	if last == first-1 {
-		_, err := db.ExecContext(ctx, s.sql.appendSQL(n), args...)
+		err := s.insertEvents(ctx, db, p.InstanceID, events)
 		if err == nil {
 			return nil
 		}

@@ -48,8 +48,17 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 		}
 	}
 	for _, c := range p.Custom {
-		_, err := db.ExecContext(ctx, s.sql.saveCustom, named("inst", p.InstanceID), named("name", c.Name),
-			named("version", int64(c.Version)), named("seq", c.Seq), named("data", blobArg(c.Data)))
+		save := func() error {
+			_, err := db.ExecContext(ctx, s.sql.saveCustom, named("inst", p.InstanceID), named("name", c.Name),
+				named("version", int64(c.Version)), named("seq", c.Seq), named("data", blobArg(c.Data)))
+			return err
+		}
+		err := save()
+		if isDuplicate(err) {
+			// A concurrent MERGE inserted the record first (MERGE is not
+			// atomic against another insert): it is there now.
+			err = save()
+		}
 		if err != nil {
 			return failf(err, "save projection %s of %s", c.Name, p.InstanceID)
 		}

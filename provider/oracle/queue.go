@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -13,7 +14,11 @@ import (
 // ensureInstances creates the rows of instances that have none. A unique
 // violation means a concurrent transaction created the row first, which
 // is as good: Oracle rolls back only the failed statement.
+//
+// Rows are created in id order, so that two transactions creating the
+// same new instances never wait for each other in a cycle (ORA-00060).
 func (s *Store) ensureInstances(ctx context.Context, db dbtx, ids []string) error {
+	ids = slices.Sorted(slices.Values(ids))
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if seen[id] {

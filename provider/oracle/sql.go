@@ -532,6 +532,9 @@ BEGIN
     :orch := 0;
     :act := 0;
     dopt.visibility := DBMS_AQ.IMMEDIATE;
+    -- FIRST_MESSAGE: see wake messages committed after this session's
+    -- first dequeue in any order (NEXT_MESSAGE reads from that snapshot).
+    dopt.navigation := DBMS_AQ.FIRST_MESSAGE;
     dopt.wait := :secs;
     WHILE NOT finished AND got < 1000 LOOP
         BEGIN

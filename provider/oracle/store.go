@@ -213,12 +213,21 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error
 	if err != nil {
 		return failf(err, "%s: begin", what)
 	}
+	committed := false
+	defer func() {
+		// A panic in fn must not leave the transaction, and the row
+		// locks it holds, open until ctx ends.
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
 	if err := fn(tx); err != nil {
 		// fn's error is the one to report; a connection whose rollback
 		// failed is discarded by the driver.
 		_ = tx.Rollback()
 		return err
 	}
+	committed = true
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("oracle: %s: commit: %w", what, translateCommit(err))
 	}

@@ -234,6 +234,22 @@ func (e *Engine) runCheckpoints(ctx context.Context) {
 	}
 }
 
+// SweepCheckpoint writes a checkpoint as [Engine.Checkpoint] does, first
+// adding the heads of every instance changed since shortly before the
+// latest checkpoint (of every instance when there is none): heads that a
+// process committed and did not checkpoint before it died. Run does it
+// when it starts; an operator does it when checkpoints are first turned
+// on. It needs a [provider.QueryStore] besides the CheckpointStore.
+func (e *Engine) SweepCheckpoint(ctx context.Context) (*Checkpoint, error) {
+	if e.cp == nil {
+		return nil, ErrCheckpointsOff
+	}
+	if err := e.sweepHeads(ctx); err != nil {
+		return nil, err
+	}
+	return e.Checkpoint(ctx)
+}
+
 // sweepHeads notes the heads of the instances changed since shortly
 // before the latest checkpoint (every instance when there is none): the
 // heads a process committed and did not checkpoint before it died. It

@@ -76,6 +76,8 @@ var ErrCheckpointsOff = errors.New("chronicle: checkpoints are not enabled")
 // of Run (see docs/audit.md).
 type checkpointer struct {
 	opts CheckpointOptions
+	// supported is set when the store is a provider.CheckpointStore.
+	supported bool
 
 	mu      sync.Mutex
 	pending map[string]provider.Head
@@ -86,11 +88,12 @@ type checkpointer struct {
 	write sync.Mutex
 }
 
-func newCheckpointer(o *CheckpointOptions) *checkpointer {
+func newCheckpointer(o *CheckpointOptions, store provider.Store) *checkpointer {
 	if o == nil {
 		return nil
 	}
-	return &checkpointer{opts: o.withDefaults(), pending: map[string]provider.Head{}, wake: make(chan struct{}, 1)}
+	_, supported := store.(provider.CheckpointStore)
+	return &checkpointer{opts: o.withDefaults(), supported: supported, pending: map[string]provider.Head{}, wake: make(chan struct{}, 1)}
 }
 
 // note records an instance's head, keeping the later of two.
@@ -137,9 +140,11 @@ func (e *Engine) checkpointStore() (provider.CheckpointStore, error) {
 	return capability[provider.CheckpointStore](e.store, "provider.CheckpointStore")
 }
 
-// noteRound gives the checkpointer the head of a committed round.
+// noteHead gives the checkpointer the head of a committed round. Heads
+// are not kept when the store cannot keep checkpoints: nothing would ever
+// take them.
 func (e *Engine) noteHead(id string, h *provider.Head, status Status) {
-	if e.cp == nil || h == nil || h.Seq == 0 {
+	if e.cp == nil || !e.cp.supported || h == nil || h.Seq == 0 {
 		return
 	}
 	e.cp.note(id, *h, status.Terminal())

@@ -52,7 +52,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{},
-		cp: newCheckpointer(opts.Checkpoints),
+		cp: newCheckpointer(opts.Checkpoints, store),
 	}
 	e.replayer = replay.New(replay.Options{
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,

@@ -315,3 +315,33 @@ func TestCheckpointErrors(t *testing.T) {
 
 // quick is a workflow that ends in its first round.
 func quick(_ *chronicle.Context, s string) (string, error) { return s, nil }
+
+func TestCheckpointSweepCoversHeadsOfADeadProcess(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	b := setup(t, signed(s))
+	register(t, b.engine, "echo", quick)
+	runEchoes(t, b, "s-1")
+	// This process commits s-2 and dies before its checkpoint.
+	b.start(t, "echo", "s-2", "x")
+	b.drain(t)
+	b.engine = b.newEngine(t)
+	register(t, b.engine, "echo", quick)
+	c, err := b.engine.Checkpoint(b.ctx)
+	require.NoError(t, err)
+	require.Nil(t, c, "the new process committed nothing")
+	rep, err := b.engine.VerifyCheckpoints(b.ctx, keyringOf(t, s))
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "not yet covered is not a failure")
+	require.Zero(t, rep.Instances[1].CoveredSeq)
+
+	c, err = b.engine.SweepCheckpoint(b.ctx)
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	_, _, ok := c.Leaf("s-2")
+	require.True(t, ok, "the sweep missed s-2")
+	rep, err = b.engine.VerifyCheckpoints(b.ctx, keyringOf(t, s))
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, int64(rep.Instances[1].Events), rep.Instances[1].CoveredSeq)
+}

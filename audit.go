@@ -84,14 +84,20 @@ func (e *Engine) VerifyAll(ctx context.Context) ([]VerifyResult, error) {
 type ArchiveFunc func(ctx context.Context, instanceID string, events []Event) error
 
 // ArchiveJSONL returns an ArchiveFunc that writes each history as JSON
-// Lines to dir/<escaped instance id>.jsonl, synced to disk.
+// Lines to dir/<escaped instance id>.jsonl, synced to disk, followed by
+// the instance's checkpoint proofs when the engine signs checkpoints
+// ([ArchiveProofs]), so that the archive verifies offline
+// ([VerifyExport]).
 func ArchiveJSONL(dir string) ArchiveFunc {
-	return func(_ context.Context, instanceID string, events []Event) error {
+	return func(ctx context.Context, instanceID string, events []Event) error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return err
 		}
 		var buf bytes.Buffer
 		if err := history.WriteJSONL(&buf, events); err != nil {
+			return err
+		}
+		if err := history.WriteCheckpointsJSONL(&buf, ArchiveProofs(ctx)); err != nil {
 			return err
 		}
 		f, err := os.OpenFile(ArchivePath(dir, instanceID), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
@@ -142,7 +148,9 @@ type PurgeReport struct {
 // letters — after handing each history to the archive callback, and keeps
 // a tombstone (last seq, last hash, when, by whom) so an archived history
 // can still be proven to be the purged one. Running instances are never
-// touched.
+// touched. With Options.Checkpoints, one checkpoint covering the final
+// heads of the instances to purge is written first, and the archive
+// callback finds their proofs with [ArchiveProofs].
 func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error) {
 	by, err := e.actor(o.By)
 	if err != nil || o.By == "" {
@@ -163,6 +171,9 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		}
 	}
 	rep := &PurgeReport{Skipped: map[string]string{}}
+	if err := e.checkpointBeforePurge(ctx, ids); err != nil {
+		return rep, err
+	}
 	for _, id := range ids {
 		if err := e.validateID("instance id", id); err != nil {
 			rep.Skipped[id] = err.Error()
@@ -185,7 +196,15 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 			if err != nil {
 				return rep, err
 			}
-			if err := o.Archive(ctx, id, events); err != nil {
+			actx := ctx
+			if e.cp != nil {
+				proofs, err := e.CheckpointProofs(ctx, id)
+				if err != nil {
+					return rep, err
+				}
+				actx = context.WithValue(ctx, proofsKey{}, proofs)
+			}
+			if err := o.Archive(actx, id, events); err != nil {
 				rep.Skipped[id] = "archive failed: " + err.Error()
 				continue
 			}

@@ -35,6 +35,8 @@ type Engine struct {
 	running   atomic.Bool
 	// combine merges concurrent client writes (see enqueue).
 	combine combiner
+	// cp collects heads for signed checkpoints; nil when they are off.
+	cp *checkpointer
 }
 
 // New returns an engine on store. It validates the options and fills in
@@ -50,6 +52,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{},
+		cp: newCheckpointer(opts.Checkpoints, store),
 	}
 	e.replayer = replay.New(replay.Options{
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
@@ -221,6 +224,13 @@ func (e *Engine) Run(ctx context.Context) error {
 			}()
 		}
 	}
+	if e.cp != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.runCheckpoints(ctx)
+		}()
+	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
 		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))
 	<-ctx.Done()
@@ -276,6 +286,8 @@ func (e *Engine) observeRounds(ctx context.Context, reps []*round.Report, d time
 		var rerr error
 		if rep.Failed {
 			rerr = err
+		} else {
+			e.noteHead(rep.InstanceID, rep.Head, rep.Status)
 		}
 		if o := e.opts.Observer; o != nil {
 			o.Round(RoundStats{InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, Duration: d, Appended: rep.Appended,

@@ -89,6 +89,10 @@ type Options struct {
 	// execution ids, message ids and default idempotency keys. Default:
 	// UUIDv7. Tests and demos pass a deterministic generator.
 	NewID func() string
+	// Checkpoints, when set, turns on signed checkpoints of history (see
+	// docs/audit.md); the store must be a provider.CheckpointStore.
+	// Default: none.
+	Checkpoints *CheckpointOptions
 }
 
 // Observer is told what the engine did, for metrics and traces. Its
@@ -170,6 +174,11 @@ func (o Options) Validate() error {
 	check(r.MaxAttempts >= 0, "DefaultRetry.MaxAttempts is %d, must not be negative", r.MaxAttempts)
 	check(r.InitialInterval >= 0 && r.MaxInterval >= 0, "DefaultRetry intervals must not be negative")
 	check(r.Multiplier == 0 || r.Multiplier >= 1, "DefaultRetry.Multiplier is %g, must be at least 1", r.Multiplier)
+	if o.Checkpoints != nil {
+		if err := o.Checkpoints.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, q := range o.ActivityQueues {
 		check(q == "" || history.ValidateID("queue", q) == nil, "ActivityQueues holds invalid queue name %q", q)
 	}

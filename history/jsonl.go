@@ -2,6 +2,7 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -44,14 +45,29 @@ func WriteJSONL(w io.Writer, events []Event) error {
 	return nil
 }
 
-// ReadJSONL reads events written by [WriteJSONL]. Decoding errors name the
+// ReadJSONL reads events written by [WriteJSONL], skipping the
+// checkpoint lines of [WriteCheckpointsJSONL]. Decoding errors name the
 // line and wrap [ErrCorrupt]; lines are at most [MaxEncodedSize] bytes.
 func ReadJSONL(r io.Reader) ([]Event, error) {
+	events, _, err := readJSONL(r)
+	return events, err
+}
+
+func readJSONL(r io.Reader) ([]Event, []CheckpointProof, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxEncodedSize)
 	var out []Event
+	var proofs []CheckpointProof
 	for line := 1; sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		if bytes.HasPrefix(sc.Bytes(), []byte(`{"checkpoint":`)) {
+			var p CheckpointProof
+			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+				return nil, nil, fmt.Errorf("%w: line %d: %v", ErrCorrupt, line, err)
+			}
+			proofs = append(proofs, p)
 			continue
 		}
 		var je struct {
@@ -59,13 +75,13 @@ func ReadJSONL(r io.Reader) ([]Event, error) {
 			Attributes json.RawMessage `json:"attributes,omitempty"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &je); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrCorrupt, line, err)
+			return nil, nil, fmt.Errorf("%w: line %d: %v", ErrCorrupt, line, err)
 		}
 		payload, err1 := base64.StdEncoding.DecodeString(je.Payload)
 		prev, err2 := hex.DecodeString(je.PrevHash)
 		hash, err3 := hex.DecodeString(je.Hash)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("%w: line %d: bad payload or hash encoding", ErrCorrupt, line)
+			return nil, nil, fmt.Errorf("%w: line %d: bad payload or hash encoding", ErrCorrupt, line)
 		}
 		e := Event{
 			Seq: je.Seq, InstanceID: je.InstanceID, ExecutionID: je.ExecutionID, Kind: je.Kind,
@@ -83,7 +99,65 @@ func ReadJSONL(r io.Reader) ([]Event, error) {
 		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	return out, nil
+	return out, proofs, nil
+}
+
+// CheckpointProof is a checkpoint as an export carries it: without its
+// leaves, with the exported instance's leaf and the leaf's inclusion
+// proof, so that the export can be checked offline with a [Keyring].
+type CheckpointProof struct {
+	Checkpoint Checkpoint     `json:"checkpoint"`
+	Leaf       CheckpointLeaf `json:"leaf"`
+	Proof      InclusionProof `json:"proof"`
+}
+
+// NewCheckpointProof returns the proof of an instance's leaf in a stored
+// checkpoint (which carries its leaves); ok is false when the checkpoint
+// does not cover the instance.
+func NewCheckpointProof(c *Checkpoint, instanceID string) (p CheckpointProof, ok bool) {
+	leaf, proof, ok := c.Proof(instanceID)
+	if !ok {
+		return p, false
+	}
+	p.Checkpoint, p.Leaf, p.Proof = *c, leaf, *proof
+	p.Checkpoint.Leaves = nil
+	return p, true
+}
+
+// Verify checks the checkpoint's signature with keys and the leaf's
+// inclusion in its root. Errors wrap ErrMalformedCheckpoint, ErrUnknownKey
+// or ErrBadSignature.
+func (p *CheckpointProof) Verify(keys *Keyring) error {
+	c := p.Checkpoint
+	c.Leaves = nil
+	if err := c.Verify(keys); err != nil {
+		return err
+	}
+	if p.Proof.Size != c.Size {
+		return fmt.Errorf("%w: proof of %s is for a tree of %d leaves, checkpoint %d has %d", ErrMalformedCheckpoint, p.Leaf.InstanceID, p.Proof.Size, c.Number, c.Size)
+	}
+	return VerifyInclusion(c.Root, p.Leaf, &p.Proof)
+}
+
+// WriteCheckpointsJSONL writes checkpoint proofs as JSON Lines, one
+// {"checkpoint":…,"leaf":…,"proof":…} object a line. Appended to the
+// events of [WriteJSONL], they make an export that verifies offline;
+// [ReadJSONL] skips them and [ReadExport] reads both.
+func WriteCheckpointsJSONL(w io.Writer, proofs []CheckpointProof) error {
+	enc := json.NewEncoder(w)
+	for i := range proofs {
+		if err := enc.Encode(&proofs[i]); err != nil {
+			return fmt.Errorf("export checkpoint %d: %w", proofs[i].Checkpoint.Number, err)
+		}
+	}
+	return nil
+}
+
+// ReadExport reads an export: the events of [WriteJSONL] and the
+// checkpoint proofs of [WriteCheckpointsJSONL], in any order. Decoding
+// errors name the line and wrap [ErrCorrupt].
+func ReadExport(r io.Reader) ([]Event, []CheckpointProof, error) {
+	return readJSONL(r)
 }

@@ -107,9 +107,10 @@
 // rest are optional capabilities the engine discovers by type assertion:
 // [Notifier] (hints that work arrived), [QueryStore] (instances, human
 // tasks, custom projections), [DeadLetterStore] (listing, redriving and
-// discarding dead letters), [PurgeStore] (purge and tombstones) and
-// [InspectStore] (what tests see of the activity queue); [FullStore] has
-// them all. The engine answers a call that needs a missing capability with
+// discarding dead letters), [PurgeStore] (purge and tombstones),
+// [InspectStore] (what tests see of the activity queue) and
+// [CheckpointStore] (signed checkpoints, see docs/audit.md); [FullStore]
+// has all but the last. The engine answers a call that needs a missing capability with
 // a typed error, and providertest.Exercise runs the cases of the
 // capabilities a store has and reports the others as skipped, so a new
 // provider can ship its core first.

@@ -231,6 +231,10 @@ type Report struct {
 	// Failed is true when the round did not commit; RunOnce then also
 	// returns its error.
 	Failed bool
+	// Head is the instance's last stored event after a round that
+	// committed (nil before its first event, and for a failed round):
+	// what a signed checkpoint commits to.
+	Head *provider.Head
 }
 
 // RunOnce runs the rounds of one group of instances with visible work

@@ -84,6 +84,9 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 		return nil, nil, err
 	}
 	rs.rep.Status, rs.rep.ExecutionID = rs.entry.snap.Status, rs.entry.snap.ExecutionID
+	if snap := rs.entry.snap; snap.LastSeq > 0 {
+		rs.rep.Head = &provider.Head{Seq: snap.LastSeq, Hash: snap.LastHash}
+	}
 	return rs.entry, rs.rep, nil
 }
 

@@ -36,6 +36,7 @@ type benchJSON struct {
 	P50LastMillis      float64 `json:"p50_last_ms,omitempty"`
 	StartSeconds       float64 `json:"start_seconds,omitempty"`
 	PeakRSSMiB         float64 `json:"peak_rss_mib,omitempty"`
+	Checkpoints        int64   `json:"checkpoints,omitempty"`
 }
 
 func runBench(c *cli, cmd *command, args []string) error {
@@ -48,6 +49,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	group := fs.Int("round-group", 0, "instances a round transaction takes at most (group commit); 0 takes the engine's default")
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
+	checkpoints := fs.Duration("checkpoints", 0, "sign checkpoints with a fresh key at this interval (1s, say) while the workloads run; 0: none")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -75,7 +77,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints})
 		done()
 		if err != nil {
 			return err
@@ -86,7 +88,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 			AllocsPerRound: res.AllocsPerRound, PeakHeapMiB: float64(res.PeakHeap) / (1 << 20),
 			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
 			P50FirstMillis: millis(res.P50First), P50LastMillis: millis(res.P50Last), StartSeconds: res.StartDuration.Seconds(),
-			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20),
+			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20), Checkpoints: res.Checkpoints,
 		}
 		rows = append(rows, row)
 		if !c.json {

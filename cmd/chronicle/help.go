@@ -44,6 +44,9 @@ global flags:
                  oracle://user:password@host:port/service URL (a cgo build)
   --schema NAME  the PostgreSQL schema of Chronicle's tables, the MongoDB
                  database of its collections, or the Oracle schema (owner)
+  --sign-key FILE
+                 sign checkpoints with this Ed25519 key ("KEYID BASE64-SEED",
+                 made by keygen): checkpoint write, and purge first
   --json         print JSON for machines (also accepted after the command)
 
 The memory store lives only in this process: it is seeded with demo data

@@ -65,6 +65,8 @@ type exportReport struct {
 	Events     int    `json:"events"`
 	LastHash   string `json:"last_hash"`
 	File       string `json:"file"`
+	// Checkpoints counts the checkpoint proofs written after the events.
+	Checkpoints int `json:"checkpoints"`
 }
 
 func runHistoryExport(c *cli, cmd *command, args []string) error {
@@ -83,21 +85,34 @@ func runHistoryExport(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return c.notFound(pos[0], err)
 	}
-	if out == "" {
-		return history.WriteJSONL(c.stdout, events)
+	// The checkpoints covering the history make the export verify
+	// offline; a store without them exports the events alone.
+	proofs, err := e.CheckpointProofs(c.ctx, pos[0])
+	if err != nil && !errors.Is(err, chronicle.ErrUnsupported) {
+		return err
 	}
 	var buf bytes.Buffer
 	if err := history.WriteJSONL(&buf, events); err != nil {
 		return err
 	}
+	if err := history.WriteCheckpointsJSONL(&buf, proofs); err != nil {
+		return err
+	}
+	if out == "" {
+		_, err := c.stdout.Write(buf.Bytes())
+		return err
+	}
 	if err := os.WriteFile(out, buf.Bytes(), 0o640); err != nil {
 		return err
 	}
-	rep := exportReport{InstanceID: pos[0], Events: len(events), LastHash: lastHash(events), File: out}
+	rep := exportReport{InstanceID: pos[0], Events: len(events), LastHash: lastHash(events), File: out, Checkpoints: len(proofs)}
 	if c.json {
 		return c.printJSON(rep)
 	}
 	c.printf("exported %d events of %s to %s, last hash %s\n", rep.Events, rep.InstanceID, rep.File, rep.LastHash)
+	if len(proofs) > 0 {
+		c.printf("with %d signed checkpoints covering it\n", len(proofs))
+	}
 	return nil
 }
 
@@ -152,8 +167,10 @@ func runHistoryVerify(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	var all bool
 	var archive string
+	var keyFiles listFlag
 	fs.BoolVar(&all, "all", false, "verify every instance of the store")
 	fs.StringVar(&archive, "archive", "", "verify an exported or archived JSON Lines file, and check it against the store")
+	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): verify against signed checkpoints; with --archive, offline")
 	pos, err := c.parse(cmd, fs, args, 0, 1)
 	if err != nil {
 		return err
@@ -167,6 +184,24 @@ func runHistoryVerify(c *cli, cmd *command, args []string) error {
 	}
 	if modes != 1 {
 		return usagef(cmd, "give exactly one of ID, --all and --archive FILE")
+	}
+	if len(keyFiles) > 0 {
+		keys, err := readKeyring(keyFiles)
+		if err != nil {
+			return err
+		}
+		if archive != "" {
+			return c.verifyExportOffline(keys, archive)
+		}
+		e, err := c.open()
+		if err != nil {
+			return err
+		}
+		only := ""
+		if len(pos) == 1 {
+			only = pos[0]
+		}
+		return c.verifyCheckpoints(e, keys, only)
 	}
 	e, err := c.open()
 	if err != nil {

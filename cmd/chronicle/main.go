@@ -92,6 +92,8 @@ type cli struct {
 	storeURL string
 	schema   string
 	json     bool
+	// signKey is the signing key file of checkpoints (--sign-key).
+	signKey string
 
 	// Opened on first use by open.
 	engine     *chronicle.Engine
@@ -117,7 +119,7 @@ func usagef(cmd *command, format string, args ...any) error {
 var errReported = errors.New("problem reported")
 
 // globalUsage is the usage line of the tool.
-const globalUsage = "chronicle [--store URL] [--schema NAME] [--json] COMMAND [ARGS]"
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--sign-key FILE] [--json] COMMAND [ARGS]"
 
 func (c *cli) exit(err error) int {
 	var ue *usageError
@@ -149,6 +151,7 @@ func (c *cli) main(args []string) error {
 	fs.StringVar(&c.storeURL, "store", "memory", "")
 	fs.StringVar(&c.schema, "schema", "", "")
 	fs.BoolVar(&c.json, "json", false, "")
+	fs.StringVar(&c.signKey, "sign-key", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.help(nil)
@@ -192,7 +195,10 @@ func commands() []*command {
 		{"instance show", "ID", "show an instance: fields, result, open human tasks, dead letters", runInstanceShow},
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
-		{"history verify", "ID | --all | --archive FILE", "verify hash chains of stored or exported histories", runHistoryVerify},
+		{"history verify", "ID | --all | --archive FILE [--key KEYRING]...", "verify hash chains of stored or exported histories, and with --key their signed checkpoints", runHistoryVerify},
+		{"checkpoint write", "", "sign a checkpoint of the instances changed since the latest (needs --sign-key)", runCheckpointWrite},
+		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
+		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
 		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},
 		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned human task", runTaskClaim},
@@ -208,7 +214,7 @@ func commands() []*command {
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
 		{"doctor", "", "report incidents, dead letters waiting, failing rounds and projections that fail to fold", runDoctor},
-		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
+		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}
@@ -359,7 +365,15 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		}
 		return c.engine, nil
 	}
-	c.engine, err = chronicle.New(store, chronicle.Options{NodeID: "chronicle-cli"})
+	opts := chronicle.Options{NodeID: "chronicle-cli"}
+	if c.signKey != "" {
+		s, err := readSigner(c.signKey)
+		if err != nil {
+			return nil, err
+		}
+		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: s}
+	}
+	c.engine, err = chronicle.New(store, opts)
 	return c.engine, err
 }
 

@@ -9,6 +9,8 @@ package bench
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"runtime"
@@ -56,6 +58,9 @@ type Config struct {
 	StartMany bool
 	// RoundGroup sizes the engine's group commit (0: its default).
 	RoundGroup int
+	// Checkpoints, when positive, has the engine sign checkpoints with a
+	// fresh Ed25519 key at this interval (and EndDelay) while it runs.
+	Checkpoints time.Duration
 }
 
 // Result is what a run measured.
@@ -72,6 +77,9 @@ type Result struct {
 	AllocsPerRound float64
 	// PeakHeap is the largest heap in use seen during the run, in bytes.
 	PeakHeap uint64
+	// Checkpoints counts the checkpoints written while the workload ran
+	// (Config.Checkpoints).
+	Checkpoints int64
 	// P50 and P99 are W3's and W4's signal-to-resume latencies, and
 	// BACKLOG's start-to-completion times.
 	P50, P99 time.Duration
@@ -152,10 +160,22 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	if c.Workload == Backlog {
 		obs.completed = map[string]time.Time{}
 	}
-	e, err := chronicle.New(store, chronicle.Options{
+	opts := chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
 		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
-	})
+	}
+	if c.Checkpoints > 0 {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		signer, err := chronicle.NewEd25519Signer("bench", key)
+		if err != nil {
+			return nil, err
+		}
+		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: signer, Interval: c.Checkpoints, EndDelay: c.Checkpoints}
+	}
+	e, err := chronicle.New(store, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +290,11 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	res.Rounds, res.Activities = obs.rounds.Load(), obs.activities.Load()
 	if res.Rounds > 0 {
 		res.AllocsPerRound = float64(after.Mallocs-before.Mallocs) / float64(res.Rounds)
+	}
+	if cs, ok := store.(provider.CheckpointStore); ok && c.Checkpoints > 0 {
+		if latest, err := cs.LatestCheckpoint(ctx); err == nil {
+			res.Checkpoints = latest.Number
+		}
 	}
 	stop()
 	res.PeakHeap = <-peak

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,6 +32,16 @@ func TestWorkloadsRun(t *testing.T) {
 			}
 		})
 	}
+	t.Run("W1Checkpoints", func(t *testing.T) {
+		t.Parallel()
+		store := memory.New(memory.Options{})
+		res, err := bench.Run(context.Background(), store, bench.Config{Workload: bench.W1, Instances: 20, Checkpoints: time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, 20, res.Workflows)
+		latest, err := store.LatestCheckpoint(context.Background())
+		require.NoError(t, err, "the run wrote no checkpoint")
+		require.GreaterOrEqual(t, latest.Number, res.Checkpoints)
+	})
 	_, err := bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: "W9", Instances: 1})
 	require.Error(t, err)
 	_, err = bench.Run(context.Background(), memory.New(memory.Options{}), bench.Config{Workload: bench.W4, Instances: 1})
@@ -68,8 +79,14 @@ func TestNewWorkloadsRun(t *testing.T) {
 }
 
 func benchmark(b *testing.B, store func(b *testing.B) provider.Store, w string) {
+	benchmarkWith(b, store, bench.Config{Workload: w})
+}
+
+func benchmarkWith(b *testing.B, store func(b *testing.B) provider.Store, c bench.Config) {
+	w := c.Workload
 	b.ReportAllocs()
-	res, err := bench.Run(b.Context(), store(b), bench.Config{Workload: w, Instances: max(b.N, 1), OrchestrationWorkers: 4, ActivityWorkers: 8})
+	c.Instances, c.OrchestrationWorkers, c.ActivityWorkers = max(b.N, 1), 4, 8
+	res, err := bench.Run(b.Context(), store(b), c)
 	require.NoError(b, err)
 	b.ReportMetric(res.WorkflowsPerSecond(), "workflows/s")
 	b.ReportMetric(res.RoundsPerSecond(), "rounds/s")
@@ -90,3 +107,9 @@ func BenchmarkMemoryW3Signal(b *testing.B)     { benchmark(b, memoryStore, bench
 func BenchmarkPostgresW1Sequence(b *testing.B) { benchmark(b, postgresStore, bench.W1) }
 func BenchmarkPostgresW2FanOut(b *testing.B)   { benchmark(b, postgresStore, bench.W2) }
 func BenchmarkPostgresW3Signal(b *testing.B)   { benchmark(b, postgresStore, bench.W3) }
+
+// BenchmarkPostgresW1Checkpoints is W1 with checkpoints signed every
+// second, to compare with BenchmarkPostgresW1Sequence.
+func BenchmarkPostgresW1Checkpoints(b *testing.B) {
+	benchmarkWith(b, postgresStore, bench.Config{Workload: bench.W1, Checkpoints: time.Second})
+}

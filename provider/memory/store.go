@@ -121,7 +121,10 @@ type Store struct {
 	taskOwner map[string]string
 	// tombstones keeps every purge's tombstone of an id, oldest first.
 	tombstones map[string][]provider.Tombstone
-	hints      map[provider.Queue]chan struct{}
+	// checkpoints are kept in number order; a zero Number marks one
+	// deleted by DeleteCheckpoint.
+	checkpoints []history.Checkpoint
+	hints       map[provider.Queue]chan struct{}
 }
 
 var (

@@ -193,6 +193,8 @@ type statements struct {
 	purgeLock, purgeProbe, purgeTail, tombstone              string
 	getTombstone                                             string
 	takenTask, listTombstones                                string
+	latestCheckpoint, checkpointHash, insertCheckpoint       string
+	insertLeaves, listCheckpoints, checkpointLeaves          string
 	purge                                                    []string
 }
 
@@ -229,6 +231,8 @@ func newStatements(schema string) *statements {
 		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
 		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL),
 		tombstone: q(tombstoneSQL), getTombstone: q(getTombstoneSQL),
+		latestCheckpoint: q(latestCheckpointSQL), checkpointHash: q(checkpointHashSQL), insertCheckpoint: q(insertCheckpointSQL),
+		insertLeaves: q(insertLeavesSQL), listCheckpoints: q(listCheckpointsSQL), checkpointLeaves: q(checkpointLeavesSQL),
 		takenTask: q(takenTaskSQL), listTombstones: q(listTombstonesSQL),
 	}
 	for _, sql := range purgeSQL {

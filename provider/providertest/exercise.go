@@ -37,6 +37,7 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("DiscardActivity", func(t *testing.T) { t.Parallel(); testDiscardActivity(t, factory) })
 	t.Run("DiscardChildStart", func(t *testing.T) { t.Parallel(); testDiscardChildStart(t, factory) })
 	t.Run("ActivityExpiry", func(t *testing.T) { t.Parallel(); testActivityExpiry(t, factory) })
+	t.Run("Checkpoints", func(t *testing.T) { t.Parallel(); testCheckpoints(t, factory) })
 	switch probe.store.Mode() {
 	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })

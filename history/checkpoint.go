@@ -1,0 +1,270 @@
+package history
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Errors of checkpoint verification, compared with errors.Is.
+var (
+	// ErrMalformedCheckpoint: a checkpoint's fields do not fit together
+	// (unsorted or repeated leaves, a root or hash that is not what its
+	// content gives, a proof of the wrong shape).
+	ErrMalformedCheckpoint = errors.New("history: malformed checkpoint")
+	// ErrUnknownKey: a checkpoint names a key id the keyring does not hold.
+	ErrUnknownKey = errors.New("history: unknown checkpoint key")
+	// ErrBadSignature: a checkpoint's signature does not verify with the
+	// public key of its key id.
+	ErrBadSignature = errors.New("history: bad checkpoint signature")
+)
+
+// CheckpointLeaf is the head of one instance's history as a checkpoint
+// commits to it: the last event's Seq and Hash. Since each event's hash
+// covers its predecessor's, a leaf commits to the whole history up to Seq.
+type CheckpointLeaf struct {
+	InstanceID string `json:"instance_id"`
+	Seq        int64  `json:"seq"`
+	Hash       []byte `json:"hash"`
+}
+
+// Checkpoint is a signed commitment to the heads of the instances that
+// changed since the previous checkpoint (a Merkle root over Leaves) and to
+// the previous checkpoint's Hash, so that checkpoints form a chain of
+// their own. See docs/audit.md for what it proves.
+type Checkpoint struct {
+	// Number counts checkpoints from 1, without gaps.
+	Number int64 `json:"number"`
+	// PrevHash is the Hash of checkpoint Number-1 (nil for the first).
+	PrevHash []byte    `json:"prev_hash,omitempty"`
+	At       time.Time `json:"at"`
+	// KeyID names the key that signed it.
+	KeyID string `json:"key_id"`
+	// Root is the Merkle tree hash of the leaves (see [MerkleRoot]).
+	Root []byte `json:"root"`
+	// Size is the number of leaves.
+	Size int `json:"size"`
+	// Leaves are the heads, sorted by instance id and unique. A stored
+	// checkpoint has them all; one in an export may carry none (the
+	// exported instance's leaf travels with its [InclusionProof]).
+	Leaves []CheckpointLeaf `json:"leaves,omitempty"`
+	// Hash is SHA-256 of [Checkpoint.SignedBytes]; Signature is the
+	// signer's signature of the same bytes.
+	Hash      []byte `json:"hash"`
+	Signature []byte `json:"signature"`
+}
+
+// checkpointDomain starts the signed bytes of a checkpoint, so that a
+// signature of one can never be taken for a signature of anything else.
+const checkpointDomain = "chronicle checkpoint v1\x00"
+
+// SignedBytes returns the canonical encoding of the checkpoint that its
+// Hash and Signature cover: the domain string, then Number, PrevHash, At
+// (Unix nanoseconds), KeyID, Root and Size, integers big-endian and byte
+// strings length-prefixed. The leaves enter through Root.
+func (c *Checkpoint) SignedBytes() []byte {
+	b := make([]byte, 0, 128+len(c.KeyID))
+	b = append(b, checkpointDomain...)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Number))
+	b = appendBytes(b, c.PrevHash)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.At.UnixNano()))
+	b = appendBytes(b, []byte(c.KeyID))
+	b = appendBytes(b, c.Root)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Size))
+	return b
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// Seal sorts the leaves, sets Size, Root, KeyID, Hash and Signature of a
+// checkpoint whose Number, PrevHash, At and Leaves are final, signing it
+// with s. At is cut to whole microseconds, which every store keeps. It returns an error wrapping ErrMalformedCheckpoint when two
+// leaves name one instance.
+func (c *Checkpoint) Seal(s Signer) error {
+	slices.SortFunc(c.Leaves, func(a, b CheckpointLeaf) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	for i := 1; i < len(c.Leaves); i++ {
+		if c.Leaves[i].InstanceID == c.Leaves[i-1].InstanceID {
+			return fmt.Errorf("%w: instance %q has two leaves", ErrMalformedCheckpoint, c.Leaves[i].InstanceID)
+		}
+	}
+	c.At = c.At.UTC().Truncate(time.Microsecond) // what databases keep
+	c.Size, c.Root, c.KeyID = len(c.Leaves), MerkleRoot(c.Leaves), s.KeyID()
+	msg := c.SignedBytes()
+	sum := sha256.Sum256(msg)
+	c.Hash = sum[:]
+	sig, err := s.Sign(msg)
+	if err != nil {
+		return fmt.Errorf("history: sign checkpoint %d with key %s: %w", c.Number, c.KeyID, err)
+	}
+	c.Signature = sig
+	return nil
+}
+
+// Verify checks a checkpoint on its own: its leaves (when it carries them)
+// are sorted, unique and give Root, its Hash is that of its signed bytes
+// and its Signature verifies with the key of KeyID in keys. Errors wrap
+// ErrMalformedCheckpoint, ErrUnknownKey or ErrBadSignature. The chain
+// (Number and PrevHash against the previous checkpoint) is the caller's.
+func (c *Checkpoint) Verify(keys *Keyring) error {
+	if err := keys.check(); err != nil {
+		return err
+	}
+	if c.Number < 1 || len(c.Root) != HashSize || c.Size < 0 {
+		return fmt.Errorf("%w: checkpoint %d: bad number, root or size", ErrMalformedCheckpoint, c.Number)
+	}
+	if len(c.Leaves) > 0 || c.Size == 0 {
+		if len(c.Leaves) != c.Size {
+			return fmt.Errorf("%w: checkpoint %d has %d leaves, says %d", ErrMalformedCheckpoint, c.Number, len(c.Leaves), c.Size)
+		}
+		for i := 1; i < len(c.Leaves); i++ {
+			if c.Leaves[i].InstanceID <= c.Leaves[i-1].InstanceID {
+				return fmt.Errorf("%w: checkpoint %d: leaves not sorted and unique", ErrMalformedCheckpoint, c.Number)
+			}
+		}
+		if !bytes.Equal(MerkleRoot(c.Leaves), c.Root) {
+			return fmt.Errorf("%w: checkpoint %d: leaves do not give its root", ErrMalformedCheckpoint, c.Number)
+		}
+	}
+	msg := c.SignedBytes()
+	if sum := sha256.Sum256(msg); !bytes.Equal(sum[:], c.Hash) {
+		return fmt.Errorf("%w: checkpoint %d: hash does not match content", ErrMalformedCheckpoint, c.Number)
+	}
+	return keys.verify(c.KeyID, msg, c.Signature, c.Number)
+}
+
+// Leaf returns the checkpoint's leaf of an instance; ok is false when the
+// checkpoint does not carry one.
+func (c *Checkpoint) Leaf(instanceID string) (leaf CheckpointLeaf, index int, ok bool) {
+	i, ok := slices.BinarySearchFunc(c.Leaves, instanceID, func(l CheckpointLeaf, id string) int { return strings.Compare(l.InstanceID, id) })
+	if !ok {
+		return CheckpointLeaf{}, 0, false
+	}
+	return c.Leaves[i], i, true
+}
+
+// Merkle tree over checkpoint leaves, domain-separated as in RFC 6962:
+// leaf hash SHA-256(0x00 ‖ leaf), node hash SHA-256(0x01 ‖ left ‖ right),
+// the empty tree SHA-256 of nothing.
+
+// LeafHash returns the Merkle leaf hash of a checkpoint leaf: SHA-256 of
+// 0x00, the length-prefixed instance id, Seq (8 bytes big-endian) and the
+// length-prefixed head hash.
+func LeafHash(l CheckpointLeaf) []byte {
+	b := make([]byte, 0, 1+4+len(l.InstanceID)+8+4+len(l.Hash))
+	b = append(b, 0x00)
+	b = appendBytes(b, []byte(l.InstanceID))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.Seq))
+	b = appendBytes(b, l.Hash)
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+func nodeHash(left, right []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte{0x01})
+	h.Write(left)
+	h.Write(right)
+	return h.Sum(nil)
+}
+
+// MerkleRoot returns the Merkle tree hash of leaves, in their order.
+func MerkleRoot(leaves []CheckpointLeaf) []byte {
+	if len(leaves) == 0 {
+		sum := sha256.Sum256(nil)
+		return sum[:]
+	}
+	hashes := make([][]byte, len(leaves))
+	for i := range leaves {
+		hashes[i] = LeafHash(leaves[i])
+	}
+	return treeHash(hashes)
+}
+
+func treeHash(h [][]byte) []byte {
+	if len(h) == 1 {
+		return h[0]
+	}
+	k := split(len(h))
+	return nodeHash(treeHash(h[:k]), treeHash(h[k:]))
+}
+
+// split returns the largest power of two below n (n > 1).
+func split(n int) int {
+	k := 1
+	for k<<1 < n {
+		k <<= 1
+	}
+	return k
+}
+
+// InclusionProof proves that a leaf is the Index-th of a tree of Size
+// leaves: the audit path of RFC 6962, bottom up.
+type InclusionProof struct {
+	Index int      `json:"index"`
+	Size  int      `json:"size"`
+	Path  [][]byte `json:"path"`
+}
+
+// Proof returns the inclusion proof of the checkpoint's leaf of an
+// instance; ok is false when the checkpoint has no leaf for it.
+func (c *Checkpoint) Proof(instanceID string) (leaf CheckpointLeaf, proof *InclusionProof, ok bool) {
+	leaf, i, ok := c.Leaf(instanceID)
+	if !ok {
+		return leaf, nil, false
+	}
+	hashes := make([][]byte, len(c.Leaves))
+	for j := range c.Leaves {
+		hashes[j] = LeafHash(c.Leaves[j])
+	}
+	return leaf, &InclusionProof{Index: i, Size: len(hashes), Path: auditPath(i, hashes)}, true
+}
+
+func auditPath(m int, h [][]byte) [][]byte {
+	if len(h) <= 1 {
+		return nil
+	}
+	k := split(len(h))
+	if m < k {
+		return append(auditPath(m, h[:k]), treeHash(h[k:]))
+	}
+	return append(auditPath(m-k, h[k:]), treeHash(h[:k]))
+}
+
+// VerifyInclusion checks that leaf is in the tree of root with proof (the
+// algorithm of RFC 9162, 2.1.3.2). It returns nil or an error wrapping
+// ErrMalformedCheckpoint.
+func VerifyInclusion(root []byte, leaf CheckpointLeaf, p *InclusionProof) error {
+	if p == nil || p.Index < 0 || p.Index >= p.Size {
+		return fmt.Errorf("%w: inclusion proof of %s out of range", ErrMalformedCheckpoint, leaf.InstanceID)
+	}
+	fn, sn := p.Index, p.Size-1
+	r := LeafHash(leaf)
+	for _, s := range p.Path {
+		if sn == 0 {
+			return fmt.Errorf("%w: inclusion proof of %s is too long", ErrMalformedCheckpoint, leaf.InstanceID)
+		}
+		if fn&1 == 1 || fn == sn {
+			r = nodeHash(s, r)
+			for fn&1 == 0 && fn != 0 {
+				fn >>= 1
+				sn >>= 1
+			}
+		} else {
+			r = nodeHash(r, s)
+		}
+		fn >>= 1
+		sn >>= 1
+	}
+	if sn != 0 || !bytes.Equal(r, root) {
+		return fmt.Errorf("%w: inclusion proof of %s does not lead to the root", ErrMalformedCheckpoint, leaf.InstanceID)
+	}
+	return nil
+}

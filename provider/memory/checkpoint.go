@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
+)
+
+// Checkpoint operations, for fault injection.
+const (
+	OpAppendCheckpoint Op = "AppendCheckpoint"
+	OpLatestCheckpoint Op = "LatestCheckpoint"
+	OpListCheckpoints  Op = "ListCheckpoints"
+)
+
+var _ provider.CheckpointStore = (*Store)(nil)
+
+func cloneCheckpoint(c *history.Checkpoint) history.Checkpoint {
+	out := *c
+	out.PrevHash, out.Root, out.Hash, out.Signature = bytes.Clone(c.PrevHash), bytes.Clone(c.Root), bytes.Clone(c.Hash), bytes.Clone(c.Signature)
+	out.Leaves = make([]history.CheckpointLeaf, len(c.Leaves))
+	for i, l := range c.Leaves {
+		l.Hash = bytes.Clone(l.Hash)
+		out.Leaves[i] = l
+	}
+	return out
+}
+
+// AppendCheckpoint implements provider.CheckpointStore.
+func (s *Store) AppendCheckpoint(ctx context.Context, c *history.Checkpoint) error {
+	return s.do(ctx, OpAppendCheckpoint, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := len(s.checkpoints)
+		if c.Number >= 1 && c.Number <= int64(n) {
+			if bytes.Equal(s.checkpoints[c.Number-1].Hash, c.Hash) {
+				return nil
+			}
+			return fmt.Errorf("checkpoint %d: %w: another checkpoint has its number", c.Number, provider.ErrConflict)
+		}
+		var prev []byte
+		if n > 0 {
+			prev = s.checkpoints[n-1].Hash
+		}
+		if c.Number != int64(n)+1 || !bytes.Equal(c.PrevHash, prev) {
+			return fmt.Errorf("checkpoint %d: %w: the latest is %d", c.Number, provider.ErrConflict, n)
+		}
+		s.checkpoints = append(s.checkpoints, cloneCheckpoint(c))
+		return nil
+	})
+}
+
+// LatestCheckpoint implements provider.CheckpointStore.
+func (s *Store) LatestCheckpoint(ctx context.Context) (*history.Checkpoint, error) {
+	var out *history.Checkpoint
+	err := s.do(ctx, OpLatestCheckpoint, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := len(s.checkpoints) - 1; i >= 0; i-- {
+			if s.checkpoints[i].Number != 0 { // 0: deleted by a test
+				c := cloneCheckpoint(&s.checkpoints[i])
+				out = &c
+				return nil
+			}
+		}
+		return fmt.Errorf("latest checkpoint: %w", provider.ErrNotFound)
+	})
+	return out, err
+}
+
+// ListCheckpoints implements provider.CheckpointStore.
+func (s *Store) ListCheckpoints(ctx context.Context, p *provider.ListCheckpointsParams) ([]history.Checkpoint, error) {
+	var out []history.Checkpoint
+	err := s.do(ctx, OpListCheckpoints, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		limit := limitOf(p.Limit)
+		for i := max(p.AfterNumber, 0); i < int64(len(s.checkpoints)) && len(out) < limit; i++ {
+			c := &s.checkpoints[i]
+			if c.Number == 0 {
+				continue
+			}
+			if p.InstanceID != "" {
+				if _, _, ok := c.Leaf(p.InstanceID); !ok {
+					continue
+				}
+			}
+			out = append(out, cloneCheckpoint(c))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteCheckpoint removes a stored checkpoint, bypassing every check, as
+// an operator with write access to the database could: tests show that
+// verification reports the gap. It reports whether the checkpoint existed.
+func (s *Store) DeleteCheckpoint(number int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if number < 1 || number > int64(len(s.checkpoints)) || s.checkpoints[number-1].Number == 0 {
+		return false
+	}
+	s.checkpoints[number-1] = history.Checkpoint{}
+	return true
+}
+
+// RewriteHistory replaces the stored history of an instance with what
+// rewrite returns for a copy of it, renumbered from 1 and sealed afresh
+// (hashes recomputed), bypassing every check: what an operator with write
+// access to the database could do. Plain chain verification cannot tell;
+// signed checkpoints can. It reports whether the instance had history.
+func (s *Store) RewriteHistory(instanceID string, rewrite func(events []history.Event) []history.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instances[instanceID]
+	if in == nil || len(in.events) == 0 {
+		return false
+	}
+	events := rewrite(cloneEvents(in.events))
+	for i := range events {
+		events[i].Seq = int64(i) + 1
+	}
+	history.Seal(nil, events)
+	in.events = slices.Clip(events)
+	return true
+}
+
+// DeleteHistory removes an instance's history and records without a
+// purge and without a tombstone, bypassing every check, as an operator
+// with write access to the database could. It reports whether the
+// instance existed.
+func (s *Store) DeleteHistory(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instances[instanceID]
+	if in == nil {
+		return false
+	}
+	if in.heapIndex >= 0 {
+		heap.Remove(&s.ready, in.heapIndex)
+	}
+	delete(s.instances, instanceID)
+	return true
+}

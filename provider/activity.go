@@ -132,3 +132,17 @@ func UnmarshalActivityTask(data []byte) (ActivityTask, error) {
 		VisibleAt: fromNanos(e.VisibleAt), EnqueuedAt: fromNanos(e.EnqueuedAt), LastError: e.LastError,
 	}, nil
 }
+
+// SetDefaults applies the defaults of an enqueue: a zero EnqueuedAt or
+// VisibleAt takes now, and an Attempt below 1 is 1.
+func (t *ActivityTask) SetDefaults(now time.Time) {
+	if t.EnqueuedAt.IsZero() {
+		t.EnqueuedAt = now
+	}
+	if t.VisibleAt.IsZero() {
+		t.VisibleAt = now
+	}
+	if t.Attempt <= 0 {
+		t.Attempt = 1
+	}
+}

@@ -161,3 +161,14 @@ func NewMessage(id, instanceID, executionID, correlationID string, attrs history
 		Kind: attrs.EventKind(), CorrelationID: correlationID, Payload: payload,
 	}, nil
 }
+
+// SetDefaults applies the defaults of an enqueue: a zero EnqueuedAt or
+// VisibleAt takes now.
+func (m *Message) SetDefaults(now time.Time) {
+	if m.EnqueuedAt.IsZero() {
+		m.EnqueuedAt = now
+	}
+	if m.VisibleAt.IsZero() {
+		m.VisibleAt = now
+	}
+}

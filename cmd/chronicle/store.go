@@ -52,47 +52,20 @@ func openStore(ctx context.Context, url, schema string) (provider.Store, func(),
 		if err != nil {
 			return nil, nil, err
 		}
-		version, err := store.SchemaVersion(ctx)
-		if err != nil {
-			store.Close()
-			return nil, nil, err
-		}
-		if version != postgres.LatestSchemaVersion() {
-			store.Close()
-			return nil, nil, fmt.Errorf("schema %s is at version %d, this chronicle needs %d: run chronicle migrate", store.Schema(), version, postgres.LatestSchemaVersion())
-		}
-		return store, store.Close, nil
+		return current(ctx, store, store.Close, store.SchemaVersion, postgres.LatestSchemaVersion(), "schema "+store.Schema())
 	case isMongo(url):
 		store, err := mongo.Open(ctx, url, mongo.Options{Database: schema, Logger: quietLogger()})
 		if err != nil {
 			return nil, nil, err
 		}
-		version, err := store.SchemaVersion(ctx)
-		if err != nil {
-			store.Close()
-			return nil, nil, err
-		}
-		if version != mongo.LatestSchemaVersion() {
-			store.Close()
-			return nil, nil, fmt.Errorf("database %s is at schema version %d, this chronicle needs %d: run chronicle migrate", store.Database(), version, mongo.LatestSchemaVersion())
-		}
-		return store, store.Close, nil
+		return current(ctx, store, store.Close, store.SchemaVersion, mongo.LatestSchemaVersion(), "database "+store.Database())
 	case isOracle(url):
 		// A build without cgo has no Oracle driver: Open says so.
 		store, err := oracle.Open(ctx, url, oracle.Options{Schema: strings.ToUpper(schema), Logger: quietLogger()})
 		if err != nil {
 			return nil, nil, err
 		}
-		version, err := store.SchemaVersion(ctx)
-		if err != nil {
-			store.Close()
-			return nil, nil, err
-		}
-		if version != oracle.LatestSchemaVersion() {
-			store.Close()
-			return nil, nil, fmt.Errorf("schema %s (prefix %s) is at version %d, this chronicle needs %d: run chronicle migrate", store.Schema(), store.Prefix(), version, oracle.LatestSchemaVersion())
-		}
-		return store, store.Close, nil
+		return current(ctx, store, store.Close, store.SchemaVersion, oracle.LatestSchemaVersion(), "schema "+store.Schema()+" (prefix "+store.Prefix()+")")
 	}
 	return nil, nil, checkStoreURL(url)
 }
@@ -101,4 +74,20 @@ func openStore(ctx context.Context, url, schema string) (provider.Store, func(),
 // informational records (the mode it chose, say).
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// current returns store with its closer when its schema is at latest, and
+// closes it with an error that says to run chronicle migrate otherwise;
+// what names the schema in that error.
+func current(ctx context.Context, store provider.Store, closeStore func(), version func(context.Context) (int, error), latest int, what string) (provider.Store, func(), error) {
+	v, err := version(ctx)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	if v != latest {
+		closeStore()
+		return nil, nil, fmt.Errorf("%s is at version %d, this chronicle needs %d: run chronicle migrate", what, v, latest)
+	}
+	return store, closeStore, nil
 }

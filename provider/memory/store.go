@@ -279,12 +279,7 @@ func (s *Store) enqueueMessages(msgs []provider.Message, now time.Time) {
 		if _, ok := s.messages[m.ID]; ok {
 			continue
 		}
-		if m.EnqueuedAt.IsZero() {
-			m.EnqueuedAt = now
-		}
-		if m.VisibleAt.IsZero() {
-			m.VisibleAt = now
-		}
+		m.SetDefaults(now)
 		in := s.instance(m.InstanceID)
 		s.nextSeq++
 		msg := &message{m: m, seq: s.nextSeq, inst: in}
@@ -673,15 +668,7 @@ func (s *Store) enqueueActivities(tasks []provider.ActivityTask, now time.Time) 
 		if s.taskIDs[t.ID] {
 			continue
 		}
-		if t.EnqueuedAt.IsZero() {
-			t.EnqueuedAt = now
-		}
-		if t.VisibleAt.IsZero() {
-			t.VisibleAt = now
-		}
-		if t.Attempt <= 0 {
-			t.Attempt = 1
-		}
+		t.SetDefaults(now)
 		s.taskIDs[t.ID] = true
 		s.taskInstance[t.ID] = t.InstanceID
 		s.insertTask(t)

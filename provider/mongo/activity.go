@@ -62,15 +62,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 	}
 	wrote := false
 	for _, t := range p.Tasks {
-		if t.EnqueuedAt.IsZero() {
-			t.EnqueuedAt = p.Now
-		}
-		if t.VisibleAt.IsZero() {
-			t.VisibleAt = p.Now
-		}
-		if t.Attempt <= 0 {
-			t.Attempt = 1
-		}
+		t.SetDefaults(p.Now)
 		data, err := provider.MarshalActivityTask(&t)
 		if err != nil {
 			return fmt.Errorf("enqueue activity task %s: %w", t.ID, err)

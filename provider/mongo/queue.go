@@ -33,12 +33,7 @@ type messageDoc struct {
 }
 
 func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
-	if m.EnqueuedAt.IsZero() {
-		m.EnqueuedAt = now
-	}
-	if m.VisibleAt.IsZero() {
-		m.VisibleAt = now
-	}
+	m.SetDefaults(now)
 	return messageDoc{
 		ID: m.ID, Instance: m.InstanceID, Execution: m.ExecutionID, Kind: string(m.Kind), Corr: m.CorrelationID,
 		Actor: m.Actor, Payload: m.Payload, Visible: nanos(m.VisibleAt), Enqueued: nanos(m.EnqueuedAt),

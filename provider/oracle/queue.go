@@ -57,12 +57,7 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 			continue
 		}
 		seen[m.ID] = true
-		if m.EnqueuedAt.IsZero() {
-			m.EnqueuedAt = p.Now
-		}
-		if m.VisibleAt.IsZero() {
-			m.VisibleAt = p.Now
-		}
+		m.SetDefaults(p.Now)
 		attempts, lastError := m.Attempts, m.LastError
 		// The envelope is the message as enqueued; the delivery count
 		// lives in columns, which AbandonMessages updates.

@@ -152,15 +152,7 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.Enqu
 			continue
 		}
 		seen[t.ID] = true
-		if t.EnqueuedAt.IsZero() {
-			t.EnqueuedAt = p.Now
-		}
-		if t.VisibleAt.IsZero() {
-			t.VisibleAt = p.Now
-		}
-		if t.Attempt <= 0 {
-			t.Attempt = 1
-		}
+		t.SetDefaults(p.Now)
 		env, err := provider.MarshalActivityTask(&t)
 		if err != nil {
 			return false, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)

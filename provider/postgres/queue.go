@@ -156,12 +156,7 @@ func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error
 			continue
 		}
 		seen[m.ID] = true
-		if m.EnqueuedAt.IsZero() {
-			m.EnqueuedAt = now
-		}
-		if m.VisibleAt.IsZero() {
-			m.VisibleAt = now
-		}
+		m.SetDefaults(now)
 		attempts, lastError := m.Attempts, m.LastError
 		// The envelope is the message as enqueued; the delivery count
 		// lives in columns, which AbandonMessages updates.

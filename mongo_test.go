@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
@@ -240,4 +241,41 @@ func (p *cutProxy) cuts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n
+}
+
+// TestCheckpointDetectsRewrittenHistoryOnMongo: an operator rewrites an
+// instance's history documents with recomputed hashes; the chain still
+// verifies, the signed checkpoints name the instance and seq.
+func TestCheckpointDetectsRewrittenHistoryOnMongo(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	store := mongotest.NewStore(t, chmongo.Options{})
+	b := setupOn(t, store, signed(s))
+	register(t, b.engine, "echo", quick)
+	runEchoes(t, b, "m-1", "m-2")
+	events := b.history(t, "m-1")
+	last := events[len(events)-1].Seq
+
+	forged := resealed(t, events, 2)
+	hist := mongotest.Client(t, mongotest.URL(t)).Database(store.Database()).Collection("history")
+	cur, err := hist.Find(b.ctx, bson.D{{Key: "i", Value: "m-1"}})
+	require.NoError(t, err)
+	var docs []struct {
+		ID     string   `bson:"_id"`
+		First  int64    `bson:"f"`
+		Events [][]byte `bson:"ev"`
+	}
+	require.NoError(t, cur.All(b.ctx, &docs))
+	for _, d := range docs {
+		for j := range d.Events {
+			d.Events[j] = history.MarshalEvent(&forged[d.First-1+int64(j)])
+		}
+		_, err := hist.UpdateOne(b.ctx, bson.D{{Key: "_id", Value: d.ID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "ev", Value: d.Events}, {Key: "lh", Value: forged[d.First-1+int64(len(d.Events))-1].Hash}}}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.engine.Verify(b.ctx, "m-1"), "plain chain verification should pass on a resealed history")
+	rep, err := b.engine.VerifyCheckpoints(b.ctx, keyringOf(t, s))
+	require.NoError(t, err)
+	requireMismatch(t, rep, "m-1", last)
 }

@@ -25,8 +25,9 @@
 // per idempotency key), activity_tasks (by task id, kept and marked done
 // once finished, so the id stays known), activity_claims (one per won
 // claim), dead_letters, incidents, snapshots, instances, human_tasks,
-// human_task_events, custom_projections, tombstones, and chronicle_meta
-// (schema version and migration lock). Times are Unix nanoseconds from
+// human_task_events, custom_projections, tombstones, checkpoints and
+// checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]), and
+// chronicle_meta (schema version and migration lock). Times are Unix nanoseconds from
 // the engine's clock (BSON dates keep milliseconds only); no method reads
 // the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
 // run under a lock document.

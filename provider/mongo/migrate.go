@@ -23,6 +23,19 @@ type migration struct {
 // run again.
 var migrations = []migration{
 	{1, "collections and indexes", migrateIndexes},
+	{2, "signed checkpoints", migrateCheckpoints},
+}
+
+func migrateCheckpoints(ctx context.Context, s *Store) error {
+	for _, keys := range []bson.D{{{Key: "c", Value: 1}, {Key: "i", Value: 1}}, {{Key: "i", Value: 1}, {Key: "n", Value: 1}}} {
+		if _, err := s.c.checkpointLeaves.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: keys}); err != nil {
+			return fmt.Errorf("index on %s: %w", s.c.checkpointLeaves.Name(), translate(err))
+		}
+	}
+	if _, err := s.c.checkpoints.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}}); err != nil {
+		return fmt.Errorf("index on %s: %w", s.c.checkpoints.Name(), translate(err))
+	}
+	return nil
 }
 
 // LatestSchemaVersion is the schema version this build writes.

@@ -125,7 +125,8 @@ type Store struct {
 // documents.
 type collections struct {
 	messages, leases, history, keys, tasks, claims, letters, incidents,
-	snapshots, instances, humanTasks, taskEvents, custom, tombstones, meta *mongo.Collection
+	snapshots, instances, humanTasks, taskEvents, custom, tombstones, meta,
+	checkpoints, checkpointLeaves *mongo.Collection
 }
 
 var (
@@ -179,6 +180,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			letters: db.Collection("dead_letters"), incidents: db.Collection("incidents"), snapshots: db.Collection("snapshots"),
 			instances: db.Collection("instances"), humanTasks: db.Collection("human_tasks"), taskEvents: db.Collection("human_task_events"),
 			custom: db.Collection("custom_projections"), tombstones: db.Collection("tombstones"), meta: db.Collection("chronicle_meta"),
+			checkpoints: db.Collection("checkpoints"), checkpointLeaves: db.Collection("checkpoint_leaves"),
 		},
 	}
 	mode, why, err := s.detectMode(ctx, opts.Mode)

@@ -2,16 +2,14 @@ package console
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/jsonarg"
 )
 
 // maxForm bounds the body of an action: a task result may be large, not
@@ -124,47 +122,9 @@ func parseResult(s string) (any, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: the result is not JSON: %v", chronicle.ErrInvalidArgument, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: the result holds more than one JSON value", chronicle.ErrInvalidArgument)
-	}
-	return numbers(v)
-}
-
-// numbers replaces the json.Numbers in v by int64 for whole numbers and
-// float64 for the others.
-func numbers(v any) (any, error) {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i, nil
-		}
-		f, err := v.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("%w: number %s is out of range", chronicle.ErrInvalidArgument, v)
-		}
-		return f, nil
-	case []any:
-		for i := range v {
-			n, err := numbers(v[i])
-			if err != nil {
-				return nil, err
-			}
-			v[i] = n
-		}
-	case map[string]any:
-		for k := range v {
-			n, err := numbers(v[k])
-			if err != nil {
-				return nil, err
-			}
-			v[k] = n
-		}
+	v, err := jsonarg.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the result: %w", chronicle.ErrInvalidArgument, err)
 	}
 	return v, nil
 }

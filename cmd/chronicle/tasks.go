@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/jsonarg"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -296,47 +295,9 @@ func (c *cli) reportTask(taskID, verb, user string) error {
 // parseResult parses a --result value as JSON for Engine.CompleteTask: whole
 // numbers become integers so that they decode into int fields.
 func parseResult(s string) (any, error) {
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("invalid value for flag --result: not JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("invalid value for flag --result: more than one JSON value")
-	}
-	return numbers(v)
-}
-
-// numbers replaces the json.Numbers in v by int64 for whole numbers and
-// float64 for the others; a number that fits neither is an error.
-func numbers(v any) (any, error) {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i, nil
-		}
-		f, err := v.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("invalid value for flag --result: number %s is out of range", v)
-		}
-		return f, nil
-	case []any:
-		for i := range v {
-			n, err := numbers(v[i])
-			if err != nil {
-				return nil, err
-			}
-			v[i] = n
-		}
-	case map[string]any:
-		for k := range v {
-			n, err := numbers(v[k])
-			if err != nil {
-				return nil, err
-			}
-			v[k] = n
-		}
+	v, err := jsonarg.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("invalid value for flag --result: %w", err)
 	}
 	return v, nil
 }

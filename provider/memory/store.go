@@ -124,7 +124,7 @@ type Store struct {
 	// checkpoints are kept in number order; a zero Number marks one
 	// deleted by DeleteCheckpoint.
 	checkpoints []history.Checkpoint
-	hints       map[provider.Queue]chan struct{}
+	hints       provider.Hints
 }
 
 var (
@@ -144,7 +144,6 @@ func New(opts Options) *Store {
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
 		letters: map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
-		hints: map[provider.Queue]chan struct{}{provider.QueueOrchestration: make(chan struct{}), provider.QueueActivity: make(chan struct{})},
 	}
 }
 
@@ -255,22 +254,10 @@ func (s *Store) token() string {
 }
 
 // notify wakes the workers waiting on q.
-func (s *Store) notify(q provider.Queue) {
-	close(s.hints[q])
-	s.hints[q] = make(chan struct{})
-}
+func (s *Store) notify(q provider.Queue) { s.hints.Wake(q) }
 
 // WorkHint implements provider.Notifier.
-func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, ok := s.hints[q]
-	if !ok {
-		ch = make(chan struct{})
-		s.hints[q] = ch
-	}
-	return ch
-}
+func (s *Store) WorkHint(q provider.Queue) <-chan struct{} { return s.hints.Channel(q) }
 
 // enqueueMessages adds messages idempotently; callers hold s.mu.
 func (s *Store) enqueueMessages(msgs []provider.Message, now time.Time) {

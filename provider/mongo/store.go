@@ -109,7 +109,7 @@ type Store struct {
 	c           collections
 
 	mu    sync.Mutex
-	hints map[provider.Queue]chan struct{}
+	hints provider.Hints
 	// stop ends the change-stream watchers.
 	stop   context.CancelFunc
 	closed bool
@@ -173,7 +173,6 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	db := opts.Client.Database(opts.Database)
 	s := &Store{
 		client: opts.Client, db: db, log: opts.Logger, lockTimeout: opts.LockTimeout,
-		hints: map[provider.Queue]chan struct{}{provider.QueueOrchestration: make(chan struct{}), provider.QueueActivity: make(chan struct{})},
 		c: collections{
 			messages: db.Collection("messages"), leases: db.Collection("leases"), history: db.Collection("history"),
 			keys: db.Collection("history_keys"), tasks: db.Collection("activity_tasks"), claims: db.Collection("activity_claims"),
@@ -274,24 +273,10 @@ func (s *Store) Close() {
 // WorkHint implements provider.Notifier: work enqueued through this store
 // closes the channel; on a replica set change streams bring other
 // processes' work too.
-func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, ok := s.hints[q]
-	if !ok {
-		ch = make(chan struct{})
-		s.hints[q] = ch
-	}
-	return ch
-}
+func (s *Store) WorkHint(q provider.Queue) <-chan struct{} { return s.hints.Channel(q) }
 
 // notify wakes the workers waiting on q.
-func (s *Store) notify(q provider.Queue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.hints[q])
-	s.hints[q] = make(chan struct{})
-}
+func (s *Store) notify(q provider.Queue) { s.hints.Wake(q) }
 
 // Times are stored as Unix nanoseconds (BSON dates keep milliseconds only);
 // zero is the zero time.

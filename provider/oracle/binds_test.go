@@ -162,7 +162,7 @@ func fakeStore(t *testing.T, answers ...fakeRows) (*Store, *fakeDB) {
 	t.Cleanup(func() { _ = db.Close() })
 	s := &Store{
 		db: db, names: testNames, sql: newStatements(testNames), log: slog.New(slog.DiscardHandler),
-		listenWait: time.Second, hints: map[provider.Queue]chan struct{}{}, locked: map[string]int{},
+		listenWait: time.Second, locked: map[string]int{},
 	}
 	return s, f
 }

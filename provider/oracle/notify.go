@@ -28,33 +28,14 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	if s.listener == nil && !s.closed {
 		s.listener = startLoop(s.listen)
 	}
-	ch, ok := s.hints[q]
-	if !ok {
-		ch = make(chan struct{})
-		s.hints[q] = ch
-	}
-	return ch
+	return s.hints.Channel(q)
 }
 
 // wake closes the current hint channel of q.
-func (s *Store) wake(q provider.Queue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch, ok := s.hints[q]; ok {
-		close(ch)
-		delete(s.hints, q)
-	}
-}
+func (s *Store) wake(q provider.Queue) { s.hints.Wake(q) }
 
 // wakeAll closes every hint channel.
-func (s *Store) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for q, ch := range s.hints {
-		close(ch)
-		delete(s.hints, q)
-	}
-}
+func (s *Store) wakeAll() { s.hints.WakeAll() }
 
 // enqueueWake enqueues, in the transaction of db, the wake messages of the
 // queues that got work (see wakeSQL: ON_COMMIT visibility, coalesced).

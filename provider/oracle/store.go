@@ -36,7 +36,7 @@ type Store struct {
 
 	mu sync.Mutex
 	// hints are the channels WorkHint hands out, closed on a wake-up.
-	hints map[provider.Queue]chan struct{}
+	hints provider.Hints
 	// locked counts the open rounds of this store holding each instance;
 	// NextVisibleAt leaves those instances out, as it cannot see the
 	// row locks of other sessions.
@@ -71,7 +71,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		db: opts.DB, log: opts.Logger, listenWait: opts.ListenWait,
-		hints: map[provider.Queue]chan struct{}{}, locked: map[string]int{},
+		locked: map[string]int{},
 	}
 	if s.db == nil {
 		if s.db, err = sql.Open(DriverName, opts.DSN); err != nil {

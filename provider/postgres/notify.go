@@ -27,23 +27,11 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	if s.listener == nil && !s.closed {
 		s.listener = startLoop(s.listen)
 	}
-	ch, ok := s.hints[q]
-	if !ok {
-		ch = make(chan struct{})
-		s.hints[q] = ch
-	}
-	return ch
+	return s.hints.Channel(q)
 }
 
 // wake closes the current hint channel of q.
-func (s *Store) wake(q provider.Queue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch, ok := s.hints[q]; ok {
-		close(ch)
-		delete(s.hints, q)
-	}
-}
+func (s *Store) wake(q provider.Queue) { s.hints.Wake(q) }
 
 // announce makes new work on q known: it wakes this process's workers at
 // once and has the notifier NOTIFY q's channel for other processes. Callers
@@ -120,14 +108,7 @@ func (s *Store) sendNotifications(ctx context.Context) {
 }
 
 // wakeAll closes every hint channel.
-func (s *Store) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for q, ch := range s.hints {
-		close(ch)
-		delete(s.hints, q)
-	}
-}
+func (s *Store) wakeAll() { s.hints.WakeAll() }
 
 // ListenerApplicationName is the application_name of the connection that
 // listens for work hints of a schema, as pg_stat_activity shows it.

@@ -31,7 +31,7 @@ type Store struct {
 
 	mu sync.Mutex
 	// hints are the channels WorkHint hands out, closed on a wake-up.
-	hints map[provider.Queue]chan struct{}
+	hints provider.Hints
 	// locked counts the open rounds of this store holding each instance;
 	// NextVisibleAt leaves those instances out, as it cannot see the
 	// row locks of other sessions without taking locks itself.
@@ -69,7 +69,6 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
 		sql:       newStatements(opts.Schema),
-		hints:     map[provider.Queue]chan struct{}{},
 		locked:    map[string]int{},
 		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
 		channels: map[provider.Queue]string{

@@ -112,7 +112,7 @@ func MarshalActivityTask(t *ActivityTask) ([]byte, error) {
 	return history.Encode(&taskEnvelope{
 		Format: 1, ID: t.ID, InstanceID: t.InstanceID, ExecutionID: t.ExecutionID, ScheduledSeq: t.ScheduledSeq,
 		Name: t.Name, Queue: t.Queue, Input: t.Input, Attempt: t.Attempt, Retry: t.Retry, Timeout: t.Timeout,
-		VisibleAt: nanos(t.VisibleAt), EnqueuedAt: nanos(t.EnqueuedAt), LastError: t.LastError,
+		VisibleAt: UnixNanos(t.VisibleAt), EnqueuedAt: UnixNanos(t.EnqueuedAt), LastError: t.LastError,
 	})
 }
 
@@ -129,7 +129,7 @@ func UnmarshalActivityTask(data []byte) (ActivityTask, error) {
 	return ActivityTask{
 		ID: e.ID, InstanceID: e.InstanceID, ExecutionID: e.ExecutionID, ScheduledSeq: e.ScheduledSeq,
 		Name: e.Name, Queue: e.Queue, Input: e.Input, Attempt: e.Attempt, Retry: e.Retry, Timeout: e.Timeout,
-		VisibleAt: fromNanos(e.VisibleAt), EnqueuedAt: fromNanos(e.EnqueuedAt), LastError: e.LastError,
+		VisibleAt: FromUnixNanos(e.VisibleAt), EnqueuedAt: FromUnixNanos(e.EnqueuedAt), LastError: e.LastError,
 	}, nil
 }
 

@@ -84,7 +84,7 @@ type DeadLetter struct {
 // item dead-lettered twice in one delivery gets the same id, a redriven item
 // (enqueued anew) gets a new one.
 func DeadLetterID(itemID string, enqueuedAt time.Time) string {
-	return history.DeterministicID(itemID, nanos(enqueuedAt), "dead-letter")
+	return history.DeterministicID(itemID, UnixNanos(enqueuedAt), "dead-letter")
 }
 
 // DiscardedActivityResult is the result message a store enqueues when an

@@ -112,7 +112,7 @@ func MarshalMessage(m *Message) ([]byte, error) {
 	return history.Encode(&envelope{
 		Format: 1, ID: m.ID, InstanceID: m.InstanceID, ExecutionID: m.ExecutionID,
 		Kind: string(m.Kind), CorrelationID: m.CorrelationID, Actor: m.Actor, Payload: m.Payload,
-		VisibleAt: nanos(m.VisibleAt), EnqueuedAt: nanos(m.EnqueuedAt), Attempts: m.Attempts, LastError: m.LastError,
+		VisibleAt: UnixNanos(m.VisibleAt), EnqueuedAt: UnixNanos(m.EnqueuedAt), Attempts: m.Attempts, LastError: m.LastError,
 	})
 }
 
@@ -130,18 +130,21 @@ func UnmarshalMessage(data []byte) (Message, error) {
 	return Message{
 		ID: e.ID, InstanceID: e.InstanceID, ExecutionID: e.ExecutionID, Kind: history.Kind(e.Kind),
 		CorrelationID: e.CorrelationID, Actor: e.Actor, Payload: e.Payload,
-		VisibleAt: fromNanos(e.VisibleAt), EnqueuedAt: fromNanos(e.EnqueuedAt), Attempts: e.Attempts, LastError: e.LastError,
+		VisibleAt: FromUnixNanos(e.VisibleAt), EnqueuedAt: FromUnixNanos(e.EnqueuedAt), Attempts: e.Attempts, LastError: e.LastError,
 	}, nil
 }
 
-func nanos(t time.Time) int64 {
+// UnixNanos is how the contract's encodings (and stores that keep times as
+// integers) write a time: Unix nanoseconds, the zero time as 0.
+func UnixNanos(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
 	return t.UnixNano()
 }
 
-func fromNanos(n int64) time.Time {
+// FromUnixNanos reads a time UnixNanos wrote, in UTC.
+func FromUnixNanos(n int64) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}

@@ -69,7 +69,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 		}
 		ok, err := insertIgnoringDuplicate(ctx, s.c.tasks, t.ID, &taskDoc{
 			ID: t.ID, Instance: t.InstanceID, Execution: t.ExecutionID, Queue: t.Queue,
-			ClaimableAt: nanos(t.VisibleAt), Order: nextOrder(p.Now), Task: data,
+			ClaimableAt: provider.UnixNanos(t.VisibleAt), Order: nextOrder(p.Now), Task: data,
 		})
 		if err != nil {
 			return fmt.Errorf("enqueue activity task %s: %w", t.ID, err)
@@ -87,7 +87,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 // won; only then is the task's document updated with the claim.
 func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	for range 4 {
-		cur, err := s.c.tasks.Find(ctx, filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", nanos(p.Now))),
+		cur, err := s.c.tasks.Find(ctx, filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", provider.UnixNanos(p.Now))),
 			options.Find().SetSort(filter("ca", 1, "o", 1)).SetLimit(16))
 		if err != nil {
 			return nil, translate(err)
@@ -121,7 +121,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	n := d.Claims + 1
 	cid := id(d.ID, pad(n))
-	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: nanos(p.LockedUntil)})
+	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: provider.UnixNanos(p.LockedUntil)})
 	if err != nil {
 		return nil, err
 	}
@@ -129,20 +129,20 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 		// Won by another claimer, unless that claimer died before it
 		// wrote the claim into the task: then its claim document has
 		// expired and goes.
-		res, err := s.c.claims.DeleteOne(ctx, filter("_id", cid, "u", filter("$lte", nanos(p.Now))))
+		res, err := s.c.claims.DeleteOne(ctx, filter("_id", cid, "u", filter("$lte", provider.UnixNanos(p.Now))))
 		if err != nil {
 			return nil, fmt.Errorf("claim activity task %s: %w", d.ID, translate(err))
 		}
 		if res.DeletedCount == 0 {
 			return nil, nil
 		}
-		if ok, err = insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: nanos(p.LockedUntil)}); err != nil || !ok {
+		if ok, err = insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: provider.UnixNanos(p.LockedUntil)}); err != nil || !ok {
 			return nil, err
 		}
 	}
 	token := newToken()
 	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "n", d.Claims, "d", false),
-		set("n", n, "tok", token, "own", p.Owner, "u", nanos(p.LockedUntil), "ca", nanos(p.LockedUntil)))
+		set("n", n, "tok", token, "own", p.Owner, "u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)))
 	if err != nil {
 		return nil, fmt.Errorf("claim activity task %s: %w", d.ID, translate(err))
 	}
@@ -156,7 +156,7 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 	}
 	l := &provider.ActivityLease{Task: t, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
 	if d.Token != "" {
-		l.Expired = &provider.ExpiredClaim{Owner: d.Owner, LockedUntil: fromNanos(d.Until)}
+		l.Expired = &provider.ExpiredClaim{Owner: d.Owner, LockedUntil: provider.FromUnixNanos(d.Until)}
 	}
 	return l, nil
 }
@@ -180,7 +180,7 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActi
 		return fmt.Errorf("activity task %s: %w", p.TaskID, provider.ErrLeaseLost)
 	}
 	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("u", nanos(p.LockedUntil), "ca", nanos(p.LockedUntil)))
+		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)))
 	if err != nil {
 		return fmt.Errorf("heartbeat activity task %s: %w", p.TaskID, translate(err))
 	}
@@ -252,7 +252,7 @@ func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityPara
 		return err
 	}
 	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("t", data, "tok", "", "own", "", "u", int64(0), "ca", nanos(p.VisibleAt)))
+		set("t", data, "tok", "", "own", "", "u", int64(0), "ca", provider.UnixNanos(p.VisibleAt)))
 	if err != nil {
 		return fmt.Errorf("retry activity task %s: %w", p.TaskID, translate(err))
 	}
@@ -337,7 +337,7 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueued
 		}
 		q := provider.QueuedActivity{Task: t}
 		if docs[i].Token != "" {
-			q.Owner, q.LockedUntil = docs[i].Owner, fromNanos(docs[i].Until)
+			q.Owner, q.LockedUntil = docs[i].Owner, provider.FromUnixNanos(docs[i].Until)
 		}
 		out = append(out, q)
 	}
@@ -353,7 +353,7 @@ func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now ti
 	}
 	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", t.ID),
 		bson.D{
-			{Key: "$set", Value: filter("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", nanos(now), "o", nextOrder(now),
+			{Key: "$set", Value: filter("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "o", nextOrder(now),
 				"tok", "", "own", "", "u", int64(0), "d", false, "t", data)},
 			{Key: "$setOnInsert", Value: filter("n", int64(0))},
 		}, options.UpdateOne().SetUpsert(true))

@@ -41,7 +41,7 @@ type incidentDoc struct {
 func newLetterDoc(l *provider.DeadLetter) (*letterDoc, error) {
 	d := &letterDoc{
 		ID: l.ID, Instance: l.InstanceID, Raw: l.Raw, Reason: string(l.Reason), Error: l.Error, Node: l.Node,
-		At: nanos(l.At), Attempts: l.Attempts, Status: string(l.Status), ResolvedBy: l.ResolvedBy, ResolvedAt: nanos(l.ResolvedAt),
+		At: provider.UnixNanos(l.At), Attempts: l.Attempts, Status: string(l.Status), ResolvedBy: l.ResolvedBy, ResolvedAt: provider.UnixNanos(l.ResolvedAt),
 	}
 	if d.Status == "" {
 		d.Status = string(provider.DeadLetterDead)
@@ -63,8 +63,8 @@ func newLetterDoc(l *provider.DeadLetter) (*letterDoc, error) {
 func (d *letterDoc) letter() (provider.DeadLetter, error) {
 	l := provider.DeadLetter{
 		ID: d.ID, InstanceID: d.Instance, Raw: d.Raw, Reason: provider.Reason(d.Reason), Error: d.Error, Node: d.Node,
-		At: fromNanos(d.At), Attempts: d.Attempts, Status: provider.DeadLetterStatus(d.Status), ResolvedBy: d.ResolvedBy,
-		ResolvedAt: fromNanos(d.ResolvedAt),
+		At: provider.FromUnixNanos(d.At), Attempts: d.Attempts, Status: provider.DeadLetterStatus(d.Status), ResolvedBy: d.ResolvedBy,
+		ResolvedAt: provider.FromUnixNanos(d.ResolvedAt),
 	}
 	if d.Message != nil {
 		m, err := provider.UnmarshalMessage(d.Message)
@@ -256,7 +256,7 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 		}
 	}
 	res, err := s.c.letters.UpdateOne(ctx, filter("_id", p.ID, "st", string(provider.DeadLetterDead)),
-		set("st", string(p.Status), "rb", p.By, "ra", nanos(p.Now)))
+		set("st", string(p.Status), "rb", p.By, "ra", provider.UnixNanos(p.Now)))
 	if err != nil {
 		return fmt.Errorf("dead letter %s: %w", p.ID, translate(err))
 	}

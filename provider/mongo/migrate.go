@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // migration is one versioned step of the schema.
@@ -111,7 +113,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	token := newToken()
 	for {
 		now := time.Now()
-		_, err := s.c.meta.InsertOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "tok", Value: token}, {Key: "u", Value: nanos(now.Add(migrateLockFor))}})
+		_, err := s.c.meta.InsertOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "tok", Value: token}, {Key: "u", Value: provider.UnixNanos(now.Add(migrateLockFor))}})
 		if err == nil {
 			break
 		}
@@ -119,7 +121,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("mongo: migration lock: %w", translate(err))
 		}
 		// Take over a lock whose holder died.
-		if _, err := s.c.meta.DeleteOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "u", Value: bson.D{{Key: "$lte", Value: nanos(now)}}}}); err != nil {
+		if _, err := s.c.meta.DeleteOne(ctx, bson.D{{Key: "_id", Value: "migrate-lock"}, {Key: "u", Value: bson.D{{Key: "$lte", Value: provider.UnixNanos(now)}}}}); err != nil {
 			return fmt.Errorf("mongo: migration lock: %w", translate(err))
 		}
 		select {

@@ -151,7 +151,7 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 		}
 		doc := &instanceDoc{
 			ID: p.InstanceID, Seq: p.Seq, Status: string(rec.Status), Name: rec.Name, BusinessKey: rec.BusinessKey,
-			Created: nanos(rec.CreatedAt), Updated: nanos(rec.UpdatedAt), Record: data,
+			Created: provider.UnixNanos(rec.CreatedAt), Updated: provider.UnixNanos(rec.UpdatedAt), Record: data,
 		}
 		if _, err := writeForward(ctx, s.c.instances, p.InstanceID, p.Seq, doc, nil); err != nil {
 			return fmt.Errorf("instance record of %s: %w", p.InstanceID, err)
@@ -290,16 +290,16 @@ func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesPara
 	}
 	created := bson.D{}
 	if !p.CreatedFrom.IsZero() {
-		created = append(created, bson.E{Key: "$gte", Value: nanos(p.CreatedFrom)})
+		created = append(created, bson.E{Key: "$gte", Value: provider.UnixNanos(p.CreatedFrom)})
 	}
 	if !p.CreatedTo.IsZero() {
-		created = append(created, bson.E{Key: "$lt", Value: nanos(p.CreatedTo)})
+		created = append(created, bson.E{Key: "$lt", Value: provider.UnixNanos(p.CreatedTo)})
 	}
 	if len(created) > 0 {
 		add("ca", created)
 	}
 	if !p.UpdatedBefore.IsZero() {
-		add("ua", filter("$lt", nanos(p.UpdatedBefore)))
+		add("ua", filter("$lt", provider.UnixNanos(p.UpdatedBefore)))
 	}
 	if p.Terminal {
 		add("st", filter("$in", []string{string(provider.StatusCompleted), string(provider.StatusFailed), string(provider.StatusTerminated)}))

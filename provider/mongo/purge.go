@@ -38,7 +38,7 @@ func (r *tombstoneRow) tombstone() provider.Tombstone {
 }
 
 func (t *tombDoc) tombstone() provider.Tombstone {
-	return provider.Tombstone{InstanceID: t.Instance, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: fromNanos(t.PurgedAt), PurgedBy: t.PurgedBy}
+	return provider.Tombstone{InstanceID: t.Instance, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: provider.FromUnixNanos(t.PurgedAt), PurgedBy: t.PurgedBy}
 }
 
 // PurgeInstance implements provider.PurgeStore. The purge takes the
@@ -111,10 +111,10 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 	if last > rec.Seq {
 		return nil, fmt.Errorf("purge %s: %w: history is at seq %d, its record at seq %d; a round has not finished", p.InstanceID, provider.ErrInvalidState, last, rec.Seq)
 	}
-	now := nanos(p.Now)
+	now := provider.UnixNanos(p.Now)
 	if latest != nil && !latest.Released {
 		if latest.Until > now {
-			return nil, fmt.Errorf("purge %s: %w: a round of %s holds its lease until %s", p.InstanceID, provider.ErrInvalidState, latest.Owner, fromNanos(latest.Until).Format(time.RFC3339Nano))
+			return nil, fmt.Errorf("purge %s: %w: a round of %s holds its lease until %s", p.InstanceID, provider.ErrInvalidState, latest.Owner, provider.FromUnixNanos(latest.Until).Format(time.RFC3339Nano))
 		}
 		msgs, err := s.visibleMessages(ctx, p.InstanceID, p.Now, 1)
 		if err != nil {
@@ -132,7 +132,7 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 	inst := t.Instance
 	row := &tombstoneRow{
-		ID: id(inst, pad(t.PurgedAt), pad(t.LastSeq)), Order: nextOrder(fromNanos(t.PurgedAt)),
+		ID: id(inst, pad(t.PurgedAt), pad(t.LastSeq)), Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
 		Instance: inst, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: t.PurgedAt, PurgedBy: t.PurgedBy,
 	}
 	if _, err := insertIgnoringDuplicate(ctx, s.c.tombstones, row.ID, row); err != nil {

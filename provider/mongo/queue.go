@@ -36,7 +36,7 @@ func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
 	m.SetDefaults(now)
 	return messageDoc{
 		ID: m.ID, Instance: m.InstanceID, Execution: m.ExecutionID, Kind: string(m.Kind), Corr: m.CorrelationID,
-		Actor: m.Actor, Payload: m.Payload, Visible: nanos(m.VisibleAt), Enqueued: nanos(m.EnqueuedAt),
+		Actor: m.Actor, Payload: m.Payload, Visible: provider.UnixNanos(m.VisibleAt), Enqueued: provider.UnixNanos(m.EnqueuedAt),
 		Attempts: m.Attempts, LastError: m.LastError, Order: nextOrder(now),
 	}
 }
@@ -44,7 +44,7 @@ func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
 func (d *messageDoc) message() provider.Message {
 	return provider.Message{
 		ID: d.ID, InstanceID: d.Instance, ExecutionID: d.Execution, Kind: history.Kind(d.Kind), CorrelationID: d.Corr,
-		Actor: d.Actor, Payload: d.Payload, VisibleAt: fromNanos(d.Visible), EnqueuedAt: fromNanos(d.Enqueued),
+		Actor: d.Actor, Payload: d.Payload, VisibleAt: provider.FromUnixNanos(d.Visible), EnqueuedAt: provider.FromUnixNanos(d.Enqueued),
 		Attempts: d.Attempts, LastError: d.LastError,
 	}
 }
@@ -212,7 +212,7 @@ func (s *Store) findMessages(ctx context.Context, f bson.D, limit int) ([]provid
 
 // visibleMessages returns an instance's messages visible at now.
 func (s *Store) visibleMessages(ctx context.Context, instanceID string, now time.Time, limit int) ([]provider.Message, error) {
-	return s.findMessages(ctx, filter("i", instanceID, "v", filter("$lte", nanos(now))), limitOf(limit))
+	return s.findMessages(ctx, filter("i", instanceID, "v", filter("$lte", provider.UnixNanos(now))), limitOf(limit))
 }
 
 // AbandonMessages implements provider.Store: each message's count first,
@@ -245,7 +245,7 @@ func (s *Store) hold(ctx context.Context, instanceID string, visibleAt time.Time
 		}
 		if cur == nil {
 			ok, err := insertIgnoringDuplicate(ctx, s.c.leases, leaseID(instanceID, 1), &leaseDoc{
-				ID: leaseID(instanceID, 1), Instance: instanceID, Epoch: 1, Released: true, Hold: nanos(visibleAt),
+				ID: leaseID(instanceID, 1), Instance: instanceID, Epoch: 1, Released: true, Hold: provider.UnixNanos(visibleAt),
 			})
 			if err != nil {
 				return fmt.Errorf("hold %s: %w", instanceID, err)
@@ -255,13 +255,13 @@ func (s *Store) hold(ctx context.Context, instanceID string, visibleAt time.Time
 			}
 			continue
 		}
-		if _, err := s.c.leases.UpdateOne(ctx, filter("_id", cur.ID), bson.D{{Key: "$max", Value: filter("h", nanos(visibleAt))}}); err != nil {
+		if _, err := s.c.leases.UpdateOne(ctx, filter("_id", cur.ID), bson.D{{Key: "$max", Value: filter("h", provider.UnixNanos(visibleAt))}}); err != nil {
 			return fmt.Errorf("hold %s: %w", instanceID, translate(err))
 		}
 		// A round that took the next epoch meanwhile copied the hold
 		// before it was written: write it there too.
 		newest, err := s.latestLease(ctx, instanceID)
-		if err != nil || newest == nil || newest.Epoch == cur.Epoch || newest.Hold >= nanos(visibleAt) {
+		if err != nil || newest == nil || newest.Epoch == cur.Epoch || newest.Hold >= provider.UnixNanos(visibleAt) {
 			return err
 		}
 	}
@@ -283,7 +283,7 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtPara
 		if err != nil {
 			return time.Time{}, false, translate(err)
 		}
-		return fromNanos(t.ClaimableAt), true, nil
+		return provider.FromUnixNanos(t.ClaimableAt), true, nil
 	}
 	return time.Time{}, false, fmt.Errorf("mongo: unknown queue %q", p.Queue)
 }
@@ -332,7 +332,7 @@ func (s *Store) nextInstanceAt(ctx context.Context) (time.Time, bool, error) {
 		// Every instance in view is being purged.
 		return time.Time{}, false, nil
 	}
-	return fromNanos(best), true, nil
+	return provider.FromUnixNanos(best), true, nil
 }
 
 // LeaseInstance implements provider.LeaseStore. It walks the visible
@@ -352,7 +352,7 @@ func (s *Store) takeInstance(ctx context.Context, instanceID string, now, until 
 	if instanceID != "" {
 		return s.tryLease(ctx, instanceID, nil, false, now, until, owner, limit)
 	}
-	cur, err := s.c.messages.Find(ctx, filter("v", filter("$lte", nanos(now))),
+	cur, err := s.c.messages.Find(ctx, filter("v", filter("$lte", provider.UnixNanos(now))),
 		options.Find().SetSort(filter("v", 1, "o", 1)).SetProjection(filter("i", 1)).SetBatchSize(scanWindow))
 	if err != nil {
 		return nil, translate(err)
@@ -406,7 +406,7 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 			return nil, err
 		}
 	}
-	if latest.blocked(nanos(now)) {
+	if latest.blocked(provider.UnixNanos(now)) {
 		return nil, nil
 	}
 	if !known {
@@ -421,7 +421,7 @@ func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDo
 		epoch = latest.Epoch + 1
 	}
 	doc := &leaseDoc{
-		ID: leaseID(instanceID, epoch), Instance: instanceID, Epoch: epoch, Token: newToken(), Owner: owner, Until: nanos(until),
+		ID: leaseID(instanceID, epoch), Instance: instanceID, Epoch: epoch, Token: newToken(), Owner: owner, Until: provider.UnixNanos(until),
 	}
 	if latest != nil {
 		doc.Hold = latest.Hold
@@ -513,7 +513,7 @@ func (s *Store) RenewLease(ctx context.Context, p *provider.RenewLeaseParams) er
 		return err
 	}
 	res, err := s.c.leases.UpdateOne(ctx, filter("_id", leaseID(p.Lease.InstanceID, p.Lease.Epoch), "tok", p.Lease.Token, "rel", false),
-		set("u", nanos(p.LockedUntil)))
+		set("u", provider.UnixNanos(p.LockedUntil)))
 	if err != nil {
 		return fmt.Errorf("renew the lease of %s: %w", p.Lease.InstanceID, translate(err))
 	}
@@ -585,7 +585,7 @@ func (s *Store) AbandonLease(ctx context.Context, p *provider.AbandonLeaseParams
 	if err := s.countAttempts(ctx, p.Lease.InstanceID, ids, p.Error); err != nil {
 		return err
 	}
-	return s.release(ctx, p.Lease, nanos(p.VisibleAt))
+	return s.release(ctx, p.Lease, provider.UnixNanos(p.VisibleAt))
 }
 
 func queuesOf(qs []string) []string {

@@ -278,23 +278,8 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} { return s.hints.Chan
 // notify wakes the workers waiting on q.
 func (s *Store) notify(q provider.Queue) { s.hints.Wake(q) }
 
-// Times are stored as Unix nanoseconds (BSON dates keep milliseconds only);
-// zero is the zero time.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// never sorts after every real time.
+// never sorts after every real time. Times are stored as
+// provider.UnixNanos writes them (BSON dates keep milliseconds only).
 const never = int64(math.MaxInt64)
 
 // lastOrder is the last order key handed out in this process.

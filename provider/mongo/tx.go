@@ -160,7 +160,7 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 	}
 	l := t.leases[len(t.leases)-1]
 	_, err := t.s.c.leases.UpdateOne(ctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token),
-		bson.D{{Key: "$max", Value: filter("h", nanos(p.VisibleAt))}})
+		bson.D{{Key: "$max", Value: filter("h", provider.UnixNanos(p.VisibleAt))}})
 	return translate(err)
 }
 

@@ -179,27 +179,16 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActi
 	if p.Token == "" {
 		return fmt.Errorf("activity task %s: %w", p.TaskID, provider.ErrLeaseLost)
 	}
-	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)))
-	if err != nil {
-		return fmt.Errorf("heartbeat activity task %s: %w", p.TaskID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("activity task %s: %w", p.TaskID, provider.ErrLeaseLost)
-	}
-	return nil
+	return updateHeld(ctx, s.c.tasks, filter("_id", p.TaskID, "tok", p.Token, "d", false),
+		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)), "activity task "+p.TaskID)
 }
 
 // finishTask marks a claimed task done (conditional on its token) and
 // drops its claim documents.
 func (s *Store) finishTask(ctx context.Context, taskID, token string) error {
-	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "tok", token, "d", false),
-		set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never))
-	if err != nil {
-		return fmt.Errorf("activity task %s: %w", taskID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
+	if err := updateHeld(ctx, s.c.tasks, filter("_id", taskID, "tok", token, "d", false),
+		set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never), "activity task "+taskID); err != nil {
+		return err
 	}
 	return s.dropClaims(ctx, taskID)
 }
@@ -251,13 +240,9 @@ func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityPara
 	if err != nil {
 		return err
 	}
-	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("t", data, "tok", "", "own", "", "u", int64(0), "ca", provider.UnixNanos(p.VisibleAt)))
-	if err != nil {
-		return fmt.Errorf("retry activity task %s: %w", p.TaskID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("activity task %s: %w", p.TaskID, provider.ErrLeaseLost)
+	if err := updateHeld(ctx, s.c.tasks, filter("_id", p.TaskID, "tok", p.Token, "d", false),
+		set("t", data, "tok", "", "own", "", "u", int64(0), "ca", provider.UnixNanos(p.VisibleAt)), "activity task "+p.TaskID); err != nil {
+		return err
 	}
 	s.notify(provider.QueueActivity)
 	return nil

@@ -496,12 +496,9 @@ func (s *Store) release(ctx context.Context, l *provider.Lease, holdUntil int64)
 	if holdUntil > 0 {
 		upd = append(upd, bson.E{Key: "$max", Value: filter("h", holdUntil)})
 	}
-	res, err := s.c.leases.UpdateOne(ctx, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token, "rel", false, "pg", nil), upd)
-	if err != nil {
-		return fmt.Errorf("release the lease of %s: %w", l.InstanceID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("lease of %s: %w", l.InstanceID, provider.ErrLeaseLost)
+	if err := updateHeld(ctx, s.c.leases, filter("_id", leaseID(l.InstanceID, l.Epoch), "tok", l.Token, "rel", false, "pg", nil), upd,
+		"lease of "+l.InstanceID); err != nil {
+		return err
 	}
 	s.notify(provider.QueueOrchestration)
 	return nil
@@ -512,15 +509,8 @@ func (s *Store) RenewLease(ctx context.Context, p *provider.RenewLeaseParams) er
 	if _, err := s.leased(ctx, p.Lease); err != nil {
 		return err
 	}
-	res, err := s.c.leases.UpdateOne(ctx, filter("_id", leaseID(p.Lease.InstanceID, p.Lease.Epoch), "tok", p.Lease.Token, "rel", false),
-		set("u", provider.UnixNanos(p.LockedUntil)))
-	if err != nil {
-		return fmt.Errorf("renew the lease of %s: %w", p.Lease.InstanceID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("lease of %s: %w", p.Lease.InstanceID, provider.ErrLeaseLost)
-	}
-	return nil
+	return updateHeld(ctx, s.c.leases, filter("_id", leaseID(p.Lease.InstanceID, p.Lease.Epoch), "tok", p.Lease.Token, "rel", false),
+		set("u", provider.UnixNanos(p.LockedUntil)), "lease of "+p.Lease.InstanceID)
 }
 
 // PinMessages implements provider.LeaseStore: one write per message, each

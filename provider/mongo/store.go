@@ -362,6 +362,19 @@ func insertIgnoringDuplicate(ctx context.Context, c *mongo.Collection, docID str
 	return true, nil
 }
 
+// updateHeld applies upd to the document f matches, a lease or claim the
+// caller holds (its token is in f): none matching means ErrLeaseLost.
+func updateHeld(ctx context.Context, c *mongo.Collection, f, upd bson.D, what string) error {
+	res, err := c.UpdateOne(ctx, f, upd)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%s: %w", what, provider.ErrLeaseLost)
+	}
+	return nil
+}
+
 // translate turns driver errors into the contract's where one applies;
 // it is the one place that does. Duplicate keys are handled by the
 // callers, which know what a duplicate means.

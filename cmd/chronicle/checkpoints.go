@@ -181,11 +181,15 @@ func runCheckpointList(c *cli, cmd *command, args []string) error {
 	if c.json {
 		return c.printJSON(out)
 	}
+	if len(out) == 0 {
+		c.printf("no checkpoints\n")
+		return nil
+	}
 	rows := make([][]string, len(out))
 	for i, r := range out {
 		rows[i] = []string{fmt.Sprint(r.Number), when(r.At), r.KeyID, fmt.Sprint(r.Leaves), r.Hash}
 	}
-	table(c.stdout, "no checkpoints", []string{"NUMBER", "AT", "KEY", "LEAVES", "HASH"}, rows)
+	table(c.stdout, "", []string{"NUMBER", "AT", "KEY", "LEAVES", "HASH"}, rows)
 	return nil
 }
 

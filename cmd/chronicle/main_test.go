@@ -176,6 +176,7 @@ func TestCommands(t *testing.T) {
 		{"history_verify_nothing", usage, []string{"history", "verify"}},
 		{"history_verify_two_modes", usage, []string{"history", "verify", "CLM-1001", "--all"}},
 		{"history_verify_missing_archive", failed, []string{"history", "verify", "--archive", "$TMP/missing.jsonl"}},
+		{"checkpoint_list_none", ok, []string{"checkpoint", "list"}},
 
 		// tasks list
 		{"tasks_list", ok, []string{"tasks", "list"}},

@@ -72,6 +72,9 @@
 // broken. --archive verifies an exported or archived file and then checks
 // it against the store: against the tombstone of a purged instance
 // (chronicle.VerifyArchive), or against the same seq of a stored history.
+// --all reports an instance whose start was dead-lettered as "skipped: no
+// history yet" and goes on, as Engine.VerifyAll does; so do the
+// projections commands with --all.
 //
 //	tasks list [--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]
 //

@@ -649,3 +649,61 @@ func TestActions(t *testing.T) {
 		require.Contains(t, p.body, "not signed in")
 	})
 }
+
+// TestAllowedHosts checks the defence against DNS rebinding: a console
+// with AllowedHosts answers only requests whose Host is one of them, so
+// that a page whose name was rebound to the console's address can neither
+// read a page (and its CSRF token) nor act.
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	h := newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "ops"}),
+		AllowedHosts: []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080", "Ops.Example"}})
+	id := deadLetterID(t, d)
+	request := func(method, host, path string, body string) page {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Host = host
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
+		return newBrowser(t, h).do(req)
+	}
+
+	for _, host := range []string{"evil.example:8080", "evil.example", "127.0.0.1:9090", "127.0.0.2:8080", "localhost", ""} {
+		for _, path := range []string{"/instances", "/deadletters", "/static/console.css", "/no-such-page"} {
+			p := request(http.MethodGet, host, path, "")
+			require.Equal(t, http.StatusMisdirectedRequest, p.code, "%s %s", host, path)
+			require.Contains(t, p.body, "does not answer for host")
+			require.NotContains(t, p.body, `name="csrf"`)
+			require.Empty(t, p.header.Values("Set-Cookie"), "no CSRF cookie for a foreign host")
+		}
+	}
+	// A rebound page that got a token somehow still cannot act.
+	tok := newBrowser(t, h)
+	req := httptest.NewRequest(http.MethodGet, "/deadletters", nil)
+	req.Host = "127.0.0.1:8080"
+	pg := tok.do(req)
+	require.Equal(t, http.StatusOK, pg.code)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(pg.body)
+	require.NotNil(t, m)
+	post := httptest.NewRequest(http.MethodPost, "/actions/redrive", strings.NewReader(url.Values{"id": {id}, "csrf": {m[1]}}.Encode()))
+	post.Host = "evil.example:8080"
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	post.Header.Set("Origin", "http://evil.example:8080")
+	p := tok.do(post)
+	require.Equal(t, http.StatusMisdirectedRequest, p.code, p.body)
+	l, err := d.Engine.GetDeadLetter(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, "dead", string(l.Status))
+
+	for _, host := range []string{"127.0.0.1:8080", "localhost:8080", "LOCALHOST:8080", "[::1]:8080", "ops.example", "ops.example:443"} {
+		p := request(http.MethodGet, host, "/instances", "")
+		require.Equal(t, http.StatusOK, p.code, host)
+		require.Contains(t, p.body, `data-id="CLM-1001"`, host)
+	}
+
+	_, err = console.New(d.Engine, console.Options{AllowedHosts: []string{"bad host:80"}})
+	require.ErrorContains(t, err, `AllowedHosts`)
+}

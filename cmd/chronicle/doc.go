@@ -130,7 +130,7 @@
 // error, and instances whose projections fail to fold or differ from
 // their history. The exit code is 1 when it finds any.
 //
-//	ui [--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]
+//	ui [--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]]
 //
 // Serves the operator console (package console) until interrupted, on
 // 127.0.0.1:8080 by default: instances, their timelines, hash chains,
@@ -143,7 +143,10 @@
 // the deployment's workers apply what the console enqueues. The console
 // has no login of its own, so --listen must name a loopback address
 // unless --insecure-listen is given (put an authenticating proxy in front
-// first).
+// first). It answers only requests for the names it listens as (for a
+// loopback address also localhost, 127.0.0.1 and [::1], with the port)
+// and those given with --host; any other Host header gets 421, which
+// defeats DNS rebinding.
 //
 // # Exit codes
 //

@@ -453,6 +453,11 @@ func (e *Engine) actor(user string) (string, error) {
 }
 
 func (e *Engine) encode(what string, v any) ([]byte, error) {
+	return e.encodeWith(e.opts.Codec, what, v)
+}
+
+// encodeWith encodes v with codec, checking the payload limit.
+func (e *Engine) encodeWith(codec Codec, what string, v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -463,7 +468,7 @@ func (e *Engine) encode(what string, v any) ([]byte, error) {
 		}
 		return raw, nil
 	}
-	b, err := e.opts.Codec.Encode(v)
+	b, err := codec.Encode(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalidArgument, what, err)
 	}

@@ -707,3 +707,48 @@ func TestAllowedHosts(t *testing.T) {
 	_, err = console.New(d.Engine, console.Options{AllowedHosts: []string{"bad host:80"}})
 	require.ErrorContains(t, err, `AllowedHosts`)
 }
+
+// refundApproval is a task result as a Go programmer writes it: no tags.
+type refundApproval struct {
+	Approved bool
+	Amount   int
+}
+
+// TestCompleteTypedResult completes in the console a task whose result is
+// a Go struct without tags: {"approved": true} reaches Approved, and a key
+// the struct lacks is refused with nothing written.
+func TestCompleteTypedResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	require.NoError(t, chronicle.RegisterWorkflow(d.Engine, "order-refund", func(ctx *chronicle.Context, order string) (string, error) {
+		task := ctx.CreateTask("approve-refund", order, &chronicle.TaskOptions{TaskID: "refund-" + order, Roles: []string{"finance"}})
+		a, err := chronicle.WaitTask[refundApproval](ctx, task)
+		if err != nil || !a.Approved {
+			return "rejected by finance", err
+		}
+		return "refunded " + strconv.Itoa(a.Amount), nil
+	}))
+	_, err := d.Engine.Start(ctx, "order-refund", "R-1", &chronicle.StartOptions{InstanceID: "R-1"})
+	require.NoError(t, err)
+	require.NoError(t, d.Drain(ctx))
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "fin", Roles: []string{"finance"}})}))
+	tok := b.token("/task?id=refund-R-1")
+
+	p := b.post("/actions/complete", url.Values{"csrf": {tok}, "id": {"refund-R-1"}, "result": {`{"aproved": true}`}})
+	require.Equal(t, http.StatusBadRequest, p.code, p.body)
+	require.Contains(t, p.body, `does not decode to console_test.refundApproval: unknown field &#34;aproved&#34;`)
+	require.NoError(t, d.Drain(ctx))
+	task, err := d.Engine.GetTask(ctx, "refund-R-1")
+	require.NoError(t, err)
+	require.Equal(t, chronicle.TaskOpen, task.Status, "nothing written")
+
+	p = b.post("/actions/complete", url.Values{"csrf": {tok}, "id": {"refund-R-1"}, "result": {`{"approved": true, "amount": 250}`}})
+	require.Equal(t, http.StatusSeeOther, p.code, p.body)
+	require.NoError(t, d.Drain(ctx))
+	in, err := d.Engine.Describe(ctx, "R-1")
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, in.Result(&out))
+	require.Equal(t, "refunded 250", out)
+}

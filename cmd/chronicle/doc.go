@@ -93,7 +93,12 @@
 // the given roles (see docs/tasks.md for who may do what). "task" in the
 // tool always means a human task; the work items of activity workers
 // appear only as "activity task" items of dead letters. The result of
-// complete is JSON; whole numbers are passed as integers. An action that
+// complete is JSON (Engine.CompleteTaskJSON): when the task records the
+// Go type its workflow reads the result as, keys match its fields as
+// encoding/json matches them, a key it lacks or a value of the wrong kind
+// fails with "chronicle: invalid argument: ..." and nothing is written,
+// and the result is encoded with the codec the workflow decodes with (see
+// docs/tasks.md). An action that
 // is not allowed fails with "chronicle: forbidden: ...", one on a closed
 // task with "chronicle: task closed: ...", both with exit code 1.
 //

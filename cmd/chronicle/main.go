@@ -43,6 +43,9 @@ type hooks struct {
 	// data is in it and before the command runs (to tamper with history,
 	// say).
 	afterSeed func(*memory.Store)
+	// demoEngine, when set, is called with the demo engine after
+	// afterSeed (to register and run a workflow of the test, say).
+	demoEngine func(*chronicle.Engine)
 	// uiServing, when set, is called by ui once the console listens, with
 	// its address and the engine it shows.
 	uiServing func(addr string, e *chronicle.Engine)
@@ -362,6 +365,9 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		c.demo, c.engine = d, d.Engine
 		if c.hooks.afterSeed != nil {
 			c.hooks.afterSeed(mem)
+		}
+		if c.hooks.demoEngine != nil {
+			c.hooks.demoEngine(c.engine)
 		}
 		return c.engine, nil
 	}

@@ -260,6 +260,7 @@ func TestCommands(t *testing.T) {
 		{"ui_all_interfaces", usage, []string{"ui", "--listen", ":8080"}},
 		{"ui_bad_listen", usage, []string{"ui", "--listen", "8080"}},
 		{"ui_user_without_actions", usage, []string{"ui", "--user", "ops"}},
+		{"ui_bad_host", usage, []string{"ui", "--listen", "127.0.0.1:0", "--host", "bad host"}},
 
 		// Mistakes.
 		{"no_command", usage, []string{}},

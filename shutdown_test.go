@@ -1,8 +1,10 @@
 package chronicle_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +21,9 @@ import (
 // attempt, whose result is not recorded.
 func TestRunReturnsWithinShutdownTimeout(t *testing.T) {
 	t.Parallel()
+	var logs logBuffer
 	e, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "stopping",
-		ShutdownTimeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		ShutdownTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	// Released when the test ends, so that the hung goroutine ends too.
@@ -52,10 +55,30 @@ func TestRunReturnsWithinShutdownTimeout(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10s of its context's end (ShutdownTimeout 200ms) while an activity ignores its context")
 	}
+	require.Contains(t, logs.String(), "cancelling work in flight")
+	require.Contains(t, logs.String(), "abandoning work that ignores its cancellation")
 	events, err := e.History(context.Background(), "hung")
 	require.NoError(t, err)
 	require.Zero(t, count(events, history.KindActivityCompleted), "the abandoned attempt recorded nothing")
 	in, err := e.Describe(context.Background(), "hung")
 	require.NoError(t, err)
 	require.Equal(t, chronicle.StatusRunning, in.Status)
+}
+
+// logBuffer collects log output written from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

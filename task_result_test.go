@@ -76,6 +76,11 @@ func TestCompleteTaskJSON(t *testing.T) {
 				require.Equal(t, "refund-O-1", rerr.TaskID)
 				require.ErrorContains(t, err, want, input)
 			}
+			// A generic Go value, as a product's own form handler may
+			// build, is checked the same way.
+			err = b.engine.CompleteTask(b.ctx, "refund-O-1", map[string]any{"aproved": true}, finance)
+			require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
+			require.ErrorContains(t, err, `does not decode to chronicle_test.refundApproval: unknown field "aproved"`)
 			require.Empty(t, queued(t, b.store, "order-1"), "a refused result writes nothing")
 			info, err := b.engine.GetTask(b.ctx, "refund-O-1")
 			require.NoError(t, err)

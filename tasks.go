@@ -3,6 +3,7 @@ package chronicle
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -241,9 +242,12 @@ func (e *Engine) ReassignTask(ctx context.Context, taskID, to string, user User)
 // The result is encoded with the codec the task's workflow decodes it
 // with, which its TaskCreated records: an engine whose own codec differs
 // uses that one when it is a built-in codec (MsgpackCodec, JSONCodec) and
-// otherwise returns a *CodecMismatchError, writing nothing. A Go value is
-// taken as it is; for a result a person typed as JSON use
-// [Engine.CompleteTaskJSON], which checks it against the workflow's type.
+// otherwise returns a *CodecMismatchError, writing nothing. A value of a
+// Go type is encoded as it is. A generic value, a map[string]any or an
+// []any such as json.Unmarshal into an any gives, is checked against the
+// type the workflow reads the result as, like CompleteTaskJSON's JSON
+// (a *TaskResultError when it does not fit); for a result a person typed
+// as JSON use [Engine.CompleteTaskJSON].
 //
 // A task is completed once. Completing a task that is completed, or whose
 // completion by another call is queued and not yet applied, returns a
@@ -258,8 +262,27 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID string, result any, us
 		if err != nil {
 			return nil, err
 		}
+		if created != nil && created.ResultType != nil && generic(result) {
+			b, err := json.Marshal(result)
+			if err != nil {
+				return nil, fmt.Errorf("%w: encode task result: %w", ErrInvalidArgument, err)
+			}
+			if result, err = resulttype.Decode(created.ResultType, b); err != nil {
+				return nil, &TaskResultError{TaskID: t.TaskID, Type: created.ResultType.Name, Err: err}
+			}
+		}
 		return e.encodeWith(codec, "task result", result)
 	})
+}
+
+// generic reports whether v is a value of no Go type of its own: a map of
+// strings or a list of anything, the shapes JSON decodes to.
+func generic(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 // CompleteTaskJSON is CompleteTask with a result a person typed as JSON

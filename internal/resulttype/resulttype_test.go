@@ -16,10 +16,11 @@ type approval struct {
 	Amount   int
 	Note     string `json:"comment" msgpack:"note"`
 	Base
-	Lines   []line
-	When    time.Time
-	Extra   map[string]any
-	private int //nolint:unused // unexported fields are not described
+	Lines []line
+	When  time.Time
+	Extra map[string]any
+	//lint:ignore U1000 an unexported field, which the description leaves out
+	private int
 }
 
 // Base is embedded: its fields are promoted.
@@ -52,6 +53,11 @@ var codecs = map[string]func(v, out any) error{
 func TestDecodeMatchesTheWorkflowsType(t *testing.T) {
 	t.Parallel()
 	rt := history.DescribeResultType(reflect.TypeFor[approval]())
+	var names []string
+	for _, f := range rt.Fields {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{"Approved", "Amount", "Note", "Base", "Lines", "When", "Extra"}, names)
 	// The description survives the history's encoding.
 	b, err := history.Encode(rt)
 	require.NoError(t, err)

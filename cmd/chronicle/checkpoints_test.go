@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,9 +60,15 @@ func TestCheckpointCommands(t *testing.T) {
 	code, stdout, stderr = cli("--sign-key", key, "checkpoint", "write")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "checkpoint 1: 8 instances, key 2026-11")
+	code, stdout, _ = cli("--json", "checkpoint", "list")
+	require.Equal(t, 0, code)
+	var cps []checkpointJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &cps))
+	require.Len(t, cps, 1)
 	code, stdout, _ = cli("checkpoint", "list")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `^NUMBER  AT +KEY +LEAVES  HASH\n1 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +2026-11  8 +[0-9a-f]{64}\n$`, stdout)
+	require.Equal(t, "NUMBER  AT                   KEY      LEAVES  HASH\n"+
+		"1       "+when(cps[0].At)+"  2026-11  8       "+cps[0].Hash+"\n", stdout)
 	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
 	require.Equal(t, 0, code, stdout)
 

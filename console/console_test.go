@@ -734,6 +734,9 @@ func TestCompleteTypedResult(t *testing.T) {
 	require.NoError(t, d.Drain(ctx))
 	b := newBrowser(t, newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "fin", Roles: []string{"finance"}})}))
 	tok := b.token("/task?id=refund-R-1")
+	page := b.get("/task?id=refund-R-1")
+	require.Contains(t, page.body, `The workflow reads the result as <code>console_test.refundApproval</code>`)
+	require.Contains(t, page.body, `placeholder="{&#34;Approved&#34;:false,&#34;Amount&#34;:0}"`)
 
 	p := b.post("/actions/complete", url.Values{"csrf": {tok}, "id": {"refund-R-1"}, "result": {`{"aproved": true}`}})
 	require.Equal(t, http.StatusBadRequest, p.code, p.body)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/resulttype"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 	"github.com/chronicleflow/chronicle/provider"
 )
@@ -462,6 +463,9 @@ type taskPage struct {
 	taskDetail
 	// Open says whether the task actions apply.
 	Open bool
+	// ResultType names the Go type the workflow reads the result as, and
+	// ResultExample is its zero value as JSON, when the task records it.
+	ResultType, ResultExample string
 }
 
 func (c *console) task(w http.ResponseWriter, r *http.Request) {
@@ -471,5 +475,38 @@ func (c *console) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := taskPage{taskDetail: c.taskDetail(r, *t), Open: t.Status == chronicle.TaskOpen}
+	if p.Open {
+		p.ResultType, p.ResultExample = c.resultType(r, t)
+	}
 	c.render(w, r, http.StatusOK, "task", "Task "+t.TaskID, "tasks", p)
+}
+
+// resultType returns the name of the type the workflow of task t reads
+// its result as and a JSON template of it, both "" when its TaskCreated
+// records none (or cannot be read: the page goes on without them).
+func (c *console) resultType(r *http.Request, t *chronicle.TaskInfo) (name, example string) {
+	events, err := c.engine.History(r.Context(), t.InstanceID)
+	if err != nil {
+		return "", ""
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := &events[i]
+		if e.Kind != history.KindTaskCreated || e.ExecutionID != t.ExecutionID {
+			continue
+		}
+		a, err := e.Attributes()
+		if err != nil {
+			return "", ""
+		}
+		created := a.(*history.TaskCreated)
+		if created.TaskID != t.TaskID || created.ResultType == nil {
+			continue
+		}
+		example, err := resulttype.Example(created.ResultType)
+		if err != nil {
+			return "", ""
+		}
+		return created.ResultType.Name, example
+	}
+	return "", ""
 }

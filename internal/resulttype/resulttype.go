@@ -199,3 +199,17 @@ func numbers(v reflect.Value) error {
 	}
 	return nil
 }
+
+// Example returns the zero value of the type rt describes as JSON, keys
+// as encoding/json writes them: a template of a result to fill in.
+func Example(rt *history.ResultType) (string, error) {
+	t, err := Type(rt)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(reflect.Zero(t).Interface())
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

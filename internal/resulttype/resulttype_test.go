@@ -123,3 +123,17 @@ func TestRecursiveTypes(t *testing.T) {
 	require.NoError(t, codecs["msgpack"](v, &got))
 	require.Equal(t, node{Name: "a", Children: []node{{Name: "b", Children: []node{}}}}, got)
 }
+
+func TestExample(t *testing.T) {
+	t.Parallel()
+	type decision struct {
+		Approved bool
+		Note     string `json:"note"`
+		Lines    []line
+	}
+	got, err := Example(history.DescribeResultType(reflect.TypeFor[decision]()))
+	require.NoError(t, err)
+	require.Equal(t, `{"Approved":false,"note":"","Lines":null}`, got)
+	_, err = Example(&history.ResultType{Kind: "complex128"})
+	require.Error(t, err)
+}

@@ -3,13 +3,17 @@
 // histories, works on human tasks, resolves dead letters, rebuilds
 // projections and purges ended instances.
 //
-//	chronicle [--store URL] [--schema NAME] [--json] COMMAND [ARGS]
+//	chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--json] COMMAND [ARGS]
 //
 // # Global flags
 //
 //   - --store URL: the store. "memory" (the default) is Chronicle's embedded
 //     store; a postgres:// (or postgresql://) URL selects PostgreSQL.
 //   - --schema NAME: the PostgreSQL schema holding Chronicle's tables.
+//   - --codec msgpack|json: the codec of the deployment's engines
+//     (Options.Codec; default msgpack), with which payloads are decoded
+//     to be shown. A task result is encoded with the codec its task
+//     records, whatever the flag says.
 //   - --json: print JSON for machines instead of text for people. It is
 //     also accepted after the command: chronicle instances list --json.
 //

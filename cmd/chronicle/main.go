@@ -97,6 +97,8 @@ type cli struct {
 	json     bool
 	// signKey is the signing key file of checkpoints (--sign-key).
 	signKey string
+	// codec is the codec of the deployment's payloads (--codec).
+	codec string
 
 	// Opened on first use by open.
 	engine     *chronicle.Engine
@@ -121,8 +123,13 @@ func usagef(cmd *command, format string, args ...any) error {
 // (a broken chain, projections that differ): exit code 1 and nothing more.
 var errReported = errors.New("problem reported")
 
+// codecs are the codecs --codec names: the deployment's Options.Codec,
+// with which the tool decodes payloads to show them. Task results are
+// encoded with the codec their task records, whatever --codec says.
+var codecs = map[string]chronicle.Codec{"msgpack": chronicle.MsgpackCodec{}, "json": chronicle.JSONCodec{}}
+
 // globalUsage is the usage line of the tool.
-const globalUsage = "chronicle [--store URL] [--schema NAME] [--sign-key FILE] [--json] COMMAND [ARGS]"
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--sign-key FILE] [--json] COMMAND [ARGS]"
 
 func (c *cli) exit(err error) int {
 	var ue *usageError
@@ -155,6 +162,7 @@ func (c *cli) main(args []string) error {
 	fs.StringVar(&c.schema, "schema", "", "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.StringVar(&c.signKey, "sign-key", "", "")
+	fs.StringVar(&c.codec, "codec", "msgpack", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.help(nil)
@@ -163,6 +171,12 @@ func (c *cli) main(args []string) error {
 	}
 	if err := checkStoreURL(c.storeURL); err != nil {
 		return usagef(nil, "%v", err)
+	}
+	if _, ok := codecs[c.codec]; !ok {
+		return usagef(nil, "unsupported --codec %q: use msgpack (the default) or json", c.codec)
+	}
+	if c.codec != "msgpack" && c.storeURL == "memory" {
+		return usagef(nil, "--codec %s: the memory store's demo data is encoded with msgpack", c.codec)
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -371,7 +385,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		}
 		return c.engine, nil
 	}
-	opts := chronicle.Options{NodeID: "chronicle-cli"}
+	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec]}
 	if c.signKey != "" {
 		s, err := readSigner(c.signKey)
 		if err != nil {

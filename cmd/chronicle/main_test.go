@@ -274,6 +274,7 @@ func TestCommands(t *testing.T) {
 		{"bad_status", usage, []string{"instances", "list", "--status", "sleeping"}},
 		{"bad_time", usage, []string{"instances", "list", "--from", "yesterday"}},
 		{"bad_store", usage, []string{"--store", "mysql://localhost/chronicle", "instances", "list"}},
+		{"codec_memory", usage, []string{"--codec", "json", "instances", "list"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

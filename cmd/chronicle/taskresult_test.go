@@ -107,9 +107,27 @@ func TestTaskCompleteWorkersCodec(t *testing.T) {
 	require.NoError(t, err)
 	drainEngine(t, worker)
 
+	// Reading the deployment's payloads needs its codec: --codec.
+	cli := func(args ...string) (int, string, string) {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(ctx, append([]string{"--store", url, "--schema", schema}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, errs := cli("--codec", "json", "--json", "task", "show", "refund-R-1")
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, `"payload": "R-1"`)
+	code, out, errs = cli("--json", "task", "show", "refund-R-1")
+	require.Equal(t, exitOK, code, errs)
+	require.NotContains(t, out, `"payload": "R-1"`, "the JSON payload does not decode as msgpack")
+	code, _, errs = cli("--codec", "yaml", "task", "show", "refund-R-1")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, `unsupported --codec "yaml": use msgpack (the default) or json`)
+
+	// Writing needs no flag: the task records its workflow's codec.
 	stdout.Reset()
 	stderr.Reset()
-	code := run(ctx, []string{"--store", url, "--schema", schema, "task", "complete", "refund-R-1", "--user", "fin", "--roles", "finance",
+	code = run(ctx, []string{"--store", url, "--schema", schema, "task", "complete", "refund-R-1", "--user", "fin", "--roles", "finance",
 		"--result", `{"approved": true, "amount": 120}`}, &stdout, &stderr)
 	require.Equal(t, exitOK, code, stderr.String())
 	require.Equal(t, "completed refund-R-1 as fin: recorded; the instance's workers apply it\n", stdout.String())
@@ -117,7 +135,7 @@ func TestTaskCompleteWorkersCodec(t *testing.T) {
 	in, err := worker.Describe(ctx, "R-1")
 	require.NoError(t, err)
 	require.Equal(t, chronicle.StatusCompleted, in.Status, in.LastError)
-	var out string
-	require.NoError(t, in.Result(&out))
-	require.Equal(t, "refunded 120", out)
+	var result string
+	require.NoError(t, in.Result(&result))
+	require.Equal(t, "refunded 120", result)
 }

@@ -53,9 +53,10 @@ func (e *CodecMismatchError) Error() string {
 // Is matches ErrCodecMismatch.
 func (e *CodecMismatchError) Is(target error) bool { return target == ErrCodecMismatch }
 
-// TaskResultError is returned by CompleteTaskJSON for a result that does
-// not decode to the type the task's workflow reads it as, or that is not
-// JSON; nothing was written. It matches ErrInvalidArgument.
+// TaskResultError is returned by CompleteTaskJSON, and by CompleteTask
+// for a generic result, when the result does not decode to the type the
+// task's workflow reads it as, or is not JSON; nothing was written. It
+// matches ErrInvalidArgument.
 type TaskResultError struct {
 	TaskID string
 	// Type is the Go type the workflow decodes the result into, such as

@@ -749,6 +749,54 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, keys *Keyring) (*Checkpo
 	return rep, nil
 }
 
+// VerifyInstanceCheckpoints checks one instance as [Engine.VerifyCheckpoints]
+// does, with the chain of checkpoints it rests on: it reads every
+// checkpoint (a checkpoint missing leaves may have lost the instance's),
+// keeping the leaves of this instance only, and returns the instance's
+// result and the broken links of the chain. The console's chain badge
+// uses it. It needs a [provider.CheckpointStore].
+func (e *Engine) VerifyInstanceCheckpoints(ctx context.Context, keys *Keyring, instanceID string) (*CheckpointResult, []*CheckpointGapError, error) {
+	s, err := e.checkpointStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	if keys == nil || keys.Len() == 0 {
+		return nil, nil, invalid("VerifyInstanceCheckpoints needs a keyring with at least one key")
+	}
+	var (
+		gaps  []*CheckpointGapError
+		cov   []covered
+		prev  []byte
+		after int64
+	)
+	for {
+		page, err := s.ListCheckpoints(ctx, &provider.ListCheckpointsParams{AfterNumber: after, Limit: 100})
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range page {
+			c := &page[i]
+			g := checkLink(c, after, prev, keys, false)
+			after, prev = c.Number, c.Hash
+			gaps = append(gaps, g...)
+			if n := len(g); n > 0 && g[n-1].Err != nil {
+				continue
+			}
+			if l, _, ok := c.Leaf(instanceID); ok {
+				cov = append(cov, covered{number: c.Number, seq: l.Seq, hash: l.Hash, purged: l.Purged})
+			}
+		}
+		if len(page) < 100 {
+			break
+		}
+	}
+	res, err := e.verifyCovered(ctx, instanceID, cov)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &res, gaps, nil
+}
+
 // verifyCovered checks one instance's stored history against the leaves
 // that cover it, in checkpoint order.
 func (e *Engine) verifyCovered(ctx context.Context, id string, cov []covered) (CheckpointResult, error) {

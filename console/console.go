@@ -40,6 +40,13 @@ type Options struct {
 	// Logger receives a record of every action taken and of every error a
 	// page met. Default: the engine's logger.
 	Logger *slog.Logger
+	// Keys, when set, are the public keys of the signed checkpoints: an
+	// instance's chain badge then reports what they find (a history
+	// rewritten after a checkpoint, deleted, or a broken checkpoint
+	// chain), not only the plain hash chain, which a forger who reseals
+	// every hash keeps intact. Each instance page then reads every
+	// checkpoint.
+	Keys *chronicle.Keyring
 }
 
 // ErrNoUserHook is returned by New when Options.Actions is set without

@@ -30,6 +30,8 @@ func runUI(c *cli, cmd *command, args []string) error {
 	actions := fs.Bool("actions", false, "enable actions: redrive and discard dead letters, terminate instances, act on human tasks")
 	userID := fs.String("user", "", "with --actions, the user recorded with every action (default: the OS user)")
 	fs.Var(&roles, "roles", "with --actions, the roles of --user for human-task actions (R1,R2)")
+	var keyFiles listFlag
+	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): chain badges report what the signed checkpoints find")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -37,6 +39,13 @@ func runUI(c *cli, cmd *command, args []string) error {
 		return usagef(cmd, "%v", err)
 	}
 	opts := console.Options{Actions: *actions, Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
+	if len(keyFiles) > 0 {
+		keys, err := readKeyring(keyFiles)
+		if err != nil {
+			return err
+		}
+		opts.Keys = keys
+	}
 	if *actions {
 		id := *userID
 		if id == "" {

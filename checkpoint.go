@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,7 +353,7 @@ func (e *CheckpointRefusedError) Error() string {
 	if len(e.Problems) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(e.Problems)-1)
 	}
-	return fmt.Sprintf("%s: %v%s", ErrCheckpointRefused, e.Problems[0], more)
+	return fmt.Sprintf("%s: %s%s", ErrCheckpointRefused, strings.TrimPrefix(e.Problems[0].Error(), "chronicle: "), more)
 }
 
 // Is matches [ErrCheckpointRefused].

@@ -139,21 +139,29 @@ func runCheckpointWrite(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A refusal still writes the checkpoint of the heads that passed;
+	// it is printed, then the refusal fails the command.
 	cp, err := e.SweepCheckpoint(c.ctx)
+	var refused *chronicle.CheckpointRefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	switch {
+	case cp == nil && c.json:
+		err = c.printJSON(nil)
+	case cp == nil:
+		c.printf("every committed head is covered already\n")
+	case c.json:
+		err = c.printJSON(toCheckpointJSON(cp))
+	default:
+		c.printf("checkpoint %d: %d instances, key %s, hash %s\n", cp.Number, cp.Size, cp.KeyID, hex.EncodeToString(cp.Hash))
+	}
 	if err != nil {
 		return err
 	}
-	if cp == nil {
-		if c.json {
-			return c.printJSON(nil)
-		}
-		c.printf("no instance changed since the latest checkpoint\n")
-		return nil
+	if refused != nil {
+		return refused
 	}
-	if c.json {
-		return c.printJSON(toCheckpointJSON(cp))
-	}
-	c.printf("checkpoint %d: %d instances, key %s, hash %s\n", cp.Number, cp.Size, cp.KeyID, hex.EncodeToString(cp.Hash))
 	return nil
 }
 

@@ -104,6 +104,20 @@ func TestCheckpointCommands(t *testing.T) {
 	require.Equal(t, 1, code, stdout)
 	require.Contains(t, stdout, "FORGED at seq "+itoa(last))
 
+	// The forger deletes the leaf rows that cover CLM-1001: the
+	// checkpoint they belong to fails, and a sweep signs nothing over it.
+	_, err = conn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "checkpoint_leaves"}.Sanitize()+` WHERE instance_id = $1`, "CLM-1001")
+	require.NoError(t, err)
+	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stdout, "CHECKPOINT GAP at 1")
+	code, stdout, stderr = cli("--sign-key", key, "checkpoint", "write")
+	require.Equal(t, 1, code, "checkpoint write signed over deleted leaves: %s", stdout)
+	require.Contains(t, stderr, "refused to sign")
+	code, stdout, _ = cli("doctor", "--key", pub)
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stdout, "checkpoint chain broken at 1")
+
 	// A keyring file that is not one.
 	bad := filepath.Join(tmp, "bad.pub")
 	require.NoError(t, os.WriteFile(bad, []byte("2026-11 not-base64!\n"), 0o644))

@@ -627,8 +627,9 @@ type CheckpointResult struct {
 	// number.
 	CoveredSeq int64
 	Checkpoint int64
-	// Purged is set for an instance whose history is gone and whose
-	// latest leaf is a signed tombstone (a purge the checkpoints cover).
+	// Purged is set for an instance whose history is gone, each of its
+	// covered heads explained by a signed tombstone leaf (a purge the
+	// checkpoints cover); CoveredSeq is then the latest tombstone's seq.
 	Purged bool
 	// Err is nil, a *history.ChainError (the plain chain is broken) or a
 	// *CheckpointMismatchError.
@@ -827,10 +828,10 @@ func (e *Engine) verifyCovered(ctx context.Context, id string, cov []covered) (C
 // CoveredSeq, Checkpoint and Purged of res. A leaf holds when the history
 // has its seq with its hash. A leaf that does not is explained only by a
 // signed tombstone leaf: the leaf itself when it is one (a purged
-// incarnation), or one of the same or a later checkpoint whose seq is at
-// least the leaf's (with the same hash at the same seq): the leaf was
-// then a head of an incarnation that tombstone ended. Anything else is
-// a rewrite, or a deletion when the history is gone.
+// incarnation), one with the same seq and hash (the head a purge ended),
+// or one of a later checkpoint with a higher seq: the leaf was then a
+// head of an incarnation that tombstone ended. Anything else is a
+// rewrite, or a deletion when the history is gone.
 func checkCoverage(id string, events []Event, cov []covered, res *CheckpointResult) *CheckpointMismatchError {
 	holds := func(c covered) bool {
 		return c.seq >= 1 && c.seq <= int64(len(events)) && bytes.Equal(events[c.seq-1].Hash, c.hash)
@@ -839,8 +840,15 @@ func checkCoverage(id string, events []Event, cov []covered, res *CheckpointResu
 		if cov[i].purged {
 			return true
 		}
-		for _, t := range cov[i+1:] {
-			if t.purged && t.number >= cov[i].number && t.seq >= cov[i].seq && (t.seq != cov[i].seq || bytes.Equal(t.hash, cov[i].hash)) {
+		for j, t := range cov {
+			switch {
+			case !t.purged:
+			case t.seq == cov[i].seq && bytes.Equal(t.hash, cov[i].hash):
+				// The very head the tombstone ended, signed again
+				// before or after it (a node's pending head of an
+				// instance another node purged).
+				return true
+			case j > i && t.seq > cov[i].seq:
 				return true
 			}
 		}
@@ -857,8 +865,13 @@ func checkCoverage(id string, events []Event, cov []covered, res *CheckpointResu
 		}
 	}
 	if first == nil {
-		if n := len(cov); n > 0 && len(events) == 0 && cov[n-1].purged {
-			res.Purged, res.CoveredSeq, res.Checkpoint = true, cov[n-1].seq, cov[n-1].number
+		if len(events) == 0 {
+			for _, c := range slices.Backward(cov) {
+				if c.purged {
+					res.Purged, res.CoveredSeq, res.Checkpoint = true, c.seq, c.number
+					break
+				}
+			}
 		}
 		return nil
 	}

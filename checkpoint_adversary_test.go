@@ -259,3 +259,31 @@ func TestPurgeWithoutSignerOnACheckpointedStore(t *testing.T) {
 	require.Len(t, b.history(t, "p-1"), len(b.history(t, "p-1")))
 	require.NotEmpty(t, b.history(t, "p-1"), "the history was deleted")
 }
+
+// A node that committed an instance's final round signs its head after
+// another node has signed the instance's tombstone and purged it: the
+// late head is the one the tombstone ended, not a deletion.
+func TestCheckpointHeadSignedAfterItsPurge(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	b := setup(t, signed(s))
+	register(t, b.engine, "echo", quick)
+	b.start(t, "echo", "h-1", "x")
+	b.drain(t) // node B: h-1's final head waits for B's checkpoint
+	nodeB := b.engine
+	nodeA := b.newEngine(t)
+	prep, err := nodeA.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"h-1"}, By: "records-officer"})
+	require.NoError(t, err)
+	require.Len(t, prep.Purged, 1, "skipped: %v", prep.Skipped)
+	late, err := nodeB.Checkpoint(b.ctx)
+	require.NoError(t, err)
+	require.NotNil(t, late)
+	leaf, _, ok := late.Leaf("h-1")
+	require.True(t, ok)
+	require.False(t, leaf.Purged)
+
+	rep, err := nodeA.VerifyCheckpoints(b.ctx, keyringOf(t, s))
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.True(t, rep.Instances[0].Purged)
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	chmongo "github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/mongo/mongotest"
 )
 
 // sleeper is a workflow that waits a minute of its clock, then ends:
@@ -166,8 +168,24 @@ func TestCheckpointDeletedLeavesAreFoundAndNotSignedOver(t *testing.T) {
 // under its id, verifies, and so does its export.
 func TestCheckpointPurgedAndReusedIDIsNotAForgery(t *testing.T) {
 	t.Parallel()
+	testPurgedAndReusedID(t, func(o chronicle.Options) *bundle { return setup(t, o) })
+}
+
+func TestCheckpointPurgedAndReusedIDIsNotAForgeryOnPostgres(t *testing.T) {
+	t.Parallel()
+	testPurgedAndReusedID(t, func(o chronicle.Options) *bundle { return setupOn(t, newPostgresStore(t), o) })
+}
+
+func TestCheckpointPurgedAndReusedIDIsNotAForgeryOnMongo(t *testing.T) {
+	t.Parallel()
+	testPurgedAndReusedID(t, func(o chronicle.Options) *bundle {
+		return setupOn(t, mongotest.NewStore(t, chmongo.Options{}), o)
+	})
+}
+
+func testPurgedAndReusedID(t *testing.T, setup func(chronicle.Options) *bundle) {
 	s := newSigner(t, "k1")
-	b := setup(t, signed(s))
+	b := setup(signed(s))
 	register(t, b.engine, "sleeper", sleeper)
 	b.start(t, "sleeper", "u-1", "first")
 	b.drain(t)

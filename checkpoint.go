@@ -388,6 +388,9 @@ func (e *Engine) readChain(ctx context.Context, s provider.CheckpointStore) erro
 				return &CheckpointRefusedError{Problems: []error{gaps[0]}}
 			}
 			for _, l := range c.Leaves {
+				if old, ok := st.latest[l.InstanceID]; ok && old.purged && !l.Purged && old.seq == l.Seq && bytes.Equal(old.hash, l.Hash) {
+					continue // the head that tombstone ended, signed again late
+				}
 				st.latest[l.InstanceID] = covered{number: c.Number, seq: l.Seq, hash: l.Hash, purged: l.Purged}
 			}
 			st.number, st.hash = c.Number, c.Hash

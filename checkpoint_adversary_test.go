@@ -304,4 +304,16 @@ func TestCheckpointHeadSignedAfterItsPurge(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%+v", rep)
 	require.True(t, rep.Instances[0].Purged)
+
+	// The id started again: a sweep covers the new incarnation.
+	b.engine = nodeA
+	register(t, nodeA, "echo", quick)
+	b.start(t, "echo", "h-1", "again")
+	b.drain(t)
+	sweeper := b.newEngine(t)
+	c, err := sweeper.SweepCheckpoint(b.ctx)
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	_, _, ok = c.Leaf("h-1")
+	require.True(t, ok)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -315,8 +316,13 @@ func (c *cli) verifyExportOffline(keys *chronicle.Keyring, file string) error {
 	if err := chronicle.VerifyExport(events, proofs, keys); err != nil {
 		row = coveredRow(chronicle.CheckpointResult{InstanceID: id, Events: len(events), Err: err})
 	} else {
-		last := proofs[len(proofs)-1]
-		row.CoveredSeq, row.Checkpoint = last.Leaf.Seq, last.Checkpoint.Number
+		// The latest leaf that is an event of the file (the others are
+		// heads of earlier incarnations that signed tombstones explain).
+		for _, p := range proofs {
+			if l := p.Leaf; l.Seq >= 1 && l.Seq <= int64(len(events)) && bytes.Equal(events[l.Seq-1].Hash, l.Hash) && p.Checkpoint.Number > row.Checkpoint {
+				row.CoveredSeq, row.Checkpoint = l.Seq, p.Checkpoint.Number
+			}
+		}
 	}
 	out := checkpointVerifyJSON{OK: row.OK, Checkpoints: len(proofs), Gaps: []gapJSON{}, Instances: []coveredJSON{row}, File: file}
 	if c.json {

@@ -64,6 +64,10 @@ func TestCheckpointCommands(t *testing.T) {
 	require.Contains(t, stdout, "2026-11")
 	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
 	require.Equal(t, 0, code, stdout)
+	// A purge that could not sign its tombstones is refused.
+	code, _, stderr = cli("purge", "CLM-1002", "--by", "ops")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--sign-key")
 
 	export := filepath.Join(tmp, "CLM-1001.jsonl")
 	code, stdout, stderr = cli("history", "export", "CLM-1001", "--out", export)

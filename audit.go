@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -180,12 +179,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, e
 		return rep, err
 	}
 	defer func() {
-		kept := make([]string, 0, len(rep.Skipped))
-		for id := range rep.Skipped {
-			kept = append(kept, id)
-		}
-		slices.Sort(kept)
-		if ferr := e.finishPurge(ctx, signed, rep.Purged, kept); ferr != nil {
+		if ferr := e.finishPurge(ctx, signed, rep.Purged); ferr != nil {
 			err = errors.Join(err, fmt.Errorf("sign what the purge left to sign: %w", ferr))
 		}
 	}()

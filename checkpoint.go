@@ -1053,13 +1053,11 @@ func (e *Engine) writeTombstones(ctx context.Context, tombs []history.Checkpoint
 	return nil
 }
 
-// finishPurge signs what a purge leaves to sign: the tombstones the store
-// kept that differ from those signed before it (a round appended in
-// between), and the current heads of instances whose tombstone was signed
-// and which were not purged (refused, archive failed), so that a later
-// checkpoint covers them as live again.
-func (e *Engine) finishPurge(ctx context.Context, signed map[string]history.CheckpointLeaf, purged []Tombstone, kept []string) error {
-	if e.cp == nil || len(signed) == 0 {
+// finishPurge signs the tombstones the store kept that differ from those
+// signed before the purge (a round appended in between): the engine saw
+// the store delete that history.
+func (e *Engine) finishPurge(ctx context.Context, signed map[string]history.CheckpointLeaf, purged []Tombstone) error {
+	if e.cp == nil {
 		return nil
 	}
 	var resign []history.CheckpointLeaf
@@ -1068,33 +1066,5 @@ func (e *Engine) finishPurge(ctx context.Context, signed map[string]history.Chec
 			resign = append(resign, history.CheckpointLeaf{InstanceID: ts.InstanceID, Seq: ts.LastSeq, Hash: ts.LastHash, Purged: true})
 		}
 	}
-	noted := false
-	for _, id := range kept {
-		if _, ok := signed[id]; !ok {
-			continue
-		}
-		rec, err := e.store.GetInstance(ctx, id)
-		if errors.Is(err, provider.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		head, err := e.headOf(ctx, id, max(rec.LastSeq, 1))
-		if err != nil {
-			return err
-		}
-		if head != nil {
-			e.cp.note(id, *head, false)
-			noted = true
-		}
-	}
-	if err := e.writeTombstones(ctx, resign); err != nil {
-		return err
-	}
-	if noted {
-		_, err := e.Checkpoint(ctx)
-		return err
-	}
-	return nil
+	return e.writeTombstones(ctx, resign)
 }

@@ -148,10 +148,13 @@ type PurgeReport struct {
 // letters — after handing each history to the archive callback, and keeps
 // a tombstone (last seq, last hash, when, by whom) so an archived history
 // can still be proven to be the purged one. Running instances are never
-// touched. With Options.Checkpoints, one checkpoint covering the final
-// heads of the instances to purge is written first, and the archive
-// callback finds their proofs with [ArchiveProofs].
-func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error) {
+// touched. With Options.Checkpoints, a checkpoint whose leaves are the
+// signed tombstones of the instances to purge (their final heads) is
+// written before anything is deleted, and the archive callback finds
+// their proofs with [ArchiveProofs]; when the store keeps checkpoints and
+// the engine cannot sign, Purge returns ErrPurgeUnsigned and deletes
+// nothing.
+func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, err error) {
 	by, err := e.actor(o.By)
 	if err != nil || o.By == "" {
 		return nil, invalid("PurgeOptions.By must name the operator")
@@ -170,10 +173,16 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 			ids = append(ids, r.InstanceID)
 		}
 	}
-	rep := &PurgeReport{Skipped: map[string]string{}}
-	if err := e.checkpointBeforePurge(ctx, ids); err != nil {
+	rep = &PurgeReport{Skipped: map[string]string{}}
+	signed, err := e.signTombstones(ctx, ids)
+	if err != nil {
 		return rep, err
 	}
+	defer func() {
+		if ferr := e.finishPurge(ctx, signed, rep.Purged); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("sign what the purge left to sign: %w", ferr))
+		}
+	}()
 	for _, id := range ids {
 		if err := e.validateID("instance id", id); err != nil {
 			rep.Skipped[id] = err.Error()

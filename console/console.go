@@ -51,6 +51,13 @@ type Options struct {
 	// behind a proxy that checks the name itself; set it whenever the
 	// console listens on an address a browser reaches directly.
 	AllowedHosts []string
+	// Keys, when set, are the public keys of the signed checkpoints: an
+	// instance's chain badge then reports what they find (a history
+	// rewritten after a checkpoint, deleted, or a broken checkpoint
+	// chain), not only the plain hash chain, which a forger who reseals
+	// every hash keeps intact. Each instance page then reads every
+	// checkpoint.
+	Keys *chronicle.Keyring
 }
 
 // ErrNoUserHook is returned by New when Options.Actions is set without

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"io"
 	"log/slog"
@@ -754,4 +755,42 @@ func TestCompleteTypedResult(t *testing.T) {
 	var out string
 	require.NoError(t, in.Result(&out))
 	require.Equal(t, "refunded 250", out)
+}
+
+// TestChainBadgeWithKeys: with Options.Keys the chain badge reports what
+// the signed checkpoints find. A history rewritten with every hash
+// recomputed keeps a plain hash chain intact ("verified"); the keys name
+// the rewrite.
+func TestChainBadgeWithKeys(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	seedKey := make([]byte, ed25519.SeedSize)
+	copy(seedKey, "console")
+	signer, err := chronicle.NewEd25519Signer("2026-11", ed25519.NewKeyFromSeed(seedKey))
+	require.NoError(t, err)
+	keys := &chronicle.Keyring{}
+	require.NoError(t, keys.Add("2026-11", signer.Public()))
+	e, err := chronicle.New(d.Store, chronicle.Options{Checkpoints: &chronicle.CheckpointOptions{Signer: signer}})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	c, err := e.SweepCheckpoint(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, c)
+
+	signed := newBrowser(t, newConsole(t, d.Engine, console.Options{Keys: keys}))
+	plain := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	p := signed.get("/instance?id=CLM-1001")
+	require.Regexp(t, `<p class="chain ok" id="chain-status">Hash chain verified against signed checkpoint 1: (\d+) events, covered up to seq (\d+)\.</p>`, p.body)
+
+	require.True(t, d.Store.(*memory.Store).RewriteHistory("CLM-1001", func(ev []history.Event) []history.Event {
+		ev[2].Actor = "user:mallory"
+		return ev
+	}))
+	p = plain.get("/instance?id=CLM-1001")
+	require.Contains(t, p.body, `<p class="chain ok" id="chain-status">Hash chain verified:`, "without keys a resealed forgery looks verified")
+	p = signed.get("/instance?id=CLM-1001")
+	require.Contains(t, p.body, `<p class="chain broken" id="chain-status">History FORGED: history rewritten after checkpoint 1: it differs at covered seq`)
+	require.Contains(t, p.body, "Do not rebuild projections")
+	p = signed.get("/instance?id=CLM-1002")
+	require.Contains(t, p.body, `class="chain ok"`, "other histories still verify")
 }

@@ -213,7 +213,7 @@ func commands() []*command {
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
 		{"history verify", "ID | --all | --archive FILE [--key KEYRING]...", "verify hash chains of stored or exported histories, and with --key their signed checkpoints", runHistoryVerify},
-		{"checkpoint write", "", "sign a checkpoint of the instances changed since the latest (needs --sign-key)", runCheckpointWrite},
+		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
 		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
@@ -230,9 +230,9 @@ func commands() []*command {
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
-		{"doctor", "", "report incidents, dead letters waiting, failing rounds and projections that fail to fold", runDoctor},
+		{"doctor", "[--key FILE]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints contradict", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--keep]", "run the benchmark workloads and print their numbers", runBench},
-		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]]", "serve the operator console in a browser", runUI},
+		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}
 }

@@ -32,6 +32,8 @@ func runUI(c *cli, cmd *command, args []string) error {
 	fs.Var(&roles, "roles", "with --actions, the roles of --user for human-task actions (R1,R2)")
 	fs.Var(&hosts, "host", "also answer requests for this `NAME` (NAME or NAME:PORT; repeatable), such as the name of a proxy in front; "+
 		"the console answers only for the names it listens as and these")
+	var keyFiles listFlag
+	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): chain badges report what the signed checkpoints find")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -39,6 +41,13 @@ func runUI(c *cli, cmd *command, args []string) error {
 		return usagef(cmd, "%v", err)
 	}
 	opts := console.Options{Actions: *actions, Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
+	if len(keyFiles) > 0 {
+		keys, err := readKeyring(keyFiles)
+		if err != nil {
+			return err
+		}
+		opts.Keys = keys
+	}
 	if *actions {
 		id := *userID
 		if id == "" {

@@ -303,6 +303,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			if err != nil || b == nil {
 				return err
 			}
+			b.Messages = effectOrder(b.Messages, r.opts.BatchLimit)
 			m := &member{batch: b}
 			group = append(group, m)
 			if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
@@ -393,6 +394,9 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	if lease == nil {
 		return nil, nil
 	}
+	// The messages the round leaves for later are not part of its
+	// delivery: neither acked, counted nor dead-lettered with it.
+	lease.Messages = effectOrder(lease.Messages, r.opts.BatchLimit)
 	roundCtx, release := r.keepLease(ctx, lease)
 	err = r.opts.Hooks.crash(roundCtx, AfterDequeue, lease.InstanceID)
 	var (

@@ -93,7 +93,10 @@ type RunnerOptions struct {
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.
 	MaxDeliveries int
-	// BatchLimit bounds the messages of one round. Default 100.
+	// BatchLimit bounds the messages of one round. Default 100. A round
+	// that takes a full batch leaves the timers due after its latest
+	// arrival for the next round, which sees what was queued behind them
+	// (docs/semantics.md, "Order of an instance's messages").
 	BatchLimit int
 	// GroupSize is how many instances' rounds a transactional store runs
 	// in one transaction (group commit): each instance is dequeued,

@@ -32,7 +32,7 @@ func (r *rig) outageWith(t *rapid.T, arrive func(*rapid.T)) {
 			r.activity(t)
 		}
 	}
-	for i := rapid.IntRange(1, 10).Draw(t, "burst rounds"); i > 0; i-- {
+	for i := rapid.IntRange(1, 6).Draw(t, "burst rounds"); i > 0; i-- {
 		r.round(t)
 	}
 }

@@ -115,7 +115,6 @@ func (m *wfMachine) checkArrivalOrder(t *rapid.T, id string, events []history.Ev
 		return
 	}
 	type applied struct {
-		tag     string
 		arrived time.Time
 		at      time.Time // the time of the round that applied it
 	}
@@ -168,7 +167,7 @@ func (m *wfMachine) checkArrivalOrder(t *rapid.T, id string, events []history.Ev
 			t.Fatalf("%s: seq %d %s (%s) arrived at %s, before the timer fired at seq %d was due (%s), and is recorded after it\n%s",
 				id, e.Seq, e.Kind, tag, arrived.Format(time.TimeOnly), dueSeq, due.Format(time.TimeOnly), wfDump(events))
 		}
-		earlier = append(earlier, applied{tag: tag, arrived: arrived, at: e.At})
+		earlier = append(earlier, applied{arrived: arrived, at: e.At})
 	}
 	m.stats.late = len(m.arrivals.late)
 }

@@ -45,15 +45,21 @@ type Run struct {
 	Number   int    `json:"run"`
 	// Database is the database the run created (and dropped, unless
 	// Config.Keep).
-	Database  string `json:"database"`
-	Instances int    `json:"instances"`
-	// Seconds runs from the first start to the last completion seen.
-	Seconds      float64 `json:"seconds"`
-	PerSecond    float64 `json:"workflows_per_second"`
+	Database string `json:"database"`
+	// Instances counts the workflows (W3: the signals).
+	Instances int `json:"instances"`
+	// Seconds runs from the first start (W3: signal) to the last
+	// completion (W3: receipt) seen.
+	Seconds float64 `json:"seconds"`
+	// PerSecond is Instances over Seconds.
+	PerSecond float64 `json:"workflows_per_second"`
+	// StartSeconds is how long starting every workflow took.
 	StartSeconds float64 `json:"start_seconds,omitempty"`
-	Polls        int     `json:"status_polls"`
-	P50Millis    float64 `json:"p50_ms,omitempty"`
-	P99Millis    float64 `json:"p99_ms,omitempty"`
+	// Polls counts the status reads of the poller.
+	Polls int `json:"status_polls"`
+	// P50Millis and P99Millis are W3's latencies, in milliseconds.
+	P50Millis float64 `json:"p50_ms,omitempty"`
+	P99Millis float64 `json:"p99_ms,omitempty"`
 	// Work is the database work of the run, the system's start and stop
 	// included, its migration not.
 	Work work `json:"db_work"`
@@ -61,26 +67,38 @@ type Run struct {
 
 // Summary is the medians of one workload's runs on one system.
 type Summary struct {
-	Workload  string  `json:"workload"`
-	System    string  `json:"system"`
-	Instances int     `json:"instances"`
-	Runs      int     `json:"runs"`
+	// Workload, System and Instances are the runs'.
+	Workload  string `json:"workload"`
+	System    string `json:"system"`
+	Instances int    `json:"instances"`
+	// Runs counts the runs summarized.
+	Runs int `json:"runs"`
+	// PerSecond, P50Millis and P99Millis are the medians of the runs'.
 	PerSecond float64 `json:"workflows_per_second"`
 	P50Millis float64 `json:"p50_ms,omitempty"`
 	P99Millis float64 `json:"p99_ms,omitempty"`
+	// StartSeconds is the median of the runs' times to start every
+	// workflow (W1, W2).
+	StartSeconds float64 `json:"start_seconds,omitempty"`
 	// PerWorkflow is the database work per workflow (W3: per signal).
 	PerWorkflow PerWorkflow `json:"db_work_per_workflow"`
 }
 
 // PerWorkflow is database work divided by a run's workflows.
 type PerWorkflow struct {
-	Commits    float64 `json:"commits"`
-	Inserted   float64 `json:"rows_inserted"`
-	Updated    float64 `json:"rows_updated"`
-	Deleted    float64 `json:"rows_deleted"`
+	// Commits is xact_commit.
+	Commits float64 `json:"commits"`
+	// Inserted, Updated and Deleted are tup_inserted, tup_updated and
+	// tup_deleted.
+	Inserted float64 `json:"rows_inserted"`
+	Updated  float64 `json:"rows_updated"`
+	Deleted  float64 `json:"rows_deleted"`
+	// TuplesRead is tup_fetched + tup_returned.
 	TuplesRead float64 `json:"tuples_read"`
-	BlksHit    float64 `json:"shared_buffer_hits"`
-	Polls      float64 `json:"status_polls"`
+	// BlksHit is blks_hit, the shared buffer hits.
+	BlksHit float64 `json:"shared_buffer_hits"`
+	// Polls is the poller's status reads.
+	Polls float64 `json:"status_polls"`
 	// SeqScans is sequential scans per workflow by table.
 	SeqScans map[string]float64 `json:"seq_scans,omitempty"`
 	// SeqTuples is the tuples those scans read per workflow by table.
@@ -89,16 +107,27 @@ type PerWorkflow struct {
 
 // Report is a whole comparison.
 type Report struct {
-	Server      string    `json:"server"`
-	ServerInfo  string    `json:"server_info"`
-	DBOSVersion string    `json:"dbos_version"`
-	GoVersion   string    `json:"go_version"`
-	CPUs        int       `json:"cpus"`
-	LoadBefore  string    `json:"load_before"`
-	LoadAfter   string    `json:"load_after"`
-	Started     time.Time `json:"started"`
-	Runs        []Run     `json:"runs"`
-	Summaries   []Summary `json:"summaries"`
+	// Server is the server's URL, its password hidden.
+	Server string `json:"server"`
+	// ServerInfo is its version and the settings that bear on the numbers.
+	ServerInfo string `json:"server_info"`
+	// DBOSVersion is the version of DBOS Transact this program was built
+	// with.
+	DBOSVersion string `json:"dbos_version"`
+	// GoVersion is the Go release, system and architecture.
+	GoVersion string `json:"go_version"`
+	// CPUs counts the logical CPUs.
+	CPUs int `json:"cpus"`
+	// LoadBefore and LoadAfter are the system's load averages (1, 5, 15
+	// minutes) at the start and at the end.
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+	// Started is when the comparison started.
+	Started time.Time `json:"started"`
+	// Runs are every run, in the order they ran.
+	Runs []Run `json:"runs"`
+	// Summaries are the medians of each workload on each system.
+	Summaries []Summary `json:"summaries"`
 }
 
 // drivers are the systems compared, in the order each round of runs
@@ -225,7 +254,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // summarize takes the medians of the runs of workload on system.
 func summarize(workload, system string, runs []Run) Summary {
 	s := Summary{Workload: workload, System: system}
-	var rate, p50, p99 []float64
+	var rate, p50, p99, starts []float64
 	per := map[string][]float64{}
 	scans, tuples := map[string][]float64{}, map[string][]float64{}
 	var mine []Run
@@ -237,6 +266,7 @@ func summarize(workload, system string, runs []Run) Summary {
 	for _, r := range mine {
 		s.Instances, s.Runs = r.Instances, s.Runs+1
 		rate, p50, p99 = append(rate, r.PerSecond), append(p50, r.P50Millis), append(p99, r.P99Millis)
+		starts = append(starts, r.StartSeconds)
 		n := float64(r.Instances)
 		w := r.Work
 		for k, v := range map[string]int64{"commits": w.Commits, "ins": w.Inserted, "upd": w.Updated, "del": w.Deleted,
@@ -255,7 +285,7 @@ func summarize(workload, system string, runs []Run) Summary {
 			tuples[t] = append(tuples[t], float64(r.Work.SeqScans[t].TuplesRead)/n)
 		}
 	}
-	s.PerSecond, s.P50Millis, s.P99Millis = median(rate), median(p50), median(p99)
+	s.PerSecond, s.P50Millis, s.P99Millis, s.StartSeconds = median(rate), median(p50), median(p99), median(starts)
 	s.PerWorkflow = PerWorkflow{
 		Commits: median(per["commits"]), Inserted: median(per["ins"]), Updated: median(per["upd"]), Deleted: median(per["del"]),
 		TuplesRead: median(per["read"]), BlksHit: median(per["hit"]), Polls: median(per["polls"]),

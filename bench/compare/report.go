@@ -68,6 +68,7 @@ func (r *Report) WriteText(out io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%.1f wf/s\t%.1f wf/s\t%.2f×\t\n", describe(w, c.Instances), c.PerSecond, d.PerSecond, c.PerSecond/d.PerSecond)
+		fmt.Fprintf(tw, "  starting them all, one after the other\t%.2f s\t%.2f s\t\t\n", c.StartSeconds, d.StartSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -132,7 +133,7 @@ func (r *Report) WriteText(out io.Writer) error {
 		slices.Sort(tables)
 		for _, t := range tables {
 			scanned = true
-			fmt.Fprintf(tw, "  %s %s\t%s\t%.2f scans\t%.0f tuples\t\n", s.Workload, s.System, t, s.PerWorkflow.SeqScans[t], s.PerWorkflow.SeqTuples[t])
+			fmt.Fprintf(tw, "  %s %s\t%s\t%.3f scans\t%.0f tuples\t\n", s.Workload, s.System, t, s.PerWorkflow.SeqScans[t], s.PerWorkflow.SeqTuples[t])
 		}
 	}
 	if !scanned {

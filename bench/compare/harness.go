@@ -84,6 +84,9 @@ func runWorkload(ctx context.Context, sys system, workload string, n int, poll t
 	go func() {
 		defer close(ids)
 		for i := range n {
+			if ctx.Err() != nil {
+				return // the poller gave up
+			}
 			id := fmt.Sprintf("%s-%d", strings.ToLower(workload), i)
 			if err := sys.start(ctx, workload, id, i); err != nil {
 				startErr <- fmt.Errorf("start %s: %w", id, err)

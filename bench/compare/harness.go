@@ -111,6 +111,9 @@ func runWorkload(ctx context.Context, sys system, workload string, n int, poll t
 		return nil, err
 	default:
 	}
+	if m.Workflows != n {
+		return nil, fmt.Errorf("%d of %d workflows started: %w", m.Workflows, n, ctx.Err())
+	}
 	m.StartDuration = startDuration // written before ids was closed
 	return m, nil
 }

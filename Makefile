@@ -8,6 +8,10 @@ STATICCHECK_VERSION ?= v0.8.2
 # rapid checks per property test in `make ci` (the default is 100)
 RAPID_CHECKS ?= 1000
 FUZZTIME    ?= 30s
+# the PostgreSQL server bench-compare runs on (each run in a database of its own)
+CHRONICLE_TEST_PG_URL ?= postgres://root@127.0.0.1:5432/test
+# flags for bench-compare, e.g. COMPARE_FLAGS='-runs 1 -workloads W1 -json compare.json'
+COMPARE_FLAGS ?=
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
@@ -15,7 +19,7 @@ SHELL := /bin/bash
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: demo
 demo: ## run the demo on the embedded memory provider
@@ -56,6 +60,10 @@ screenshots: ## regenerate the console's screenshots in docs/console/ (headless 
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-compare
+bench-compare: ## compare Chronicle and DBOS Transact Go on CHRONICLE_TEST_PG_URL (W1, W2, W3; COMPARE_FLAGS)
+	cd bench/compare && CHRONICLE_TEST_PG_URL='$(CHRONICLE_TEST_PG_URL)' $(GO) run . $(COMPARE_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for target in $$($(GO) test -list '^Fuzz' ./fuzz/ | grep '^Fuzz'); do \
@@ -76,4 +84,5 @@ ci: lint services ## what CI runs: lint, every test with -race (the server ones 
 	$(GO) test -race -count=1 -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
 	cd otel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 	cd console/browsertest && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	cd bench/compare && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
 	$(GO) test -count=1 -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v

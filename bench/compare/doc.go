@@ -1,0 +1,3 @@
+// Command compare drives Chronicle and DBOS Transact Go with the same
+// harness on the same PostgreSQL server: see README.md.
+package main

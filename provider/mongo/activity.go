@@ -378,6 +378,11 @@ func (s *Store) settle(ctx context.Context, taskID, token, kind string, build fu
 		return nil, fmt.Errorf("activity task %s: %w", taskID, err)
 	}
 	if ok {
+		if s.afterSettleStep != nil {
+			if err := s.afterSettleStep(taskID); err != nil {
+				return nil, err
+			}
+		}
 		return st, nil
 	}
 	got, err := s.stepAt(ctx, taskID, st.K)

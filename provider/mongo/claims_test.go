@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -277,5 +278,105 @@ func TestExpiredClaimIsSettledOnce(t *testing.T) {
 				}
 			})
 		require.Zero(t, doubles, "both the completion and the takeover won %d of %d races", doubles, n)
+	})
+}
+
+// errCrash ends a settlement after its first write, as a crash would.
+var errCrash = errors.New("crash after the settlement's step")
+
+// TestInterruptedSettlementIsFinished: a settlement whose worker died
+// after its first write (the step that settles the claim) is finished,
+// by the same call again or by the next claimer once the claim ran out,
+// with its result queued once and a retry's backoff kept.
+func TestInterruptedSettlementIsFinished(t *testing.T) {
+	t.Parallel()
+	setup := func(t *testing.T) (*claimBundle, provider.ActivityTask, *provider.ActivityLease) {
+		t.Helper()
+		b := &claimBundle{s: mongotest.NewStore(t, chmongo.Options{})}
+		task := claimTask("i")
+		b.enqueue(t, task)
+		slow := b.slowOwner(t, task)
+		chmongo.SetAfterSettleStep(b.s, func(string) error {
+			chmongo.SetAfterSettleStep(b.s, nil)
+			return errCrash
+		})
+		return b, task, slow
+	}
+
+	t.Run("CompletionByItsOwner", func(t *testing.T) {
+		t.Parallel()
+		b, _, slow := setup(t)
+		require.ErrorIs(t, b.complete(t.Context(), slow), errCrash)
+		require.Empty(t, b.messages(t, "i"))
+		l, err := b.claim(t.Context(), "other", base.Add(30*time.Second))
+		require.NoError(t, err)
+		require.Nil(t, l, "a settled claim was claimed again")
+
+		require.NoError(t, b.complete(t.Context(), slow), "the owner finishes its settlement")
+		require.Len(t, b.messages(t, "i"), 1)
+		require.Empty(t, b.queued(t, "i"))
+		require.ErrorIs(t, b.complete(t.Context(), slow), provider.ErrLeaseLost, "completing a finished claim again")
+		require.ErrorIs(t, b.retry(t.Context(), slow), provider.ErrLeaseLost, "retrying a completed claim")
+		require.Len(t, b.messages(t, "i"), 1)
+	})
+
+	t.Run("CompletionByTheNextClaimer", func(t *testing.T) {
+		t.Parallel()
+		b, _, slow := setup(t)
+		require.ErrorIs(t, b.complete(t.Context(), slow), errCrash)
+		l, err := b.claim(t.Context(), "other", takeoverAt)
+		require.NoError(t, err)
+		require.Nil(t, l, "a completed task was taken over")
+		m := b.messages(t, "i")
+		require.Len(t, m, 1, "the next claimer queues the result")
+		require.Equal(t, provider.ActivityResultID(slow.Task.ID), m[0].ID)
+		require.Empty(t, b.queued(t, "i"))
+		require.ErrorIs(t, b.complete(t.Context(), slow), provider.ErrLeaseLost)
+		require.Len(t, b.messages(t, "i"), 1)
+	})
+
+	t.Run("RetryByTheNextClaimer", func(t *testing.T) {
+		t.Parallel()
+		b, _, slow := setup(t)
+		require.ErrorIs(t, b.retry(t.Context(), slow), errCrash)
+		l, err := b.claim(t.Context(), "other", takeoverAt)
+		require.NoError(t, err)
+		require.Nil(t, l, "a retried claim was taken over before the retry's VisibleAt")
+		q := b.queued(t, "i")
+		require.Len(t, q, 1)
+		require.Empty(t, q[0].Owner)
+		require.Equal(t, 2, q[0].Task.Attempt)
+		at, ok, err := b.s.NextVisibleAt(t.Context(), &provider.NextVisibleAtParams{Queue: provider.QueueActivity})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, retryAt, at, "the claimer rewrote when the task is claimable")
+
+		l, err = b.claim(t.Context(), "other", retryAt)
+		require.NoError(t, err)
+		require.NotNil(t, l)
+		require.Nil(t, l.Expired)
+		require.Equal(t, 2, l.Task.Attempt)
+	})
+
+	t.Run("DeadLetterByTheNextClaimer", func(t *testing.T) {
+		t.Parallel()
+		b, task, slow := setup(t)
+		letter := provider.DeadLetter{
+			ID: provider.DeadLetterID(task.ID, slow.Task.EnqueuedAt), InstanceID: "i", Reason: provider.ReasonUnknownActivity,
+			Error: "no activity named charge-card", Node: "slow", At: base, Attempts: 1, Status: provider.DeadLetterDead,
+		}
+		require.ErrorIs(t, b.s.DeadLetterActivity(t.Context(), &provider.DeadLetterActivityParams{TaskID: task.ID, Token: slow.Token, Letter: letter}), errCrash)
+		_, err := b.s.GetDeadLetter(t.Context(), letter.ID)
+		require.ErrorIs(t, err, provider.ErrNotFound)
+
+		l, err := b.claim(t.Context(), "other", takeoverAt)
+		require.NoError(t, err)
+		require.Nil(t, l, "a dead-lettered task was taken over")
+		got, err := b.s.GetDeadLetter(t.Context(), letter.ID)
+		require.NoError(t, err, "the next claimer writes the letter")
+		require.NotNil(t, got.Activity)
+		require.Equal(t, task.ID, got.Activity.ID)
+		require.Equal(t, provider.ReasonUnknownActivity, got.Reason)
+		require.Empty(t, b.queued(t, "i"))
 	})
 }

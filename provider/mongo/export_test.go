@@ -19,6 +19,10 @@ func SetBeforeClaimWrite(s *Store, hook func(taskID string)) { s.beforeClaimWrit
 // their first write.
 func SetBeforeSettleWrite(s *Store, hook func(taskID string)) { s.beforeSettleWrite = hook }
 
+// SetAfterSettleStep installs the hook the settlements of an activity
+// claim run after their first write; its error ends the call there.
+func SetAfterSettleStep(s *Store, hook func(taskID string) error) { s.afterSettleStep = hook }
+
 // ClaimKey claims an idempotency key for the event at seq of an append
 // whose first Seq is first, as AppendHistory does before it writes the
 // events: what a round that crashed between the two writes leaves.

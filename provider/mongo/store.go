@@ -124,6 +124,10 @@ type Store struct {
 	// claim after their reads and before their first write, where a slow
 	// worker may stall while another goes on.
 	beforeClaimWrite, beforeSettleWrite func(taskID string)
+	// afterSettleStep, set by this package's tests, runs in the
+	// settlements of an activity claim after their first write; an
+	// error ends the call there, as a crash would.
+	afterSettleStep func(taskID string) error
 }
 
 // collections are the store's collections; docs/providers.md lists their

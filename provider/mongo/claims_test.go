@@ -380,3 +380,47 @@ func TestInterruptedSettlementIsFinished(t *testing.T) {
 		require.Empty(t, b.queued(t, "i"))
 	})
 }
+
+// TestMigrationKeepsClaimsOfSchema2: migration 3 turns the claim
+// documents of schema 2 into steps. A task claimed before it is still
+// claimed by the same token, which settles it; a task claimed and
+// retried before is claimed afresh (its old claim documents would
+// otherwise collide with its steps).
+func TestMigrationKeepsClaimsOfSchema2(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := &claimBundle{s: mongotest.NewStore(t, chmongo.Options{})}
+	held, retried := claimTask("held"), claimTask("retried")
+	b.enqueue(t, held)
+	b.enqueue(t, retried)
+	until := base.Add(time.Minute)
+	require.NoError(t, chmongo.LegacyClaims(ctx, b.s, held.ID, 2, "legacy-token", "old-worker", until.UnixNano()))
+	require.NoError(t, chmongo.LegacyClaims(ctx, b.s, retried.ID, 3, "", "", until.UnixNano()))
+	v, err := b.s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+
+	require.NoError(t, b.s.Migrate(ctx))
+	v, err = b.s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, chmongo.LatestSchemaVersion(), v)
+	require.NoError(t, b.s.Migrate(ctx), "migrating again")
+
+	q := b.queued(t, "held")
+	require.Len(t, q, 1)
+	require.Equal(t, "old-worker", q[0].Owner)
+	require.Equal(t, until, q[0].LockedUntil)
+
+	l, err := b.claim(ctx, "new-worker", base)
+	require.NoError(t, err)
+	require.NotNil(t, l, "the task retried before the migration is claimable")
+	require.Equal(t, retried.ID, l.Task.ID)
+	require.Nil(t, l.Expired)
+	l, err = b.claim(ctx, "new-worker", base)
+	require.NoError(t, err)
+	require.Nil(t, l, "the task claimed before the migration was claimed again")
+
+	require.NoError(t, b.complete(ctx, &provider.ActivityLease{Task: held, Token: "legacy-token"}), "the claim's token settles it")
+	require.Len(t, b.messages(t, "held"), 1)
+	require.Empty(t, b.queued(t, "held"))
+}

@@ -41,3 +41,28 @@ func InsertClaim(ctx context.Context, s *Store, taskID string, k, until int64) e
 	_, err := s.c.claims.InsertOne(ctx, &stepDoc{ID: stepID(taskID, k), Task: taskID, K: k, Kind: stepClaim, Token: newToken(), Owner: "dead", Until: until, Activity: d.Task})
 	return err
 }
+
+// LegacyClaims puts a store's activity tasks back as schema 2 left them:
+// no steps; each task's claim count n, with a claim document (task, i)
+// for i up to n; and the task in claimed, held by owner with token until
+// until (Unix nanoseconds), when token is not empty. The schema version
+// is set to 2.
+func LegacyClaims(ctx context.Context, s *Store, taskID string, n int64, token, owner string, until int64) error {
+	if _, err := s.c.claims.DeleteMany(ctx, filter("t", taskID)); err != nil {
+		return err
+	}
+	for i := int64(1); i <= n; i++ {
+		if _, err := s.c.claims.InsertOne(ctx, filter("_id", id(taskID, pad(i)), "t", taskID, "u", until)); err != nil {
+			return err
+		}
+	}
+	upd := set("n", n)
+	if token != "" {
+		upd = set("n", n, "tok", token, "own", owner, "u", until, "ca", until)
+	}
+	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID), upd); err != nil {
+		return err
+	}
+	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 2))
+	return err
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -37,6 +39,11 @@ type taskDoc struct {
 	Owner       string `bson:"own"`
 	Until       int64  `bson:"u"`
 	Done        bool   `bson:"d"`
+	// Step is the newest step known to the hint's writer: the task's
+	// steps are read from it on, by _id, so a reader needs no query
+	// over the steps. It is never past the newest step, since steps
+	// are never removed while the task stays.
+	Step int64 `bson:"sk"`
 	// Task is the provider.MarshalActivityTask encoding as enqueued.
 	Task []byte `bson:"t"`
 }
@@ -89,6 +96,21 @@ type stepDoc struct {
 }
 
 func stepID(taskID string, k int64) string { return id(taskID, pad(k)) }
+
+// claimToken is the token of claim step k: the step number, then a random
+// part, so a settlement finds its claim step by _id.
+func claimToken(k int64) string { return strconv.FormatInt(k, 10) + "." + newToken() }
+
+// tokenStep returns the step number of a claim token; ok is false for a
+// token of another form (a claim from before migration 3).
+func tokenStep(token string) (k int64, ok bool) {
+	n, _, found := strings.Cut(token, ".")
+	if !found {
+		return 0, false
+	}
+	k, err := strconv.ParseInt(n, 10, 64)
+	return k, err == nil && k > 0
+}
 
 // terminal reports whether the step ends its task.
 func (st *stepDoc) terminal() bool {
@@ -152,8 +174,33 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 }
 
 // latestStep returns a task's newest step, nil when it has none (it was
-// never claimed since it was enqueued).
-func (s *Store) latestStep(ctx context.Context, taskID string) (*stepDoc, error) {
+// never claimed since it was enqueued), reading by _id from step known
+// on (the hint's Step). When step known is gone (a purge under way), the
+// steps are queried.
+func (s *Store) latestStep(ctx context.Context, taskID string, known int64) (*stepDoc, error) {
+	var last *stepDoc
+	if known > 0 {
+		st, err := s.stepAt(ctx, taskID, known)
+		if err != nil {
+			return nil, err
+		}
+		if st == nil {
+			return s.queryLatestStep(ctx, taskID)
+		}
+		last = st
+	}
+	for {
+		st, err := s.stepAt(ctx, taskID, known+1)
+		if err != nil || st == nil {
+			return last, err
+		}
+		last, known = st, known+1
+	}
+}
+
+// queryLatestStep returns a task's newest step by a query over its
+// steps.
+func (s *Store) queryLatestStep(ctx context.Context, taskID string) (*stepDoc, error) {
 	var st stepDoc
 	err := s.c.claims.FindOne(ctx, filter("t", taskID), options.FindOne().SetSort(filter("t", 1, "k", -1))).Decode(&st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -219,7 +266,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 }
 
 func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
-	last, err := s.latestStep(ctx, d.ID)
+	last, err := s.latestStep(ctx, d.ID, d.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +294,7 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 	if s.beforeClaimWrite != nil {
 		s.beforeClaimWrite(d.ID)
 	}
-	next.ID, next.Token = stepID(d.ID, next.K), newToken()
+	next.ID, next.Token = stepID(d.ID, next.K), claimToken(next.K)
 	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, next.ID, next)
 	if err != nil {
 		return nil, fmt.Errorf("claim activity task %s: %w", d.ID, err)
@@ -265,12 +312,12 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 // A failure is only logged: the step is written, and claimers that find
 // the hint stale rewrite it.
 func (s *Store) writeHint(ctx context.Context, st *stepDoc) {
-	upd := set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity)
+	upd := set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K)
 	if st.Kind == stepClaim {
-		upd = set("ca", st.claimableAt(), "tok", st.Token, "own", st.Owner, "u", st.Until, "t", st.Activity)
+		upd = set("ca", st.claimableAt(), "tok", st.Token, "own", st.Owner, "u", st.Until, "t", st.Activity, "sk", st.K)
 	}
 	if st.Kind == stepRequeue {
-		upd = set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "d", false)
+		upd = set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K, "d", false)
 	}
 	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", st.Task), upd); err != nil {
 		s.log.Warn("chronicle mongo: write activity task hint", "task", st.Task, "step", st.K, "err", err)
@@ -306,10 +353,10 @@ func (s *Store) finish(ctx context.Context, instanceID string, st *stepDoc, now 
 			}
 		}
 	}
-	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", st.Task, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never)); err != nil {
-		return fmt.Errorf("activity task %s: %w", st.Task, translate(err))
+	if err := s.markDone(ctx, st.Task, st.K); err != nil {
+		return err
 	}
-	last, err := s.latestStep(ctx, st.Task)
+	last, err := s.latestStep(ctx, st.Task, st.K)
 	if err != nil {
 		return err
 	}
@@ -319,9 +366,28 @@ func (s *Store) finish(ctx context.Context, instanceID string, st *stepDoc, now 
 	return nil
 }
 
+// markDone marks a task done in its hint, after its terminal step k.
+func (s *Store) markDone(ctx context.Context, taskID string, k int64) error {
+	_, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never, "sk", k))
+	if err != nil {
+		return fmt.Errorf("activity task %s: %w", taskID, translate(err))
+	}
+	return nil
+}
+
 // claimStep returns the claim step whose token is token, else
 // ErrLeaseLost.
 func (s *Store) claimStep(ctx context.Context, taskID, token string) (*stepDoc, error) {
+	if k, ok := tokenStep(token); ok {
+		c, err := s.stepAt(ctx, taskID, k)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil || c.Kind != stepClaim || c.Token != token {
+			return nil, fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
+		}
+		return c, nil
+	}
 	var c stepDoc
 	err := s.c.claims.FindOne(ctx, filter("t", taskID, "tok", token, "s", stepClaim)).Decode(&c)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && token == "") {
@@ -486,7 +552,7 @@ func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActiviti
 	if p.OtherThan != "" {
 		f = filter("i", p.InstanceID, "d", false, "x", filter("$ne", p.OtherThan))
 	}
-	cur, err := s.c.tasks.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetProjection(filter("_id", 1)))
+	cur, err := s.c.tasks.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetProjection(filter("_id", 1, "sk", 1)))
 	if err != nil {
 		return translate(err)
 	}
@@ -504,7 +570,7 @@ func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActiviti
 		return err
 	}
 	for _, d := range docs {
-		if err := s.cancelTask(ctx, d.ID); err != nil {
+		if err := s.cancelTask(ctx, d.ID, d.Step); err != nil {
 			return fmt.Errorf("cancel activity task %s: %w", d.ID, err)
 		}
 	}
@@ -515,40 +581,30 @@ func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActiviti
 // losing the next step to another worker.
 const cancelSteps = 16
 
-func (s *Store) cancelTask(ctx context.Context, taskID string) error {
+func (s *Store) cancelTask(ctx context.Context, taskID string, known int64) error {
 	for range cancelSteps {
-		last, err := s.latestStep(ctx, taskID)
+		last, err := s.latestStep(ctx, taskID, known)
 		if err != nil {
 			return err
 		}
 		if last != nil && last.terminal() {
-			break
+			// Ended since it was read.
+			return s.markDone(ctx, taskID, last.K)
 		}
 		st := &stepDoc{Task: taskID, K: 1, Kind: stepCancel}
 		if last != nil {
-			st.K = last.K + 1
+			st.K, known = last.K+1, last.K
 		}
 		st.ID = stepID(taskID, st.K)
 		ok, err := insertIgnoringDuplicate(ctx, s.c.claims, st.ID, st)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			continue
+		if ok {
+			return s.markDone(ctx, taskID, st.K)
 		}
-		_, err = s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never))
-		return translate(err)
 	}
-	// Still marked done: a task that ended since it was read.
-	last, err := s.latestStep(ctx, taskID)
-	if err != nil {
-		return err
-	}
-	if last == nil || !last.terminal() {
-		return &Error{Err: errors.New("activity task changed by other workers throughout"), Retryable: true}
-	}
-	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never))
-	return translate(err)
+	return &Error{Err: errors.New("activity task changed by other workers throughout"), Retryable: true}
 }
 
 // ListQueuedActivities implements provider.InspectStore: each task as
@@ -564,7 +620,7 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueued
 	}
 	out := make([]provider.QueuedActivity, 0, len(docs))
 	for i := range docs {
-		last, err := s.latestStep(ctx, docs[i].ID)
+		last, err := s.latestStep(ctx, docs[i].ID, docs[i].Step)
 		if err != nil {
 			return nil, err
 		}
@@ -602,8 +658,12 @@ func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now ti
 	if err != nil {
 		return err
 	}
+	var d taskDoc
+	if err := s.c.tasks.FindOne(ctx, filter("_id", t.ID)).Decode(&d); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
+	}
 	for range cancelSteps {
-		last, err := s.latestStep(ctx, t.ID)
+		last, err := s.latestStep(ctx, t.ID, d.Step)
 		if err != nil {
 			return err
 		}

@@ -69,7 +69,9 @@
 //     its step is finished by the same call again or by the next claimer.
 //     The task document's claim fields are only a hint for finding
 //     claimable tasks, rewritten by a claimer that finds it stale; a
-//     claim step's owner alone updates it afterwards (heartbeats).
+//     claim step's owner alone updates it afterwards (heartbeats). Steps
+//     are read by _id: from the newest step the hint knows on, and a
+//     claim's from the step number its token begins with.
 //   - Projections move only forward: each is a write conditional on the
 //     stored Seq (or version, for custom records), in the order task
 //     records, task events, custom records, instance record, snapshot. A

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -17,6 +18,14 @@ import (
 // taskDoc is an activity task, by task id. It stays, marked done, when the
 // task completes, is cancelled or dead-lettered, so that its id is
 // remembered until the instance is purged.
+//
+// Its claim fields (ClaimableAt, Token, Owner, Until, Done) and Task are
+// a hint for finding claimable tasks: the task's steps (stepDoc) are its
+// state. A hint may be stale (a writer died before it wrote it) or
+// overwritten by a concurrent writer (the test server replaces a whole
+// document on an update), so every reader that acts on one checks the
+// task's newest step first, and a claimer that finds a stale hint
+// rewrites it.
 type taskDoc struct {
 	ID        string `bson:"_id"`
 	Instance  string `bson:"i"`
@@ -24,26 +33,108 @@ type taskDoc struct {
 	Queue     string `bson:"q"`
 	// ClaimableAt is VisibleAt, or the end of a live claim; never once
 	// done.
-	ClaimableAt int64 `bson:"ca"`
-	Order       int64 `bson:"o"`
-	// Claims counts the claims so far: claim n is won by inserting the
-	// claim document (task, n).
-	Claims int64  `bson:"n"`
-	Token  string `bson:"tok"`
-	Owner  string `bson:"own"`
-	Until  int64  `bson:"u"`
-	Done   bool   `bson:"d"`
-	// Task is the provider.MarshalActivityTask encoding.
+	ClaimableAt int64  `bson:"ca"`
+	Order       int64  `bson:"o"`
+	Token       string `bson:"tok"`
+	Owner       string `bson:"own"`
+	Until       int64  `bson:"u"`
+	Done        bool   `bson:"d"`
+	// Step is the newest step known to the hint's writer: the task's
+	// steps are read from it on, by _id, so a reader needs no query
+	// over the steps. It is never past the newest step, since steps
+	// are never removed while the task stays.
+	Step int64 `bson:"sk"`
+	// Task is the provider.MarshalActivityTask encoding as enqueued.
 	Task []byte `bson:"t"`
 }
 
-// claimDoc marks that claim n of a task was won, until Until: a claim
-// document whose claimer died before it wrote the claim into the task is
-// taken over once Until has passed.
-type claimDoc struct {
-	ID    string `bson:"_id"`
-	Task  string `bson:"t"`
-	Until int64  `bson:"u"`
+// Kinds of a task's steps.
+const (
+	// stepClaim: a claim was won (a takeover, when it follows a claim).
+	stepClaim = "claim"
+	// stepRetry, stepComplete and stepDeadLetter settle the claim
+	// before them.
+	stepRetry      = "retry"
+	stepComplete   = "complete"
+	stepDeadLetter = "dead"
+	// stepCancel: the task was cancelled.
+	stepCancel = "cancel"
+	// stepRequeue: a dead-lettered task was redriven.
+	stepRequeue = "requeue"
+)
+
+// stepDoc is step K of an activity task, by (task, K), in the
+// activity_claims collection: every change of a task's claim is the
+// insert of its next step, so of two workers that change one claim (its
+// owner settling it, another taking it over, a round cancelling the task)
+// exactly one wins, on every server, and the other writes nothing. Only
+// a claim step's owner updates it afterwards (heartbeats extend Until).
+type stepDoc struct {
+	ID   string `bson:"_id"`
+	Task string `bson:"t"`
+	K    int64  `bson:"k"`
+	Kind string `bson:"s"`
+	// Token is a claim's token; for a settlement, the token of the claim
+	// it settles.
+	Token string `bson:"tok,omitempty"`
+	Owner string `bson:"own,omitempty"`
+	// Until is the end of a claim.
+	Until int64 `bson:"u,omitempty"`
+	// ExpiredOwner and ExpiredUntil describe the claim a claim took
+	// over.
+	ExpiredOwner string `bson:"xo,omitempty"`
+	ExpiredUntil int64  `bson:"xu,omitempty"`
+	// Activity is the task (provider.MarshalActivityTask) as of this
+	// step: set on claims, retries and requeues.
+	Activity []byte `bson:"a,omitempty"`
+	// VisibleAt is when a retried or requeued task may be claimed again.
+	VisibleAt int64 `bson:"v,omitempty"`
+	// Result is a completion's result message and Letter a dead-letter
+	// step's letter: what the step still has to write.
+	Result *messageDoc `bson:"m,omitempty"`
+	Letter *letterDoc  `bson:"l,omitempty"`
+}
+
+func stepID(taskID string, k int64) string { return id(taskID, pad(k)) }
+
+// claimToken is the token of claim step k: the step number, then a random
+// part, so a settlement finds its claim step by _id.
+func claimToken(k int64) string { return strconv.FormatInt(k, 10) + "." + newToken() }
+
+// tokenStep returns the step number of a claim token; ok is false for a
+// token of another form (a claim from before migration 3).
+func tokenStep(token string) (k int64, ok bool) {
+	n, _, found := strings.Cut(token, ".")
+	if !found {
+		return 0, false
+	}
+	k, err := strconv.ParseInt(n, 10, 64)
+	return k, err == nil && k > 0
+}
+
+// terminal reports whether the step ends its task.
+func (st *stepDoc) terminal() bool {
+	return st.Kind == stepComplete || st.Kind == stepDeadLetter || st.Kind == stepCancel
+}
+
+// claimableAt is when the task may be claimed after the step; never
+// after a terminal one.
+func (st *stepDoc) claimableAt() int64 {
+	switch st.Kind {
+	case stepClaim:
+		return st.Until
+	case stepRetry, stepRequeue:
+		return st.VisibleAt
+	}
+	return never
+}
+
+func (st *stepDoc) task() (provider.ActivityTask, error) {
+	t, err := provider.UnmarshalActivityTask(st.Activity)
+	if err != nil {
+		return t, fmt.Errorf("activity task %s, step %d: %w", st.Task, st.K, err)
+	}
+	return t, nil
 }
 
 func (d *taskDoc) task() (provider.ActivityTask, error) {
@@ -82,9 +173,65 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 	return nil
 }
 
-// ClaimActivity implements provider.Store. The oldest claimable tasks are
-// read, and the first whose next claim document this call inserts is
-// won; only then is the task's document updated with the claim.
+// latestStep returns a task's newest step, nil when it has none (it was
+// never claimed since it was enqueued), reading by _id from step known
+// on (the hint's Step). When step known is gone (a purge under way), the
+// steps are queried.
+func (s *Store) latestStep(ctx context.Context, taskID string, known int64) (*stepDoc, error) {
+	var last *stepDoc
+	if known > 0 {
+		st, err := s.stepAt(ctx, taskID, known)
+		if err != nil {
+			return nil, err
+		}
+		if st == nil {
+			return s.queryLatestStep(ctx, taskID)
+		}
+		last = st
+	}
+	for {
+		st, err := s.stepAt(ctx, taskID, known+1)
+		if err != nil || st == nil {
+			return last, err
+		}
+		last, known = st, known+1
+	}
+}
+
+// queryLatestStep returns a task's newest step by a query over its
+// steps.
+func (s *Store) queryLatestStep(ctx context.Context, taskID string) (*stepDoc, error) {
+	var st stepDoc
+	err := s.c.claims.FindOne(ctx, filter("t", taskID), options.FindOne().SetSort(filter("t", 1, "k", -1))).Decode(&st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("activity task %s: steps: %w", taskID, translate(err))
+	}
+	return &st, nil
+}
+
+// stepAt returns step k of a task, nil when there is none.
+func (s *Store) stepAt(ctx context.Context, taskID string, k int64) (*stepDoc, error) {
+	var st stepDoc
+	err := s.c.claims.FindOne(ctx, filter("_id", stepID(taskID, k))).Decode(&st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("activity task %s: step %d: %w", taskID, k, translate(err))
+	}
+	return &st, nil
+}
+
+// ClaimActivity implements provider.Store. The oldest tasks whose hint
+// says claimable are read; for each, its newest step says whether it is
+// (never claimed, retried or requeued and visible, or claimed and
+// expired: a takeover). The first task whose next step this call inserts
+// as its claim is won; the hint is written after. A task whose step says
+// otherwise gets its hint rewritten, and a settlement whose writer died
+// before its last writes is finished (see CompleteActivity).
 func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	for range 4 {
 		cur, err := s.c.tasks.Find(ctx, filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", provider.UnixNanos(p.Now))),
@@ -119,164 +266,293 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 }
 
 func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
-	n := d.Claims + 1
-	cid := id(d.ID, pad(n))
-	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: provider.UnixNanos(p.LockedUntil)})
+	last, err := s.latestStep(ctx, d.ID, d.Step)
 	if err != nil {
 		return nil, err
+	}
+	next := &stepDoc{Task: d.ID, K: 1, Kind: stepClaim, Owner: p.Owner, Until: provider.UnixNanos(p.LockedUntil), Activity: d.Task}
+	var expired *provider.ExpiredClaim
+	if last != nil {
+		switch {
+		case last.terminal():
+			// Its settler died before its last writes, or a
+			// concurrent writer overwrote the hint.
+			return nil, s.finish(ctx, d.Instance, last, p.Now)
+		case last.claimableAt() > provider.UnixNanos(p.Now):
+			s.writeHint(ctx, last)
+			return nil, nil
+		case last.Kind == stepClaim:
+			expired = &provider.ExpiredClaim{Owner: last.Owner, LockedUntil: provider.FromUnixNanos(last.Until)}
+			next.ExpiredOwner, next.ExpiredUntil = last.Owner, last.Until
+		}
+		next.K, next.Activity = last.K+1, last.Activity
+	}
+	t, err := next.task()
+	if err != nil {
+		return nil, err
+	}
+	if s.beforeClaimWrite != nil {
+		s.beforeClaimWrite(d.ID)
+	}
+	next.ID, next.Token = stepID(d.ID, next.K), claimToken(next.K)
+	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, next.ID, next)
+	if err != nil {
+		return nil, fmt.Errorf("claim activity task %s: %w", d.ID, err)
 	}
 	if !ok {
-		// Won by another claimer, unless that claimer died before it
-		// wrote the claim into the task: then its claim document has
-		// expired and goes.
-		res, err := s.c.claims.DeleteOne(ctx, filter("_id", cid, "u", filter("$lte", provider.UnixNanos(p.Now))))
-		if err != nil {
-			return nil, fmt.Errorf("claim activity task %s: %w", d.ID, translate(err))
-		}
-		if res.DeletedCount == 0 {
-			return nil, nil
-		}
-		if ok, err = insertIgnoringDuplicate(ctx, s.c.claims, cid, &claimDoc{ID: cid, Task: d.ID, Until: provider.UnixNanos(p.LockedUntil)}); err != nil || !ok {
-			return nil, err
-		}
-	}
-	token := newToken()
-	res, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "n", d.Claims, "d", false),
-		set("n", n, "tok", token, "own", p.Owner, "u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)))
-	if err != nil {
-		return nil, fmt.Errorf("claim activity task %s: %w", d.ID, translate(err))
-	}
-	if res.MatchedCount == 0 {
-		// Completed or cancelled since it was read.
+		// Another worker changed the claim since it was read: a
+		// claimer, the owner settling it, a cancel.
 		return nil, nil
 	}
-	t, err := d.task()
-	if err != nil {
-		return nil, err
-	}
-	l := &provider.ActivityLease{Task: t, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
-	if d.Token != "" {
-		l.Expired = &provider.ExpiredClaim{Owner: d.Owner, LockedUntil: provider.FromUnixNanos(d.Until)}
-	}
-	return l, nil
+	s.writeHint(ctx, next)
+	return &provider.ActivityLease{Task: t, Token: next.Token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}, nil
 }
 
-// claimed returns a task whose claim token is token, else ErrLeaseLost.
-func (s *Store) claimed(ctx context.Context, taskID, token string) (*taskDoc, error) {
-	var d taskDoc
-	err := s.c.tasks.FindOne(ctx, filter("_id", taskID, "tok", token, "d", false)).Decode(&d)
+// writeHint writes what a non-terminal step says into its task's hint.
+// A failure is only logged: the step is written, and claimers that find
+// the hint stale rewrite it.
+func (s *Store) writeHint(ctx context.Context, st *stepDoc) {
+	upd := set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K)
+	if st.Kind == stepClaim {
+		upd = set("ca", st.claimableAt(), "tok", st.Token, "own", st.Owner, "u", st.Until, "t", st.Activity, "sk", st.K)
+	}
+	if st.Kind == stepRequeue {
+		upd = set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K, "d", false)
+	}
+	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", st.Task), upd); err != nil {
+		s.log.Warn("chronicle mongo: write activity task hint", "task", st.Task, "step", st.K, "err", err)
+	}
+}
+
+// finish makes the writes a terminal step stands for, each idempotent:
+// a completion's result message, a dead letter's letter and incident,
+// then the task marked done. A requeue that follows a dead letter while
+// the task is marked done is seen by the read after the mark, which then
+// writes the requeue's hint again.
+func (s *Store) finish(ctx context.Context, instanceID string, st *stepDoc, now time.Time) error {
+	switch {
+	case st.Result != nil:
+		if _, err := s.enqueueMessages(ctx, []provider.Message{st.Result.message()}, now); err != nil {
+			return err
+		}
+		s.notify(provider.QueueOrchestration)
+	case st.Letter != nil:
+		// A letter an operator resolved already is not raised again.
+		var cur letterDoc
+		err := s.c.letters.FindOne(ctx, filter("_id", st.Letter.ID)).Decode(&cur)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return fmt.Errorf("dead letter %s: %w", st.Letter.ID, translate(err))
+		}
+		if err != nil || cur.Status == string(provider.DeadLetterDead) {
+			l, err := st.Letter.letter()
+			if err != nil {
+				return err
+			}
+			if err := s.deadLetterWrites(ctx, instanceID, []provider.DeadLetter{l}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.markDone(ctx, st.Task, st.K); err != nil {
+		return err
+	}
+	last, err := s.latestStep(ctx, st.Task, st.K)
+	if err != nil {
+		return err
+	}
+	if last != nil && !last.terminal() {
+		s.writeHint(ctx, last)
+	}
+	return nil
+}
+
+// markDone marks a task done in its hint, after its terminal step k.
+func (s *Store) markDone(ctx context.Context, taskID string, k int64) error {
+	_, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never, "sk", k))
+	if err != nil {
+		return fmt.Errorf("activity task %s: %w", taskID, translate(err))
+	}
+	return nil
+}
+
+// claimStep returns the claim step whose token is token, else
+// ErrLeaseLost.
+func (s *Store) claimStep(ctx context.Context, taskID, token string) (*stepDoc, error) {
+	if k, ok := tokenStep(token); ok {
+		c, err := s.stepAt(ctx, taskID, k)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil || c.Kind != stepClaim || c.Token != token {
+			return nil, fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
+		}
+		return c, nil
+	}
+	var c stepDoc
+	err := s.c.claims.FindOne(ctx, filter("t", taskID, "tok", token, "s", stepClaim)).Decode(&c)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && token == "") {
 		return nil, fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("activity task %s: %w", taskID, translate(err))
 	}
-	return &d, nil
+	return &c, nil
 }
 
-// HeartbeatActivity implements provider.Store.
+// HeartbeatActivity implements provider.Store: the claim step is
+// extended while no step follows it, then the hint.
 func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActivityParams) error {
-	if p.Token == "" {
+	c, err := s.claimStep(ctx, p.TaskID, p.Token)
+	if err != nil {
+		return err
+	}
+	if next, err := s.stepAt(ctx, p.TaskID, c.K+1); err != nil {
+		return err
+	} else if next != nil {
 		return fmt.Errorf("activity task %s: %w", p.TaskID, provider.ErrLeaseLost)
 	}
-	return updateHeld(ctx, s.c.tasks, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil)), "activity task "+p.TaskID)
-}
-
-// finishTask marks a claimed task done (conditional on its token) and
-// drops its claim documents.
-func (s *Store) finishTask(ctx context.Context, taskID, token string) error {
-	if err := updateHeld(ctx, s.c.tasks, filter("_id", taskID, "tok", token, "d", false),
-		set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never), "activity task "+taskID); err != nil {
+	if err := updateHeld(ctx, s.c.claims, filter("_id", c.ID, "tok", p.Token), set("u", provider.UnixNanos(p.LockedUntil)), "activity task "+p.TaskID); err != nil {
 		return err
 	}
-	return s.dropClaims(ctx, taskID)
+	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
+		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil))); err != nil {
+		s.log.Warn("chronicle mongo: write activity task hint", "task", p.TaskID, "err", err)
+	}
+	return nil
 }
 
-// dropClaims deletes a task's claim documents; the task's claim count
-// stays, so a later claim never reuses one. Outside a transaction a
-// failure only leaves documents behind (logged); inside one it aborts the
-// transaction, so it is returned.
-func (s *Store) dropClaims(ctx context.Context, taskID string) error {
-	if _, err := s.c.claims.DeleteMany(ctx, filter("t", taskID)); err != nil {
-		if mongo.SessionFromContext(ctx) != nil {
-			return fmt.Errorf("activity task %s: claims: %w", taskID, translate(err))
+// settle settles the claim whose token is token by inserting the step
+// after it, which build fills in from the claim step: the settlement's
+// only exclusive write. It returns the settlement step, which may be one
+// an earlier call of the same settlement wrote, or ErrLeaseLost when
+// another step (a takeover, another settlement, a cancel) took its place
+// or the claim is unknown.
+func (s *Store) settle(ctx context.Context, taskID, token, kind string, build func(c *stepDoc, st *stepDoc) error) (*stepDoc, error) {
+	c, err := s.claimStep(ctx, taskID, token)
+	if err != nil {
+		return nil, err
+	}
+	st := &stepDoc{ID: stepID(taskID, c.K+1), Task: taskID, K: c.K + 1, Kind: kind, Token: token}
+	if err := build(c, st); err != nil {
+		return nil, err
+	}
+	if s.beforeSettleWrite != nil {
+		s.beforeSettleWrite(taskID)
+	}
+	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, st.ID, st)
+	if err != nil {
+		return nil, fmt.Errorf("activity task %s: %w", taskID, err)
+	}
+	if ok {
+		if s.afterSettleStep != nil {
+			if err := s.afterSettleStep(taskID); err != nil {
+				return nil, err
+			}
 		}
-		s.log.Warn("chronicle mongo: clean up activity claims", "task", taskID, "err", err)
+		return st, nil
 	}
-	return nil
+	got, err := s.stepAt(ctx, taskID, st.K)
+	if err != nil {
+		return nil, err
+	}
+	if got == nil || got.Kind != kind || got.Token != token {
+		return nil, fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
+	}
+	// The same settlement again. Once its writes are done the claim is
+	// simply gone, as after any settlement; until then this call makes
+	// them, for an earlier call that failed before it did.
+	var d taskDoc
+	if err := s.c.tasks.FindOne(ctx, filter("_id", taskID)).Decode(&d); err != nil {
+		return nil, fmt.Errorf("activity task %s: %w", taskID, translate(err))
+	}
+	if d.Done || d.Token != token {
+		return nil, fmt.Errorf("activity task %s: %w", taskID, provider.ErrLeaseLost)
+	}
+	return got, nil
 }
 
-// CompleteActivity implements provider.Store: the result first, then the
-// task marked done (conditional on the token).
+// CompleteActivity implements provider.Store, in three writes: the
+// settlement step carrying the result (the one a takeover or another
+// settlement of the claim collides with), the result message, the task
+// marked done. A crash after the first leaves the settlement to finish:
+// the same call again finishes it, and so does the first claimer that
+// finds the task once the claim ran out; the result keeps its id
+// (provider.ActivityResultID), so it is queued once. An owner that lost
+// its claim writes nothing.
 func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
-	if _, err := s.claimed(ctx, p.TaskID, p.Token); err != nil {
+	m := p.Result
+	res := newMessageDoc(&m, p.Now)
+	st, err := s.settle(ctx, p.TaskID, p.Token, stepComplete, func(_, st *stepDoc) error {
+		st.Result = &res
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := s.enqueueMessages(ctx, []provider.Message{p.Result}, p.Now); err != nil {
-		return err
-	}
-	if err := s.finishTask(ctx, p.TaskID, p.Token); err != nil {
-		return err
-	}
-	s.notify(provider.QueueOrchestration)
-	return nil
+	return s.finish(ctx, p.Result.InstanceID, st, p.Now)
 }
 
-// RetryActivity implements provider.Store (one write of the task's
-// document).
+// RetryActivity implements provider.Store: the settlement step carrying
+// the task's next attempt (Attempt+1, VisibleAt, LastError) is the
+// exclusive write, the hint follows. A takeover after it takes the next
+// attempt, not before VisibleAt.
 func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityParams) error {
-	d, err := s.claimed(ctx, p.TaskID, p.Token)
+	st, err := s.settle(ctx, p.TaskID, p.Token, stepRetry, func(c, st *stepDoc) error {
+		t, err := c.task()
+		if err != nil {
+			return err
+		}
+		t.Attempt++
+		t.VisibleAt, t.LastError = p.VisibleAt, p.Error
+		if st.Activity, err = provider.MarshalActivityTask(&t); err != nil {
+			return err
+		}
+		st.VisibleAt = provider.UnixNanos(p.VisibleAt)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	t, err := d.task()
-	if err != nil {
-		return err
-	}
-	t.Attempt++
-	t.VisibleAt, t.LastError = p.VisibleAt, p.Error
-	data, err := provider.MarshalActivityTask(&t)
-	if err != nil {
-		return err
-	}
-	if err := updateHeld(ctx, s.c.tasks, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("t", data, "tok", "", "own", "", "u", int64(0), "ca", provider.UnixNanos(p.VisibleAt)), "activity task "+p.TaskID); err != nil {
-		return err
-	}
+	s.writeHint(ctx, st)
 	s.notify(provider.QueueActivity)
 	return nil
 }
 
-// DeadLetterActivity implements provider.Store: the letter and the
-// incident first, the task marked done last.
+// DeadLetterActivity implements provider.Store: the settlement step
+// carrying the letter first, then the letter and the instance's incident,
+// the task marked done last; a crash after the first write is finished
+// as CompleteActivity's.
 func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterActivityParams) error {
-	d, err := s.claimed(ctx, p.TaskID, p.Token)
-	if err != nil {
-		return err
-	}
-	l := p.Letter
-	if l.Activity == nil {
-		t, err := d.task()
+	var instanceID string
+	st, err := s.settle(ctx, p.TaskID, p.Token, stepDeadLetter, func(c, st *stepDoc) error {
+		t, err := c.task()
 		if err != nil {
 			return err
 		}
-		l.Activity = &t
-	}
-	if err := s.deadLetterWrites(ctx, d.Instance, []provider.DeadLetter{l}); err != nil {
+		instanceID = t.InstanceID
+		l := p.Letter
+		if l.Activity == nil {
+			l.Activity = &t
+		}
+		st.Letter, err = newLetterDoc(&l)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	return s.finishTask(ctx, p.TaskID, p.Token)
+	return s.finish(ctx, instanceID, st, p.Letter.At)
 }
 
 // CancelActivities implements provider.Steps: the tasks are chosen when
-// the fence is checked and marked done by id, one at a time.
+// the fence is checked, and each is cancelled by inserting its next step
+// (after the newest one read; read again when another worker's step took
+// that place), then marked done.
 func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
 	f := filter("i", p.InstanceID, "d", false, "x", p.ExecutionID)
 	if p.OtherThan != "" {
 		f = filter("i", p.InstanceID, "d", false, "x", filter("$ne", p.OtherThan))
 	}
-	cur, err := s.c.tasks.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetProjection(filter("_id", 1)))
+	cur, err := s.c.tasks.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetProjection(filter("_id", 1, "sk", 1)))
 	if err != nil {
 		return translate(err)
 	}
@@ -294,17 +570,45 @@ func (s *Store) CancelActivities(ctx context.Context, p *provider.CancelActiviti
 		return err
 	}
 	for _, d := range docs {
-		if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never)); err != nil {
-			return fmt.Errorf("cancel activity task %s: %w", d.ID, translate(err))
-		}
-		if err := s.dropClaims(ctx, d.ID); err != nil {
-			return err
+		if err := s.cancelTask(ctx, d.ID, d.Step); err != nil {
+			return fmt.Errorf("cancel activity task %s: %w", d.ID, err)
 		}
 	}
 	return nil
 }
 
-// ListQueuedActivities implements provider.InspectStore.
+// cancelSteps bounds how often a cancel reads a task's steps again after
+// losing the next step to another worker.
+const cancelSteps = 16
+
+func (s *Store) cancelTask(ctx context.Context, taskID string, known int64) error {
+	for range cancelSteps {
+		last, err := s.latestStep(ctx, taskID, known)
+		if err != nil {
+			return err
+		}
+		if last != nil && last.terminal() {
+			// Ended since it was read.
+			return s.markDone(ctx, taskID, last.K)
+		}
+		st := &stepDoc{Task: taskID, K: 1, Kind: stepCancel}
+		if last != nil {
+			st.K, known = last.K+1, last.K
+		}
+		st.ID = stepID(taskID, st.K)
+		ok, err := insertIgnoringDuplicate(ctx, s.c.claims, st.ID, st)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return s.markDone(ctx, taskID, st.K)
+		}
+	}
+	return &Error{Err: errors.New("activity task changed by other workers throughout"), Retryable: true}
+}
+
+// ListQueuedActivities implements provider.InspectStore: each task as
+// its newest step says.
 func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueuedActivitiesParams) ([]provider.QueuedActivity, error) {
 	cur, err := s.c.tasks.Find(ctx, filter("i", p.InstanceID, "d", false), options.Find().SetSort(filter("o", 1, "_id", 1)))
 	if err != nil {
@@ -316,32 +620,72 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueued
 	}
 	out := make([]provider.QueuedActivity, 0, len(docs))
 	for i := range docs {
-		t, err := docs[i].task()
+		last, err := s.latestStep(ctx, docs[i].ID, docs[i].Step)
+		if err != nil {
+			return nil, err
+		}
+		if last == nil {
+			t, err := docs[i].task()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, provider.QueuedActivity{Task: t})
+			continue
+		}
+		if last.terminal() {
+			continue
+		}
+		t, err := last.task()
 		if err != nil {
 			return nil, err
 		}
 		q := provider.QueuedActivity{Task: t}
-		if docs[i].Token != "" {
-			q.Owner, q.LockedUntil = docs[i].Owner, provider.FromUnixNanos(docs[i].Until)
+		if last.Kind == stepClaim {
+			q.Owner, q.LockedUntil = last.Owner, provider.FromUnixNanos(last.Until)
 		}
 		out = append(out, q)
 	}
 	return out, nil
 }
 
-// requeueTask puts a dead-lettered task back, claimable at now, keeping
-// its claim count.
+// requeueTask puts a dead-lettered task back, claimable at now: the
+// requeue step after the task's terminal one, then the hint. A task
+// already requeued (a redrive interrupted before the letter's status was
+// written, and run again) only gets its hint written again; a task with
+// no steps (its instance was purged) is written anew.
 func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now time.Time) error {
 	data, err := provider.MarshalActivityTask(&t)
 	if err != nil {
 		return err
 	}
+	var d taskDoc
+	if err := s.c.tasks.FindOne(ctx, filter("_id", t.ID)).Decode(&d); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
+	}
+	for range cancelSteps {
+		last, err := s.latestStep(ctx, t.ID, d.Step)
+		if err != nil {
+			return err
+		}
+		if last == nil {
+			break
+		}
+		if !last.terminal() {
+			s.writeHint(ctx, last)
+			return nil
+		}
+		st := &stepDoc{ID: stepID(t.ID, last.K+1), Task: t.ID, K: last.K + 1, Kind: stepRequeue, Activity: data, VisibleAt: provider.UnixNanos(now)}
+		ok, err := insertIgnoringDuplicate(ctx, s.c.claims, st.ID, st)
+		if err != nil {
+			return fmt.Errorf("requeue activity task %s: %w", t.ID, err)
+		}
+		if ok {
+			break
+		}
+	}
 	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", t.ID),
-		bson.D{
-			{Key: "$set", Value: filter("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "o", nextOrder(now),
-				"tok", "", "own", "", "u", int64(0), "d", false, "t", data)},
-			{Key: "$setOnInsert", Value: filter("n", int64(0))},
-		}, options.UpdateOne().SetUpsert(true))
+		set("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "o", nextOrder(now),
+			"tok", "", "own", "", "u", int64(0), "d", false, "t", data), options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
 	}

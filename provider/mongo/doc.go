@@ -23,8 +23,8 @@
 // id), leases (one document per fencing epoch of an instance), history
 // (one document per append, by instance and first Seq), history_keys (one
 // per idempotency key), activity_tasks (by task id, kept and marked done
-// once finished, so the id stays known), activity_claims (one per won
-// claim), dead_letters, incidents, snapshots, instances, human_tasks,
+// once finished, so the id stays known), activity_claims (one per step of
+// a task's claims: claim, settlement, cancel, requeue), dead_letters, incidents, snapshots, instances, human_tasks,
 // human_task_events, custom_projections, tombstones, checkpoints and
 // checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]), and
 // chronicle_meta (schema version and migration lock). Times are Unix nanoseconds from
@@ -56,10 +56,22 @@
 //   - Enqueues: messages and activity tasks are inserted by their
 //     deterministic ids; a duplicate is success. Each is one write, in
 //     order.
-//   - Activity claims: the claimer inserts the claim document (task,
-//     claim number) and only then writes the claim into the task; the
-//     task's token fences heartbeats, completion, retry and
-//     dead-lettering.
+//   - Activity claims: every change of a task's claim is the insert of
+//     the task's next step document, keyed by (task, step number): a
+//     claim (a takeover when it follows an expired claim), the settlement
+//     of a claim by its owner (completion, retry, dead letter), a cancel,
+//     a redrive's requeue. A worker reads the newest step, decides, and
+//     inserts the next, so of an expired claim's owner settling it and
+//     another worker taking it over exactly one wins, and the other
+//     writes nothing (provider.ErrLeaseLost, or no claim). A settlement
+//     step carries what it still has to write (the result message, the
+//     letter, the next attempt), so a settlement whose worker died after
+//     its step is finished by the same call again or by the next claimer.
+//     The task document's claim fields are only a hint for finding
+//     claimable tasks, rewritten by a claimer that finds it stale; a
+//     claim step's owner alone updates it afterwards (heartbeats). Steps
+//     are read by _id: from the newest step the hint knows on, and a
+//     claim's from the step number its token begins with.
 //   - Projections move only forward: each is a write conditional on the
 //     stored Seq (or version, for custom records), in the order task
 //     records, task events, custom records, instance record, snapshot. A

@@ -10,6 +10,19 @@ import (
 // first read.
 func SetAfterFirstRead(s *Store, hook func()) { s.afterFirstRead = hook }
 
+// SetBeforeClaimWrite installs the hook ClaimActivity runs before it
+// writes a claim of a task it read as claimable.
+func SetBeforeClaimWrite(s *Store, hook func(taskID string)) { s.beforeClaimWrite = hook }
+
+// SetBeforeSettleWrite installs the hook CompleteActivity, RetryActivity
+// and DeadLetterActivity run after they checked the claim and before
+// their first write.
+func SetBeforeSettleWrite(s *Store, hook func(taskID string)) { s.beforeSettleWrite = hook }
+
+// SetAfterSettleStep installs the hook the settlements of an activity
+// claim run after their first write; its error ends the call there.
+func SetAfterSettleStep(s *Store, hook func(taskID string) error) { s.afterSettleStep = hook }
+
 // ClaimKey claims an idempotency key for the event at seq of an append
 // whose first Seq is first, as AppendHistory does before it writes the
 // events: what a round that crashed between the two writes leaves.
@@ -17,11 +30,39 @@ func ClaimKey(ctx context.Context, s *Store, instanceID string, k history.Key, s
 	return s.claimKey(ctx, instanceID, k, seq, first)
 }
 
-// InsertClaim writes the claim document of claim n of a task, valid
-// until until (Unix nanoseconds), as a claimer that died before it wrote
-// the claim into the task leaves it.
-func InsertClaim(ctx context.Context, s *Store, taskID string, n, until int64) error {
-	cid := id(taskID, pad(n))
-	_, err := s.c.claims.InsertOne(ctx, &claimDoc{ID: cid, Task: taskID, Until: until})
+// InsertClaim writes claim step k of a task, valid until until (Unix
+// nanoseconds), as a claimer that died before it wrote the claim into the
+// task's hint leaves it.
+func InsertClaim(ctx context.Context, s *Store, taskID string, k, until int64) error {
+	var d taskDoc
+	if err := s.c.tasks.FindOne(ctx, filter("_id", taskID)).Decode(&d); err != nil {
+		return err
+	}
+	_, err := s.c.claims.InsertOne(ctx, &stepDoc{ID: stepID(taskID, k), Task: taskID, K: k, Kind: stepClaim, Token: newToken(), Owner: "dead", Until: until, Activity: d.Task})
+	return err
+}
+
+// LegacyClaims puts a store's activity tasks back as schema 2 left them:
+// no steps; each task's claim count n, with a claim document (task, i)
+// for i up to n; and the task in claimed, held by owner with token until
+// until (Unix nanoseconds), when token is not empty. The schema version
+// is set to 2.
+func LegacyClaims(ctx context.Context, s *Store, taskID string, n int64, token, owner string, until int64) error {
+	if _, err := s.c.claims.DeleteMany(ctx, filter("t", taskID)); err != nil {
+		return err
+	}
+	for i := int64(1); i <= n; i++ {
+		if _, err := s.c.claims.InsertOne(ctx, filter("_id", id(taskID, pad(i)), "t", taskID, "u", until)); err != nil {
+			return err
+		}
+	}
+	upd := set("n", n)
+	if token != "" {
+		upd = set("n", n, "tok", token, "own", owner, "u", until, "ca", until)
+	}
+	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID), upd); err != nil {
+		return err
+	}
+	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 2))
 	return err
 }

@@ -26,6 +26,37 @@ type migration struct {
 var migrations = []migration{
 	{1, "collections and indexes", migrateIndexes},
 	{2, "signed checkpoints", migrateCheckpoints},
+	{3, "activity task steps", migrateActivitySteps},
+}
+
+// migrateActivitySteps turns the claim documents of schema 2 into task
+// steps (stepDoc): the old documents go (they only marked claims won,
+// and a finished task's were deleted already), and each task claimed now
+// gets its claim as its first step, so that its owner's token still
+// settles it. Run again, it finds nothing left to delete and the steps
+// written.
+func migrateActivitySteps(ctx context.Context, s *Store) error {
+	if _, err := s.c.claims.DeleteMany(ctx, filter("s", filter("$exists", false))); err != nil {
+		return fmt.Errorf("old activity claims: %w", translate(err))
+	}
+	if _, err := s.c.claims.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "t", Value: 1}, {Key: "k", Value: -1}}}); err != nil {
+		return fmt.Errorf("index on %s: %w", s.c.claims.Name(), translate(err))
+	}
+	cur, err := s.c.tasks.Find(ctx, filter("d", false, "tok", filter("$ne", "")))
+	if err != nil {
+		return translate(err)
+	}
+	var claimed []taskDoc
+	if err := cur.All(ctx, &claimed); err != nil {
+		return translate(err)
+	}
+	for _, d := range claimed {
+		st := &stepDoc{ID: stepID(d.ID, 1), Task: d.ID, K: 1, Kind: stepClaim, Token: d.Token, Owner: d.Owner, Until: d.Until, Activity: d.Task}
+		if _, err := insertIgnoringDuplicate(ctx, s.c.claims, st.ID, st); err != nil {
+			return fmt.Errorf("claim of activity task %s: %w", d.ID, err)
+		}
+	}
+	return nil
 }
 
 func migrateCheckpoints(ctx context.Context, s *Store) error {

@@ -94,9 +94,9 @@ func TestZombieCancelSparesItsSuccessorsTasks(t *testing.T) {
 }
 
 // TestClaimOfADeadClaimerIsTakenOver: a claimer inserted its claim
-// document and died before it wrote the claim into the task. Once the
-// claim document has expired, the task is claimed again (it was never
-// claimed again: every claimer collided with the claim document).
+// step and died before it wrote the claim into the task's hint. Once the
+// claim has expired, the task is claimed again, as a takeover (it was
+// once never claimed again: every claimer collided with the claim).
 func TestClaimOfADeadClaimerIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.NewStore(t, chmongo.Options{})
@@ -113,6 +113,7 @@ func TestClaimOfADeadClaimerIsTakenOver(t *testing.T) {
 	l := claim(base.Add(2 * time.Minute))
 	require.NotNil(t, l, "the task is claimed once the dead claim expired")
 	require.Equal(t, task.ID, l.Task.ID)
+	require.NotNil(t, l.Expired, "the dead claimer's attempt is not reported")
 	require.NoError(t, s.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: task.ID, Token: l.Token, Now: base.Add(2 * time.Minute),
 		Result: mustResult(t, &l.Task)}))
 }

@@ -119,6 +119,15 @@ type Store struct {
 	// CancelActivities after its first read, where a zombie round may
 	// stall while its successor goes on.
 	afterFirstRead func()
+	// beforeClaimWrite and beforeSettleWrite, set by this package's
+	// tests, run in ClaimActivity and in the settlements of an activity
+	// claim after their reads and before their first write, where a slow
+	// worker may stall while another goes on.
+	beforeClaimWrite, beforeSettleWrite func(taskID string)
+	// afterSettleStep, set by this package's tests, runs in the
+	// settlements of an activity claim after their first write; an
+	// error ends the call there, as a crash would.
+	afterSettleStep func(taskID string) error
 }
 
 // collections are the store's collections; docs/providers.md lists their

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,86 @@ func testActivityExpiry(t *testing.T, factory Factory) {
 		require.Equal(t, 3, failed.Attempts)
 		require.Equal(t, round.FailureLeaseExpired, failed.Failure.Type)
 	})
+
+	// The owner of an expired claim settles it while another worker
+	// takes it over: exactly one wins. A retry that wins is counted
+	// once and keeps its backoff; a takeover that wins holds the claim
+	// with the attempt not yet counted.
+	t.Run("ExpiredClaimIsSettledOrTakenOverNotBoth", func(t *testing.T) {
+		t.Parallel()
+		const races = 50
+		for _, settle := range []string{"retry", "complete"} {
+			b := setup(t, factory)
+			for i := range races {
+				inst := fmt.Sprintf("%s-%02d", settle, i)
+				task := activity(inst, execID, 2, "")
+				b.enqueueTasks(t, base, task)
+				slow := b.claim(t, base)
+				require.NotNil(t, slow)
+				require.Equal(t, task.ID, slow.Task.ID)
+				res, err := provider.ActivityOutcome(&slow.Task, []byte(`"done"`), nil)
+				require.NoError(t, err)
+
+				start := make(chan struct{})
+				settled := make(chan error, 1)
+				taken := make(chan claimed, 1)
+				go func() {
+					<-start
+					if settle == "retry" {
+						settled <- b.store.RetryActivity(t.Context(), &provider.RetryActivityParams{TaskID: task.ID, Token: slow.Token, VisibleAt: at(10 * leaseFor), Error: "down"})
+						return
+					}
+					settled <- b.store.CompleteActivity(t.Context(), &provider.CompleteActivityParams{TaskID: task.ID, Token: slow.Token, Result: res, Now: at(leaseFor)})
+				}()
+				go func() {
+					<-start
+					l, err := b.store.ClaimActivity(t.Context(), &provider.ClaimActivityParams{Owner: "other", Now: at(leaseFor), LockedUntil: at(5 * leaseFor)})
+					taken <- claimed{l, err}
+				}()
+				close(start)
+				var (
+					serr error
+					c    claimed
+				)
+				for range 2 {
+					select {
+					case serr = <-settled:
+					case c = <-taken:
+					case <-time.After(waitTimeout):
+						require.FailNow(t, "a race did not end", "%s", inst)
+					}
+				}
+				require.NoError(t, c.err, inst)
+				if serr != nil {
+					require.ErrorIs(t, serr, provider.ErrLeaseLost, inst)
+				}
+				require.False(t, serr == nil && c.lease != nil, "%s: both the owner's %s and the takeover won", inst, settle)
+				require.False(t, serr != nil && c.lease == nil, "%s: neither the owner's %s nor the takeover won", inst, settle)
+
+				q, err := b.inspect(t).ListQueuedActivities(t.Context(), &provider.ListQueuedActivitiesParams{InstanceID: inst})
+				require.NoError(t, err)
+				switch {
+				case c.lease != nil:
+					require.NotNil(t, c.lease.Expired, inst)
+					require.Equal(t, 1, c.lease.Task.Attempt, inst)
+					require.Len(t, q, 1, inst)
+					require.Equal(t, "other", q[0].Owner, inst)
+					require.Equal(t, 1, q[0].Task.Attempt, "%s: the owner that lost counted the attempt", inst)
+				case settle == "retry":
+					require.Len(t, q, 1, inst)
+					require.Empty(t, q[0].Owner, "%s: a retried task is claimed", inst)
+					require.Equal(t, 2, q[0].Task.Attempt, "%s: the retry", inst)
+					require.Equal(t, at(10*leaseFor), q[0].Task.VisibleAt, inst)
+				default:
+					require.Empty(t, q, "%s: a completed task is queued", inst)
+				}
+			}
+		}
+	})
+}
+
+// claimed is the outcome of a ClaimActivity call.
+type claimed struct {
+	lease *provider.ActivityLease
+	err   error
 }

@@ -214,8 +214,11 @@ type PurgeStore interface {
 	// redelivery will finish (the final round of a child enqueues its
 	// parent's notice after writing its terminal record), or history goes
 	// beyond the record's seq (a peek-lock round appended, a new run of
-	// the instance say, and has not written its projections). Such a
-	// refusal is transient: purge again once the round is done.
+	// the instance say, and has not written its projections), or a queued
+	// message starts the id's next run ([StartsNextRun]: a client's
+	// restart, or a parent starting a child under an ended child's id),
+	// which the purge would delete. Such a refusal is transient: purge
+	// again once the round is done.
 	//
 	// In peek-lock mode the purge first marks the instance's record with
 	// its tombstone (a marked instance is never leased), then keeps the
@@ -225,7 +228,9 @@ type PurgeStore interface {
 	// that finds the mark skips the checks and finishes the work with the
 	// same tombstone. A message enqueued meanwhile goes with the instance
 	// when the purge's message deletes find it, and starts the id afresh
-	// otherwise: either way as if the purge ran after it or before it.
+	// otherwise: either way as if the purge ran after it or before it;
+	// but a start of the id's next run is never deleted, so it starts the
+	// id afresh.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
 	// GetTombstone returns the tombstone of the latest purge of an instance

@@ -163,6 +163,9 @@ type instance struct {
 	// purging is the tombstone of a purge that has begun; the instance
 	// is then never leased.
 	purging *provider.Tombstone
+	// purgingExec is the ended execution the purge deletes: a queued
+	// start of another execution is kept (see provider.StartsNextRun).
+	purgingExec string
 
 	snapshot    []byte
 	snapshotSeq int64

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -20,6 +21,9 @@ type tombDoc struct {
 	LastHash []byte `bson:"lh"`
 	PurgedAt int64  `bson:"pa"`
 	PurgedBy string `bson:"pb"`
+	// Exec is the ended execution the purge deletes: a queued start of
+	// another execution (the id's next run) is kept.
+	Exec string `bson:"x,omitempty"`
 }
 
 type tombstoneRow struct {
@@ -93,7 +97,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 // round may still have work for, and returns its tombstone.
 func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams, latest *leaseDoc) (*tombDoc, error) {
 	var rec instanceDoc
-	err := s.c.instances.FindOne(ctx, filter("_id", p.InstanceID), options.FindOne().SetProjection(filter("s", 1, "st", 1))).Decode(&rec)
+	err := s.c.instances.FindOne(ctx, filter("_id", p.InstanceID), options.FindOne().SetProjection(filter("s", 1, "st", 1, "r", 1))).Decode(&rec)
 	hasRecord := err == nil
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, translate(err))
@@ -111,6 +115,19 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 	if last > rec.Seq {
 		return nil, fmt.Errorf("purge %s: %w: history is at seq %d, its record at seq %d; a round has not finished", p.InstanceID, provider.ErrInvalidState, last, rec.Seq)
 	}
+	record, err := rec.record("")
+	if err != nil {
+		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, err)
+	}
+	var next messageDoc
+	err = s.c.messages.FindOne(ctx, filter("i", p.InstanceID, "k", string(history.KindExecutionStarted), "x", filter("$ne", record.ExecutionID)),
+		options.FindOne().SetProjection(filter("_id", 1))).Decode(&next)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("purge %s: %w: message %s starts its next run", p.InstanceID, provider.ErrInvalidState, next.ID)
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, translate(err))
+	}
 	now := provider.UnixNanos(p.Now)
 	if latest != nil && !latest.Released {
 		if latest.Until > now {
@@ -124,7 +141,7 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 			return nil, fmt.Errorf("purge %s: %w: a round of %s ended without an ack; its messages wait for a redelivery", p.InstanceID, provider.ErrInvalidState, latest.Owner)
 		}
 	}
-	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By}, nil
+	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By, Exec: record.ExecutionID}, nil
 }
 
 // purgeWrites deletes what the purge marked by t removes, one collection
@@ -158,7 +175,10 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"dead letters", s.c.letters, filter("i", inst)},
 		{"activity claims", s.c.claims, filter("t", filter("$in", append([]string{}, taskIDs...)))},
 		{"activity tasks", s.c.tasks, filter("i", inst)},
-		{"messages", s.c.messages, filter("i", inst)},
+		// The start of the id's next run, enqueued after the check, is
+		// kept: it starts the id afresh.
+		{"messages", s.c.messages, filter("i", inst, "k", filter("$ne", string(history.KindExecutionStarted)))},
+		{"start messages", s.c.messages, filter("i", inst, "k", string(history.KindExecutionStarted), "x", t.Exec)},
 		{"snapshot", s.c.snapshots, filter("_id", inst)},
 		{"human tasks", s.c.humanTasks, filter("i", inst)},
 		{"human task events", s.c.taskEvents, filter("i", inst)},

@@ -669,12 +669,13 @@ func (r *rig) meanwhile(op func(ctx context.Context) error) error {
 func (r *rig) purge(t *rapid.T) (id string, purged bool) {
 	id = r.instance(t)
 	events := r.load(t, id)
+	nextRun := r.queuesNextRun(t, id, events)
 	ts, crashed, err := r.mid.purge(r.ctx, t, r.store, &provider.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: r.clock.Now()},
 		r.mode == provider.ModePeekLock, r.round)
 	if crashed {
 		r.counts.midPurge++
 	}
-	if !checkPurge(t, r.mode, id, events, ts, err) {
+	if !checkPurge(t, r.mode, id, events, nextRun, ts, err) {
 		r.counts.purgeRefused++
 		return id, false
 	}
@@ -700,6 +701,26 @@ func (r *rig) purge(t *rapid.T) (id string, purged bool) {
 	}
 	r.counts.purged++
 	return id, true
+}
+
+// queuesNextRun reports whether a message queued for id starts a run
+// after its history's last execution (a restart of the ended instance),
+// which a purge must keep.
+func (r *rig) queuesNextRun(t *rapid.T, id string, events []history.Event) bool {
+	if len(events) == 0 {
+		return false
+	}
+	msgs, err := r.store.ListMessages(r.ctx, &provider.ListMessagesParams{InstanceID: id, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := events[len(events)-1].ExecutionID
+	for i := range msgs {
+		if provider.StartsNextRun(&msgs[i], exec) {
+			return true
+		}
+	}
+	return false
 }
 
 // deadWorker claims an activity task for a worker that dies at once: its

@@ -564,6 +564,13 @@ type AppendHistoryParams struct {
 	InstanceID string
 	// Events are sealed (Seq, hashes set) and contiguous.
 	Events []history.Event
+	// Lease, in peek-lock rounds, fences the append: it lands only while
+	// the lease's token is current (ErrLeaseLost otherwise), so that a
+	// zombie round, whose lease ran out while the instance ended, was
+	// purged and was started again, cannot append to the new run's
+	// history (at seq 1, where no expected seq or previous hash tells the
+	// runs apart).
+	Lease *Lease
 }
 
 // EnqueueActivitiesParams are the params of EnqueueActivities.

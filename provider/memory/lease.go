@@ -13,6 +13,13 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 	return s.do(ctx, OpAppendHistory, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		// The fence and the append are one record write: the append
+		// record of a document store carries the lease it was made under
+		// (see the mongo provider), so a zombie's never lands in another
+		// run of the instance.
+		if err := s.fence(p.Lease); err != nil {
+			return fmt.Errorf("append to %s: %w", p.InstanceID, err)
+		}
 		in := s.instance(p.InstanceID)
 		skip, err := appendCheck(in, nil, p.Events)
 		if err != nil || skip {

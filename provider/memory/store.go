@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -513,6 +514,10 @@ func appendCheck(in *instance, staged, events []history.Event) (skip bool, err e
 	}
 	if first != last+1 {
 		return false, fmt.Errorf("append to %s: %w: first seq %d, expected %d", in.id, provider.ErrConflict, first, last+1)
+	}
+	if last > 0 && !bytes.Equal(events[0].PrevHash, at(last).Hash) {
+		// Built on another history of the id (one purged since, say).
+		return false, fmt.Errorf("append to %s at seq %d: %w: the events follow another history than the stored one", in.id, first, provider.ErrConflict)
 	}
 	seen := map[history.Key]bool{}
 	for _, e := range staged {

@@ -24,6 +24,10 @@ type tombDoc struct {
 	// Exec is the ended execution the purge deletes: a queued start of
 	// another execution (the id's next run) is kept.
 	Exec string `bson:"x,omitempty"`
+	// Key tells this purge from every other purge of the id, however
+	// they resume: two runs of a reused id may end at one seq and be
+	// purged at one clock reading. The tombstone's _id holds it.
+	Key string `bson:"k,omitempty"`
 }
 
 type tombstoneRow struct {
@@ -141,15 +145,21 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 			return nil, fmt.Errorf("purge %s: %w: a round of %s ended without an ack; its messages wait for a redelivery", p.InstanceID, provider.ErrInvalidState, latest.Owner)
 		}
 	}
-	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By, Exec: record.ExecutionID}, nil
+	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By, Exec: record.ExecutionID, Key: newToken()}, nil
 }
 
 // purgeWrites deletes what the purge marked by t removes, one collection
 // after the other; each step is safe to repeat.
 func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 	inst := t.Instance
+	rowID := id(inst, pad(t.PurgedAt), pad(t.LastSeq))
+	if t.Key != "" {
+		// A mark written before purges had keys is finished under the id
+		// it would have had.
+		rowID = id(inst, pad(t.PurgedAt), pad(t.LastSeq), t.Key)
+	}
 	row := &tombstoneRow{
-		ID: id(inst, pad(t.PurgedAt), pad(t.LastSeq)), Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
+		ID: rowID, Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
 		Instance: inst, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: t.PurgedAt, PurgedBy: t.PurgedBy,
 	}
 	if _, err := insertIgnoringDuplicate(ctx, s.c.tombstones, row.ID, row); err != nil {

@@ -246,6 +246,29 @@ func testPurge(t *testing.T, factory Factory) {
 		require.Empty(t, none)
 	})
 
+	t.Run("PurgesOfAReusedIDAtOneInstantKeepTheirTombstones", func(t *testing.T) {
+		// Two runs of an id end at the same seq and are purged at the
+		// same clock reading: each purge keeps its own tombstone.
+		t.Parallel()
+		b := setup(t, factory)
+		var want []provider.Tombstone
+		for _, exec := range []string{"exec-1", "exec-2"} {
+			events := chain("i-1", nil, startEvent(t, exec), markerEvent(t, "m"))
+			require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+			b.save(t, projections(t, "i-1", 2, exec, true))
+			ts, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+			require.NoError(t, err)
+			require.Equal(t, events[1].Hash, ts.LastHash)
+			got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
+			require.NoError(t, err)
+			require.Equal(t, ts, got, "the stored tombstone is not the one the purge returned")
+			want = append(want, *ts)
+		}
+		all, err := b.purges(t).ListTombstones(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, want, all)
+	})
+
 	t.Run("PurgeKeepsTheQueuedStartOfTheNextRun", func(t *testing.T) {
 		// A parent starting a child under an ended child's id, or a
 		// client restarting an ended instance, queues the start of the

@@ -181,7 +181,18 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		}
 		rec, err := e.store.GetInstance(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
-			rep.Skipped[id] = "not found"
+			// A purge that stopped after deleting the record is finished
+			// (its history went to the archive the first time).
+			ts, err := e.finishPurge(ctx, id, by)
+			if err != nil {
+				return rep, err
+			}
+			if ts == nil {
+				rep.Skipped[id] = "not found"
+				continue
+			}
+			e.runner.ForgetInstance(id)
+			rep.Purged = append(rep.Purged, *ts)
 			continue
 		}
 		if err != nil {
@@ -221,6 +232,23 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		rep.Purged = append(rep.Purged, *ts)
 	}
 	return rep, nil
+}
+
+// finishPurge finishes a purge of id that stopped half-way, and returns
+// its tombstone; nil when none is unfinished or the store cannot purge.
+func (e *Engine) finishPurge(ctx context.Context, id, by string) (*provider.Tombstone, error) {
+	s, ok := e.store.(provider.PurgeStore)
+	if !ok {
+		return nil, nil
+	}
+	ts, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now(), OnlyUnfinished: true})
+	if errors.Is(err, provider.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish the purge of %s: %w", id, err)
+	}
+	return ts, nil
 }
 
 // GetTombstone returns the tombstone of a purged instance.

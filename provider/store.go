@@ -226,7 +226,9 @@ type PurgeStore interface {
 	// letters, activity tasks with their remembered ids, messages,
 	// projections and history, and the instance's record last. A purge
 	// that finds the mark skips the checks and finishes the work with the
-	// same tombstone. A message enqueued meanwhile goes with the instance
+	// same tombstone, also when the record is gone (a purge stopped after
+	// deleting it): ErrNotFound means that no purge of the id is
+	// unfinished. A message enqueued meanwhile goes with the instance
 	// when the purge's message deletes find it, and starts the id afresh
 	// otherwise: either way as if the purge ran after it or before it;
 	// but a start of the id's next run is never deleted, so it starts the
@@ -535,6 +537,13 @@ type PurgeInstanceParams struct {
 	InstanceID string
 	By         string
 	Now        time.Time
+	// OnlyUnfinished finishes a purge of the id that stopped half-way
+	// (peek-lock: its mark is found) and purges nothing else: without one
+	// it returns ErrNotFound and changes nothing. A client starting an
+	// id calls it first, so that a purge mark left by a crash does not
+	// keep the new run off for ever. A store whose purges are atomic
+	// always returns ErrNotFound.
+	OnlyUnfinished bool
 }
 
 // Tombstone is what remains of a purged instance: enough to prove that an

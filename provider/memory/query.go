@@ -222,7 +222,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 				t, exec = &c, in.purgingExec
 				return nil
 			}
-			if in == nil || (in.record == nil && len(in.events) == 0) {
+			if p.OnlyUnfinished || in == nil || (in.record == nil && len(in.events) == 0) {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, provider.ErrNotFound)
 			}
 			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {

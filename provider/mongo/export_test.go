@@ -25,3 +25,7 @@ func InsertClaim(ctx context.Context, s *Store, taskID string, n, until int64) e
 	_, err := s.c.claims.InsertOne(ctx, &claimDoc{ID: cid, Task: taskID, Until: until})
 	return err
 }
+
+// SetPurgeStep installs the hook a purge runs before each of its deletes;
+// an error stops the purge there.
+func SetPurgeStep(s *Store, hook func(what string) error) { s.purgeStep = hook }

@@ -65,6 +65,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		// An earlier purge stopped half-way: finish it.
 		mark = latest.Purge
 	} else {
+		if p.OnlyUnfinished {
+			return nil, fmt.Errorf("purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+		}
 		if mark, err = s.purgeCheck(ctx, p, latest); err != nil {
 			return nil, err
 		}
@@ -200,6 +203,11 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"leases", s.c.leases, filter("i", inst)},
 	}
 	for _, st := range steps {
+		if s.purgeStep != nil {
+			if err := s.purgeStep(st.what); err != nil {
+				return fmt.Errorf("purge %s: %s: %w", inst, st.what, err)
+			}
+		}
 		if _, err := st.c.DeleteMany(ctx, st.f); err != nil {
 			return fmt.Errorf("purge %s: %s: %w", inst, st.what, translate(err))
 		}

@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -122,4 +123,70 @@ func mustResult(t *testing.T, task *provider.ActivityTask) provider.Message {
 	m, err := provider.ActivityOutcome(task, []byte{0xc0}, nil)
 	require.NoError(t, err)
 	return m
+}
+
+// TestInterruptedPurgeIsFinishedAndItsIDLeased: a purge that deleted the
+// instance's record and stopped before its history, keys and epochs
+// leaves its mark as the newest epoch, which keeps every round off the
+// id. A purge of the id with OnlyUnfinished (what Engine.Purge and
+// Engine.Start call when no record is found) finishes it with the same
+// tombstone, and a start of the id queued meanwhile is kept and leased.
+func TestInterruptedPurgeIsFinishedAndItsIDLeased(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	start := func(exec string) provider.Message {
+		m, err := provider.NewMessage("start-"+exec, "i", exec, exec, &history.ExecutionStarted{Name: "w"})
+		require.NoError(t, err)
+		return m
+	}
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start("exec-1")}, Now: base}))
+	l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n1", InstanceID: "i"})
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	events := sealed("i", 1, nil, raised(t, "a"))
+	events[0].ExecutionID = "exec-1"
+	history.Seal(nil, events)
+	require.NoError(t, s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i", Events: events, Lease: l}))
+	require.NoError(t, s.SaveProjections(ctx, &provider.Projections{InstanceID: "i", Seq: 1, Instance: &provider.InstanceRecord{
+		InstanceID: "i", ExecutionID: "exec-1", Name: "w", Status: provider.StatusCompleted, CreatedAt: base, UpdatedAt: base,
+	}}))
+	require.NoError(t, s.AckLease(ctx, &provider.AckLeaseParams{Lease: l, MessageIDs: []string{"start-exec-1"}}))
+
+	crash := errors.New("crash")
+	chmongo.SetPurgeStep(s, func(what string) error {
+		if what == "history" {
+			return crash
+		}
+		return nil
+	})
+	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(time.Hour)})
+	require.ErrorIs(t, err, crash)
+	chmongo.SetPurgeStep(s, nil)
+	_, err = s.GetInstance(ctx, "i")
+	require.ErrorIs(t, err, provider.ErrNotFound, "the purge did not stop after the record went")
+
+	// The id is started again before the purge is finished.
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start("exec-2")}, Now: base.Add(time.Hour)}))
+	blocked, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base.Add(time.Hour), LockedUntil: base.Add(time.Hour + time.Minute), Owner: "n1"})
+	require.NoError(t, err)
+	require.Nil(t, blocked, "a half-purged instance was leased")
+
+	ts, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "someone", Now: base.Add(2 * time.Hour), OnlyUnfinished: true})
+	require.NoError(t, err)
+	require.Equal(t, provider.Tombstone{InstanceID: "i", LastSeq: 1, LastHash: events[0].Hash, PurgedAt: base.Add(time.Hour), PurgedBy: "ops"}, *ts)
+	got, err := s.ListTombstones(ctx, "i")
+	require.NoError(t, err)
+	require.Equal(t, []provider.Tombstone{*ts}, got)
+	left, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i", FromSeq: 1})
+	require.NoError(t, err)
+	require.Empty(t, left)
+
+	next, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base.Add(2 * time.Hour), LockedUntil: base.Add(2*time.Hour + time.Minute), Owner: "n1"})
+	require.NoError(t, err)
+	require.NotNil(t, next, "the new run's start is never leased")
+	require.Equal(t, "i", next.InstanceID)
+	require.Len(t, next.Messages, 1)
+	require.Equal(t, "start-exec-2", next.Messages[0].ID)
+	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(2 * time.Hour), OnlyUnfinished: true})
+	require.ErrorIs(t, err, provider.ErrNotFound)
 }

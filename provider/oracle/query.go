@@ -137,6 +137,10 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 // instance row is locked without waiting (FOR UPDATE SKIP LOCKED): an
 // instance in a round is not purged ([provider.ErrInvalidState]).
 func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	if p.OnlyUnfinished {
+		// A purge is one transaction: none is ever unfinished.
+		return nil, fmt.Errorf("oracle: purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+	}
 	var ts *provider.Tombstone
 	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx *sql.Tx) error {
 		var (

@@ -253,6 +253,10 @@ func (s *Store) resetProjections(ctx context.Context, db dbtx, p *provider.Reset
 // row is locked without waiting: an instance in a round is not purged
 // (ErrInvalidState).
 func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	if p.OnlyUnfinished {
+		// A purge is one transaction: none is ever unfinished.
+		return nil, fmt.Errorf("postgres: purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+	}
 	var ts *provider.Tombstone
 	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx pgx.Tx) error {
 		var (

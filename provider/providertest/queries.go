@@ -269,6 +269,24 @@ func testPurge(t *testing.T, factory Factory) {
 		require.Equal(t, want, all)
 	})
 
+	t.Run("OnlyUnfinishedPurgesNothingElse", func(t *testing.T) {
+		// A client starting an id finishes a purge of it that stopped
+		// half-way; an ended instance that no purge began stays.
+		t.Parallel()
+		b := setup(t, factory)
+		events := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
+		_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour), OnlyUnfinished: true})
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		require.Len(t, b.load(t, "i-1", 1), 2, "a purge no one began was made")
+		require.Equal(t, provider.StatusCompleted, b.instanceOf(t, "i-1").Status)
+		_, err = b.purges(t).GetTombstone(t.Context(), "i-1")
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		_, err = b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour), OnlyUnfinished: true})
+		require.ErrorIs(t, err, provider.ErrNotFound)
+	})
+
 	t.Run("PurgeKeepsTheQueuedStartOfTheNextRun", func(t *testing.T) {
 		// A parent starting a child under an ended child's id, or a
 		// client restarting an ended instance, queues the start of the

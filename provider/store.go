@@ -194,7 +194,10 @@ type DeadLetterStore interface {
 	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
 	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
 	// nothing, when the dead letter was already resolved or Status is
-	// neither redriven nor discarded. In peek-lock mode what it queues is
+	// neither redriven nor discarded, and when a redrive finds the
+	// letter's message still queued as it was lettered (wrapping
+	// [ErrDeadLetteringUnfinished]: a peek-lock dead-lettering stopped
+	// before it removed the message; requeueing it would be a no-op). In peek-lock mode what it queues is
 	// written first, the instance's incident next and the letter's status
 	// last: a crash before the status leaves the letter unresolved, and
 	// resolving it again queues the same message ids or the same task.
@@ -401,7 +404,11 @@ type LeaseStore interface {
 	// The letters (idempotent by [DeadLetterID]) and the incident are
 	// written first, the messages removed last: a crash before their
 	// removal leaves them queued, to be dead-lettered again under the same
-	// letter ids, never lost.
+	// letter ids, never lost. A letter id taken by a letter an operator
+	// resolved does not count as written: the letter goes under
+	// [ResolvedDeadLetterID]. A message is removed only while it is the
+	// one its letter holds (same EnqueuedAt), never a copy a redrive
+	// queued since.
 	DeadLetterLeased(ctx context.Context, p *DeadLetterLeasedParams) error
 	// PinMessages sets the ExecutionID of leased messages that have none,
 	// so that a redelivery judges them against the execution their first

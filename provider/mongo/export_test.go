@@ -26,6 +26,6 @@ func InsertClaim(ctx context.Context, s *Store, taskID string, n, until int64) e
 	return err
 }
 
-// SetPurgeStep installs the hook a purge runs before each of its deletes;
-// an error stops the purge there.
-func SetPurgeStep(s *Store, hook func(what string) error) { s.purgeStep = hook }
+// SetBeforeWrite installs the hook some multi-record steps run before a
+// record write (see Store.beforeWrite); an error stops the step there.
+func SetBeforeWrite(s *Store, hook func(what string) error) { s.beforeWrite = hook }

@@ -203,8 +203,8 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"leases", s.c.leases, filter("i", inst)},
 	}
 	for _, st := range steps {
-		if s.purgeStep != nil {
-			if err := s.purgeStep(st.what); err != nil {
+		if s.beforeWrite != nil {
+			if err := s.beforeWrite("purge: " + st.what); err != nil {
 				return fmt.Errorf("purge %s: %s: %w", inst, st.what, err)
 			}
 		}

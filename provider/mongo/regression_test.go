@@ -153,15 +153,15 @@ func TestInterruptedPurgeIsFinishedAndItsIDLeased(t *testing.T) {
 	require.NoError(t, s.AckLease(ctx, &provider.AckLeaseParams{Lease: l, MessageIDs: []string{"start-exec-1"}}))
 
 	crash := errors.New("crash")
-	chmongo.SetPurgeStep(s, func(what string) error {
-		if what == "history" {
+	chmongo.SetBeforeWrite(s, func(what string) error {
+		if what == "purge: history" {
 			return crash
 		}
 		return nil
 	})
 	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(time.Hour)})
 	require.ErrorIs(t, err, crash)
-	chmongo.SetPurgeStep(s, nil)
+	chmongo.SetBeforeWrite(s, nil)
 	_, err = s.GetInstance(ctx, "i")
 	require.ErrorIs(t, err, provider.ErrNotFound, "the purge did not stop after the record went")
 
@@ -189,4 +189,57 @@ func TestInterruptedPurgeIsFinishedAndItsIDLeased(t *testing.T) {
 	require.Equal(t, "start-exec-2", next.Messages[0].ID)
 	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(2 * time.Hour), OnlyUnfinished: true})
 	require.ErrorIs(t, err, provider.ErrNotFound)
+}
+
+// TestHalfWrittenDeadLetterThenRedrive: as the memory store's test of the
+// same name, on MongoDB: DeadLetterLeased wrote the letter and stopped
+// before it removed the message; the letter is redriven meanwhile, and
+// the next delivery dead-letters the message again. The message must
+// stay queued or in an unresolved letter.
+func TestHalfWrittenDeadLetterThenRedrive(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	m, err := provider.NewMessage("m-1", "inst-a", "", "k-1", &history.EventRaised{Name: "poke", IdempotencyKey: "k-1"})
+	require.NoError(t, err)
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: base}))
+	deadLetter := func(now time.Time) error {
+		t.Helper()
+		l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n", InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.NotNil(t, l, "the message is not delivered")
+		require.Len(t, l.Messages, 1)
+		q := l.Messages[0]
+		return s.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: l, Letters: []provider.DeadLetter{{
+			ID: provider.DeadLetterID(q.ID, q.EnqueuedAt), InstanceID: "inst-a", Message: &q,
+			Reason: provider.ReasonMaxDeliveries, Error: "too many", Node: "n", At: now, Attempts: q.Attempts + 1,
+		}}})
+	}
+	crash := errors.New("crash")
+	chmongo.SetBeforeWrite(s, func(what string) error {
+		if what == "dead letter: remove m-1" {
+			return crash
+		}
+		return nil
+	})
+	require.ErrorIs(t, deadLetter(base), crash)
+	chmongo.SetBeforeWrite(s, nil)
+	letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+
+	redriveErr := s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: letters[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(time.Second)})
+	require.NoError(t, deadLetter(base.Add(2*time.Minute)))
+
+	queued, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
+	require.NoError(t, err)
+	dead, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a", Status: provider.DeadLetterDead})
+	require.NoError(t, err)
+	require.True(t, len(queued) == 1 || (len(dead) == 1 && dead[0].Message != nil && dead[0].Message.ID == "m-1"),
+		"the message is lost: redrive %v, queued %v, unresolved letters %v", redriveErr, queued, dead)
+	if len(dead) == 1 {
+		require.NoError(t, s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: dead[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(3 * time.Minute)}))
+		queued, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Len(t, queued, 1, "the redrive queued nothing")
+	}
 }

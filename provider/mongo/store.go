@@ -119,10 +119,12 @@ type Store struct {
 	// CancelActivities after its first read, where a zombie round may
 	// stall while its successor goes on.
 	afterFirstRead func()
-	// purgeStep, set by this package's tests, runs before each delete
-	// of a purge (named as its error says); an error stops the purge
-	// there, as a crash would.
-	purgeStep func(what string) error
+	// beforeWrite, set by this package's tests, runs before some record
+	// writes of multi-record steps ("purge: <what>" before each delete of
+	// a purge, "dead letter: remove <message id>" before a dead-lettered
+	// message's removal); an error stops the step there, as a crash
+	// would.
+	beforeWrite func(what string) error
 }
 
 // collections are the store's collections; docs/providers.md lists their

@@ -672,6 +672,13 @@ func (o leaseOps) AppendHistory(ctx context.Context, p *provider.AppendHistoryPa
 	return o.LeaseStore.AppendHistory(ctx, &q)
 }
 
+// SaveProjections fences the projection writes with the round's lease.
+func (o leaseOps) SaveProjections(ctx context.Context, p *provider.Projections) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.SaveProjections(ctx, &q)
+}
+
 // EnqueueMessages fences the enqueue with the round's lease.
 func (o leaseOps) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	q := *p

@@ -33,7 +33,12 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 // SaveProjections implements provider.Steps in peek-lock mode.
 func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) error {
 	return s.step(ctx, OpSaveProjections, func(w *writes) error {
-		if err := w.read(func() error { return s.takenTaskID(p) }); err != nil {
+		if err := w.read(func() error {
+			if err := s.fence(p.Lease); err != nil {
+				return fmt.Errorf("projections of %s: %w", p.InstanceID, err)
+			}
+			return s.takenTaskID(p)
+		}); err != nil {
 			return err
 		}
 		return s.saveProjectionWrites(w, p)

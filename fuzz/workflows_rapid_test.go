@@ -57,7 +57,7 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 		m.run(rt)
 		total.add(&m.stats)
 	})
-	t.Logf("over all checks on %s: %s", backend.name, total.String())
+	t.Logf("over all checks on %s: %s; %s", backend.name, total.String(), total.purgeStats.String())
 	require.Empty(t, wfLeaks(before, 5*time.Second), "workflow goroutines left running")
 	if checks < wfCoverageChecks {
 		// Rare actions need more checks than a short run (the race
@@ -278,6 +278,11 @@ func (m *wfMachine) run(t *rapid.T) {
 		"taskRace":  m.taskRace,
 		"purge":     m.purgeAndReuse,
 		"dead":      m.deadWorker,
+		// purge_rapid_test.go
+		"restartPurge":     m.restartPurge,
+		"interruptedPurge": m.interruptedPurge,
+		"orphanRedrive":    m.orphanRedrive,
+		"zombiePurge":      m.zombieAcrossPurge,
 	})
 	m.finish(t)
 }
@@ -319,6 +324,7 @@ func (m *wfMachine) startMessage(t *rapid.T, id string, steps []wfStep) provider
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.ledger.noteStart(msg)
 	return msg
 }
 
@@ -445,9 +451,7 @@ func (m *wfMachine) purgeAndReuse(t *rapid.T) {
 		t.Fatalf("%s: custom record %+v after the purge: %v", id, c, err)
 	}
 	// The id's history starts over: what the checks remember of it goes.
-	delete(m.prev, id)
-	delete(m.scanned, id)
-	delete(m.views, id)
+	m.forget(id)
 	m.enqueue(t, m.startMessage(t, id, m.sharing(drawWfSteps(t, "reused program", false))))
 }
 
@@ -598,20 +602,27 @@ func (m *wfMachine) check(t *rapid.T) {
 			t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 		}
 	}
+	m.ledger.checkGone(t, histories)
 	queuedMsgs, queuedTasks := m.queued(t)
 	checkScheduled(t, histories, queuedMsgs, queuedTasks)
-	// The only dead letters are task actions that lost a race: the round
-	// re-checked them against the task and rejected them.
+	// The only dead letters are task actions that lost a race (the round
+	// re-checked them against the task and rejected them) and signals to
+	// ids never started (orphanRedrive).
 	letters, err := m.store.ListDeadLetters(m.ctx, &provider.ListDeadLettersParams{Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rejected := 0
 	for _, l := range letters {
+		if l.Reason == provider.ReasonNotStarted && l.Message != nil && m.ledger.orphans[l.Message.ID] {
+			continue
+		}
 		if l.Reason != provider.ReasonRejected || l.Message == nil || !m.taskActions[l.Message.ID] || l.Message.Kind.Class() != history.ClassTask {
 			t.Fatalf("dead letter %s: %s %s (message %+v)", l.ID, l.Reason, l.Error, l.Message)
 		}
+		rejected++
 	}
-	m.stats.rejected = len(letters)
+	m.stats.rejected = rejected
 }
 
 // wfOnceEach checks that each message the machine sent became at most one
@@ -732,6 +743,8 @@ func (m *wfMachine) finish(t *rapid.T) {
 	if len(tasks) > 0 {
 		t.Fatalf("%d tasks left", len(tasks))
 	}
+	m.ledger.checkStarts(t, histories, &m.stats.purgeStats)
+	m.ledger.checkOrphans(t, m.rig)
 	lost, err := wfLostInputs(histories)
 	if err != nil {
 		t.Fatal(err)

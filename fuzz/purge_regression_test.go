@@ -74,3 +74,48 @@ func TestRegressionMongoTombstoneOfAReusedIDPurgedAtTheSameInstant(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, purged, all)
 }
+
+// TestRegressionContinuedExecutionOfAReusedIDIsItsOwn: the workflows
+// machine's zombie across a purge found the execution that a run of a
+// reused id continued as new into holding the id of the purged run's
+// continued execution: the id derived from the instance id and the seq
+// only, which both runs share when they continue at the same seq. Every
+// message addressed to the purged run's execution (a late timer, a
+// notice) would have been taken for the new run's.
+func TestRegressionContinuedExecutionOfAReusedIDIsItsOwn(t *testing.T) {
+	b := regSetup(t)
+	ctx := context.Background()
+	run := func(exec string) []history.Event {
+		t.Helper()
+		b.enqueue(t, b.start(t, "claim", exec, "relay", 0))
+		b.round(t, b.n1)
+		for _, key := range []string{"first-" + exec, "second-" + exec} {
+			b.enqueue(t, b.request(t, "signal-"+key, "claim", key, &history.EventRaised{Name: "go", IdempotencyKey: key}))
+			b.round(t, b.n1)
+		}
+		events := b.history(t, "claim")
+		require.Equal(t, provider.StatusCompleted, b.snapshot(t, "claim").Status)
+		return events
+	}
+	continued := func(events []history.Event) (string, int64) {
+		t.Helper()
+		for _, e := range events {
+			if e.Kind == history.KindContinuedAsNew {
+				a, err := e.Attributes()
+				require.NoError(t, err)
+				return a.(*history.ContinuedAsNew).NewExecutionID, e.Seq
+			}
+		}
+		require.FailNow(t, "no execution continued as new")
+		return "", 0
+	}
+	first := run("exec-a")
+	_, err := b.store.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "claim", By: "ops", Now: b.clock.Now()})
+	require.NoError(t, err)
+	b.n1.runner.ForgetInstance("claim")
+	second := run("exec-b")
+	id1, seq1 := continued(first)
+	id2, seq2 := continued(second)
+	require.Equal(t, seq1, seq2, "both runs must continue at one seq for the reproduction")
+	require.NotEqual(t, id1, id2, "the new run continued into the purged run's execution")
+}

@@ -296,7 +296,11 @@ type Steps interface {
 	// used, makes it return ErrConflict and write nothing. The events of
 	// one call are one record in peek-lock mode too (one document keyed by
 	// the instance and the first Seq, say): they land together or not at
-	// all, and two appends at the same first Seq conflict.
+	// all, and two appends at the same first Seq conflict. The first
+	// event's PrevHash must be the stored last event's hash (ErrConflict
+	// otherwise: the events follow another history of the id). With
+	// p.Lease set (a peek-lock round) the append lands only while the
+	// lease's token is current: ErrLeaseLost otherwise, nothing kept.
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
@@ -311,7 +315,9 @@ type Steps interface {
 	// snapshot; each is a conditional write, so a record may be ahead of
 	// the snapshot, never behind it. A task record's id is checked with
 	// its own write (a unique index): another instance's task with that
-	// id makes the call return a [TaskIDTakenError].
+	// id makes the call return a [TaskIDTakenError]. With p.Lease set (a
+	// peek-lock round) the lease is checked first: ErrLeaseLost, writing
+	// nothing, unless its token is current.
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.

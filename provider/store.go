@@ -296,11 +296,13 @@ type Steps interface {
 	// used, makes it return ErrConflict and write nothing. The events of
 	// one call are one record in peek-lock mode too (one document keyed by
 	// the instance and the first Seq, say): they land together or not at
-	// all, and two appends at the same first Seq conflict. The first
-	// event's PrevHash must be the stored last event's hash (ErrConflict
-	// otherwise: the events follow another history of the id). With
-	// p.Lease set (a peek-lock round) the append lands only while the
-	// lease's token is current: ErrLeaseLost otherwise, nothing kept.
+	// all, and two appends at the same first Seq conflict; the first
+	// event's PrevHash must then be the stored last event's hash
+	// (ErrConflict otherwise: the events follow another history of the
+	// id; a transactional round, which loads history under its lock,
+	// always meets this). With p.Lease set (a peek-lock round) the append
+	// lands only while the lease's token is current: ErrLeaseLost
+	// otherwise, nothing kept.
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was

@@ -92,7 +92,13 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 		require.Positive(t, total.groups, "no transaction ran the rounds of several instances")
 		require.Positive(t, total.groupFailures, "no round failed inside a group whose other rounds committed")
 	}
+	require.Positive(t, total.restartPurges, "no purge of a restarted instance")
+	require.Positive(t, total.orphans, "no signal to an id never started")
+	require.Positive(t, total.redrives, "no dead letter redriven")
 	if backend.mode == provider.ModePeekLock {
+		require.Positive(t, total.interruptedPurges, "no crashed purge finished after its id was started again")
+		require.Positive(t, total.zombiePurges, "no purge while a round of the instance was paused")
+		require.Positive(t, total.redrivesRefused, "no redrive of a half-written dead letter")
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
 		require.Positive(t, total.midPurge, "no purge crashed half-way and finished again")
 		require.Positive(t, total.midZombies, "no round went on as a zombie between two record writes")

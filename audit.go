@@ -148,10 +148,13 @@ type PurgeReport struct {
 // letters — after handing each history to the archive callback, and keeps
 // a tombstone (last seq, last hash, when, by whom) so an archived history
 // can still be proven to be the purged one. Running instances are never
-// touched. With Options.Checkpoints, one checkpoint covering the final
-// heads of the instances to purge is written first, and the archive
-// callback finds their proofs with [ArchiveProofs].
-func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error) {
+// touched. With Options.Checkpoints, a checkpoint whose leaves are the
+// signed tombstones of the instances to purge (their final heads) is
+// written before anything is deleted, and the archive callback finds
+// their proofs with [ArchiveProofs]; when the store keeps checkpoints and
+// the engine cannot sign, Purge returns ErrPurgeUnsigned and deletes
+// nothing.
+func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, err error) {
 	by, err := e.actor(o.By)
 	if err != nil || o.By == "" {
 		return nil, invalid("PurgeOptions.By must name the operator")
@@ -170,10 +173,16 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 			ids = append(ids, r.InstanceID)
 		}
 	}
-	rep := &PurgeReport{Skipped: map[string]string{}}
-	if err := e.checkpointBeforePurge(ctx, ids); err != nil {
+	rep = &PurgeReport{Skipped: map[string]string{}}
+	signed, err := e.signTombstones(ctx, ids)
+	if err != nil {
 		return rep, err
 	}
+	defer func() {
+		if ferr := e.finishPurge(ctx, signed, rep.Purged); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("sign what the purge left to sign: %w", ferr))
+		}
+	}()
 	for _, id := range ids {
 		if err := e.validateID("instance id", id); err != nil {
 			rep.Skipped[id] = err.Error()
@@ -183,7 +192,7 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 		if errors.Is(err, provider.ErrNotFound) {
 			// A purge that stopped after deleting the record is finished
 			// (its history went to the archive the first time).
-			ts, err := e.finishPurge(ctx, id, by)
+			ts, err := e.resumePurge(ctx, id, by)
 			if err != nil {
 				return rep, err
 			}
@@ -234,9 +243,11 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (*PurgeReport, error
 	return rep, nil
 }
 
-// finishPurge finishes a purge of id that stopped half-way, and returns
-// its tombstone; nil when none is unfinished or the store cannot purge.
-func (e *Engine) finishPurge(ctx context.Context, id, by string) (*provider.Tombstone, error) {
+// resumePurge finishes a purge of id that stopped half-way, and returns
+// its tombstone (the one the purge began with, which Purge signed before
+// it deleted anything); nil when none is unfinished or the store cannot
+// purge.
+func (e *Engine) resumePurge(ctx context.Context, id, by string) (*provider.Tombstone, error) {
 	s, ok := e.store.(provider.PurgeStore)
 	if !ok {
 		return nil, nil

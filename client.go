@@ -157,7 +157,7 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 	if !generated {
 		// A purge of the id that stopped half-way keeps every round off
 		// it: finish it, or the new run would never start.
-		ts, err := e.finishPurge(ctx, o.InstanceID, actor)
+		ts, err := e.resumePurge(ctx, o.InstanceID, actor)
 		if err != nil {
 			return "", nil, err
 		}
@@ -462,6 +462,11 @@ func (e *Engine) actor(user string) (string, error) {
 }
 
 func (e *Engine) encode(what string, v any) ([]byte, error) {
+	return e.encodeWith(e.opts.Codec, what, v)
+}
+
+// encodeWith encodes v with codec, checking the payload limit.
+func (e *Engine) encodeWith(codec Codec, what string, v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -472,7 +477,7 @@ func (e *Engine) encode(what string, v any) ([]byte, error) {
 		}
 		return raw, nil
 	}
-	b, err := e.opts.Codec.Encode(v)
+	b, err := codec.Encode(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalidArgument, what, err)
 	}

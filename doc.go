@@ -77,7 +77,8 @@
 // ([Context.CallSubWorkflow]), continue-as-new ([Context.ContinueAsNew]),
 // human tasks ([Context.CreateTask] in workflow code; [Engine.ListTasks],
 // [Engine.ClaimTask], [Engine.CompleteTask] and the other Engine methods
-// ending in Task for people), coroutines with [Context.WhenAll],
+// ending in Task for people, [Engine.CompleteTaskJSON] for a result they
+// typed), coroutines with [Context.WhenAll],
 // [Context.WhenAny] and [Context.Select], compensation with
 // [Context.NewSaga], custom status shown to users
 // ([Context.SetCustomStatus]). Operators terminate, suspend and resume

@@ -185,9 +185,15 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 }
 
 // Run starts the engine's orchestration and activity workers and blocks
-// until ctx ends. It then stops taking work, waits up to ShutdownTimeout
-// for rounds and activities in flight (cancelling activities still running
-// then), releases its cached executors and returns nil.
+// until ctx ends. It then stops taking work and returns nil within
+// ShutdownTimeout: it waits for rounds and activities in flight, cancels
+// the contexts of those still running when the last quarter of
+// ShutdownTimeout (at most its last 5s) begins, and when the time is up
+// returns without them. An activity that ignores its context is
+// abandoned: its goroutine runs on until the function returns, what it
+// returns is not recorded (the worker's store calls are cancelled), and
+// its claim runs out at the attempt's timeout, after which a worker of any
+// node retries it. Run releases its cached executors before it returns.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrEngineRunning
@@ -239,18 +245,34 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Wait()
 		close(done)
 	}()
-	timer := time.NewTimer(e.opts.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		e.log.Warn("shutdown timeout: cancelling work in flight")
-		cancelWork()
-		<-done
-	}
+	e.drainWork(done, cancelWork)
 	e.runner.Forget()
 	e.log.Info("engine stopped", slog.String("node", e.opts.NodeID))
 	return nil
+}
+
+// drainWork waits for the workers to be done within ShutdownTimeout:
+// for its first part as they are, for the rest with their work's context
+// cancelled; then it gives up on them.
+func (e *Engine) drainWork(done <-chan struct{}, cancelWork context.CancelFunc) {
+	grace := min(e.opts.ShutdownTimeout/4, 5*time.Second)
+	wait := time.NewTimer(e.opts.ShutdownTimeout - grace)
+	defer wait.Stop()
+	select {
+	case <-done:
+		return
+	case <-wait.C:
+	}
+	e.log.Warn("shutdown timeout near: cancelling work in flight", slog.Duration("grace", grace))
+	cancelWork()
+	wait.Reset(grace)
+	select {
+	case <-done:
+	case <-wait.C:
+		e.log.Warn("shutdown timeout: abandoning work that ignores its cancellation; "+
+			"the claims of its activities run out at their timeouts and other workers retry them",
+			slog.Duration("shutdown_timeout", e.opts.ShutdownTimeout))
+	}
 }
 
 // Close releases the executors the engine keeps cached between rounds (and

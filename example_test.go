@@ -204,3 +204,43 @@ func ExampleEngine_StartMany() {
 	// start 1 (farewell): chronicle: unknown workflow: "farewell"
 	// chronicle: instance not found: greet-Barbara
 }
+
+// A task result typed by a person as JSON: keys match the fields of the
+// type the workflow waits for without regard to case, and a key the type
+// lacks is refused before anything is written.
+func ExampleEngine_CompleteTaskJSON() {
+	type Approval struct {
+		Approved bool
+		Amount   int
+	}
+	ctx := context.Background()
+	engine, _ := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "example"})
+	defer engine.Close()
+	_ = chronicle.RegisterWorkflow(engine, "refund", func(ctx *chronicle.Context, order string) (string, error) {
+		task := ctx.CreateTask("approve-refund", order, &chronicle.TaskOptions{TaskID: "refund-" + order, Roles: []string{"finance"}})
+		a, err := chronicle.WaitTask[Approval](ctx, task)
+		if err != nil || !a.Approved {
+			return "rejected", err
+		}
+		return fmt.Sprintf("refunded %d", a.Amount), nil
+	})
+	drain := func() {
+		for worked, _ := engine.RunOnce(ctx); worked; worked, _ = engine.RunOnce(ctx) {
+		}
+	}
+	_, _ = engine.Start(ctx, "refund", "O-7", &chronicle.StartOptions{InstanceID: "order-7"})
+	drain()
+
+	fin := chronicle.User{ID: "fin", Roles: []string{"finance"}}
+	fmt.Println(engine.CompleteTaskJSON(ctx, "refund-O-7", []byte(`{"aproved": true}`), fin))
+	_ = engine.CompleteTaskJSON(ctx, "refund-O-7", []byte(`{"approved": true, "amount": 120}`), fin)
+	drain()
+
+	inst, _ := engine.Describe(ctx, "order-7")
+	var outcome string
+	_ = inst.Result(&outcome)
+	fmt.Println(inst.Status, outcome)
+	// Output:
+	// chronicle: invalid argument: the result of task refund-O-7 does not decode to chronicle_test.Approval: unknown field "aproved"
+	// completed refunded 120
+}

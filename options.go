@@ -75,9 +75,11 @@ type Options struct {
 	// activity for good. The text of a workflow or activity error is cut
 	// to it. Default 2 MiB.
 	MaxPayloadSize int
-	// ShutdownTimeout is how long Run waits for rounds and activities in
-	// flight after its context ends; activities still running then are
-	// cancelled. Default 30s.
+	// ShutdownTimeout bounds how long Run takes to return after its
+	// context ends: it waits for rounds and activities in flight, cancels
+	// those still running for the last quarter of it (at most the last
+	// 5s) and then returns, abandoning activities that ignore their
+	// context (see [Engine.Run]). Default 30s.
 	ShutdownTimeout time.Duration
 	// Observer receives metrics of rounds and activities. Default: none.
 	Observer Observer

@@ -143,6 +143,11 @@ func testEndToEnd(t *testing.T, newStore func(t *testing.T) provider.Store) {
 		require.Contains(t, b.describe(t, "i").Incident, "nondeterminism")
 	})
 
+	t.Run("OutageKeepsArrivalOrder", func(t *testing.T) {
+		t.Parallel()
+		testOutageKeepsArrivalOrder(t, on(t))
+	})
+
 	t.Run("RunWakesByNotify", func(t *testing.T) {
 		t.Parallel()
 		// The safety poll never passes on the manual clock: only the

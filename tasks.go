@@ -1,13 +1,17 @@
 package chronicle
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/jsonarg"
+	"github.com/chronicleflow/chronicle/internal/resulttype"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -25,6 +29,56 @@ var (
 	// ErrTaskClosed.
 	ErrTaskAlreadyCompleted = errors.New("chronicle: task already completed")
 )
+
+// ErrCodecMismatch is matched by a *CodecMismatchError.
+var ErrCodecMismatch = errors.New("chronicle: codec mismatch")
+
+// CodecMismatchError is returned by CompleteTask and CompleteTaskJSON when
+// the task's workflow decodes its result with a codec this engine does
+// not have (neither a built-in one nor Options.Codec); nothing was
+// written. Complete the task with an engine configured with that codec.
+type CodecMismatchError struct {
+	TaskID string
+	// Recorded is the codec the task's TaskCreated names; Engine is the
+	// name of the engine's Options.Codec.
+	Recorded, Engine string
+}
+
+// Error implements error.
+func (e *CodecMismatchError) Error() string {
+	return fmt.Sprintf("%s: the workflow of task %s decodes its result with codec %q, this engine has %q: "+
+		"complete it with an engine whose Options.Codec is %q", ErrCodecMismatch, e.TaskID, e.Recorded, e.Engine, e.Recorded)
+}
+
+// Is matches ErrCodecMismatch.
+func (e *CodecMismatchError) Is(target error) bool { return target == ErrCodecMismatch }
+
+// TaskResultError is returned by CompleteTaskJSON, and by CompleteTask
+// for a generic result, when the result does not decode to the type the
+// task's workflow reads it as, or is not JSON; nothing was written. It
+// matches ErrInvalidArgument.
+type TaskResultError struct {
+	TaskID string
+	// Type is the Go type the workflow decodes the result into, such as
+	// "billing.Approval"; "" when the task records none.
+	Type string
+	// Err says what does not fit: "unknown field \"aproved\"", say.
+	Err error
+}
+
+// Error implements error.
+func (e *TaskResultError) Error() string {
+	if e.Type == "" {
+		return fmt.Sprintf("%s: the result of task %s: %v", ErrInvalidArgument, e.TaskID, e.Err)
+	}
+	return fmt.Sprintf("%s: the result of task %s does not decode to %s: %v", ErrInvalidArgument, e.TaskID, e.Type, e.Err)
+}
+
+// Unwrap returns what does not fit.
+func (e *TaskResultError) Unwrap() error { return e.Err }
+
+// Is matches ErrInvalidArgument.
+func (e *TaskResultError) Is(target error) bool { return target == ErrInvalidArgument }
 
 // TaskCompletedError is returned by task actions (CompleteTask, ClaimTask, ...) on
 // a task that another action already completed: a completion applied to
@@ -186,6 +240,16 @@ func (e *Engine) ReassignTask(ctx context.Context, taskID, to string, user User)
 // receives. Its assignee may complete it, or, while it is unassigned, a
 // holder of one of its roles.
 //
+// The result is encoded with the codec the task's workflow decodes it
+// with, which its TaskCreated records: an engine whose own codec differs
+// uses that one when it is a built-in codec (MsgpackCodec, JSONCodec) and
+// otherwise returns a *CodecMismatchError, writing nothing. A value of a
+// Go type is encoded as it is. A generic value, a map[string]any or an
+// []any such as json.Unmarshal into an any gives, is checked against the
+// type the workflow reads the result as, like CompleteTaskJSON's JSON
+// (a *TaskResultError when it does not fit); for a result a person typed
+// as JSON use [Engine.CompleteTaskJSON].
+//
 // A task is completed once. Completing a task that is completed, or whose
 // completion by another call is queued and not yet applied, returns a
 // *TaskCompletedError naming who completed it (and at which seq, once
@@ -194,19 +258,88 @@ func (e *Engine) ReassignTask(ctx context.Context, taskID, to string, user User)
 // completion per task (its message id is derived from the task), so a
 // later call finds the winner's message there, or its event in history.
 func (e *Engine) CompleteTask(ctx context.Context, taskID string, result any, user User) error {
-	data, err := e.encode("task result", result)
-	if err != nil {
-		return err
+	return e.completeTask(ctx, taskID, user, func(t *TaskInfo, created *history.TaskCreated) ([]byte, error) {
+		codec, err := e.taskCodec(t, created)
+		if err != nil {
+			return nil, err
+		}
+		if created != nil && created.ResultType != nil && generic(result) {
+			b, err := json.Marshal(result)
+			if err != nil {
+				return nil, fmt.Errorf("%w: encode task result: %w", ErrInvalidArgument, err)
+			}
+			if result, err = resulttype.Decode(created.ResultType, b); err != nil {
+				return nil, &TaskResultError{TaskID: t.TaskID, Type: created.ResultType.Name, Err: err}
+			}
+		}
+		return e.encodeWith(codec, "task result", result)
+	})
+}
+
+// generic reports whether v is a value of no Go type of its own: a map of
+// strings or a list of anything, the shapes JSON decodes to.
+func generic(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
 	}
+	return false
+}
+
+// CompleteTaskJSON is CompleteTask with a result a person typed as JSON
+// (the console's result box, chronicle task complete --result). When the
+// task records the Go type its workflow decodes the result into (see
+// docs/tasks.md), the JSON is decoded into that type as encoding/json
+// would — keys match field names and json tags without regard to case —
+// and strictly: an unknown key, a value of the wrong kind, a number out of
+// range or trailing data returns a *TaskResultError and writes nothing.
+// The value is then encoded with the task's codec under the keys the
+// workflow's decoder reads. A task that records no type (its WaitTask came
+// in a later turn than its creation, or it predates the record) gets the
+// JSON as parsed, whole numbers as int64. Blank JSON is no result.
+func (e *Engine) CompleteTaskJSON(ctx context.Context, taskID string, result []byte, user User) error {
+	return e.completeTask(ctx, taskID, user, func(t *TaskInfo, created *history.TaskCreated) ([]byte, error) {
+		codec, err := e.taskCodec(t, created)
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(result)) == 0 {
+			return nil, nil
+		}
+		v, err := jsonarg.Parse(string(result))
+		if err != nil {
+			return nil, &TaskResultError{TaskID: t.TaskID, Err: err}
+		}
+		if created != nil && created.ResultType != nil {
+			if v, err = resulttype.Decode(created.ResultType, result); err != nil {
+				return nil, &TaskResultError{TaskID: t.TaskID, Type: created.ResultType.Name, Err: err}
+			}
+		}
+		return e.encodeWith(codec, "task result", v)
+	})
+}
+
+// completeTask completes a task with the result encode returns, once the
+// acting user may complete it.
+func (e *Engine) completeTask(ctx context.Context, taskID string, user User,
+	encode func(t *TaskInfo, created *history.TaskCreated) ([]byte, error)) error {
 	var task *TaskInfo
 	nonce := e.opts.NewID()
-	err = e.taskActionWith(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
+	err := e.taskActionWith(ctx, taskID, user, func(t *TaskInfo) (history.Attributes, error) {
 		switch {
 		case t.Assignee == user.ID:
 		case t.Assignee != "":
 			return nil, fmt.Errorf("%w: task %s is assigned to %s", ErrForbidden, t.TaskID, t.Assignee)
 		case !holdsRole(user, t):
 			return nil, fmt.Errorf("%w: %s holds none of the roles %v of task %s", ErrForbidden, user.ID, t.Roles, t.TaskID)
+		}
+		created, err := e.taskCreated(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("complete task %s: %w", t.TaskID, err)
+		}
+		data, err := encode(t, created)
+		if err != nil {
+			return nil, err
 		}
 		task = t
 		return &history.TaskCompleted{TaskID: t.TaskID, Result: data}, nil
@@ -215,6 +348,46 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID string, result any, us
 		return err
 	}
 	return e.wonCompletion(ctx, task, completionID(task), nonce)
+}
+
+// taskCreated returns the TaskCreated attributes of a task, nil when its
+// history no longer holds them.
+func (e *Engine) taskCreated(ctx context.Context, t *TaskInfo) (*history.TaskCreated, error) {
+	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := &events[i]
+		if ev.Kind != history.KindTaskCreated || ev.ExecutionID != t.ExecutionID {
+			continue
+		}
+		a, err := ev.Attributes()
+		if err != nil {
+			return nil, err
+		}
+		if c := a.(*history.TaskCreated); c.TaskID == t.TaskID {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
+
+// taskCodec returns the codec a task's workflow decodes its result with:
+// the engine's own, unless the task records another (a worker with
+// another codec created it); a recorded codec that is not built in and not
+// the engine's is a *CodecMismatchError.
+func (e *Engine) taskCodec(t *TaskInfo, created *history.TaskCreated) (Codec, error) {
+	if created == nil || created.Codec == "" || created.Codec == e.opts.Codec.Name() {
+		return e.opts.Codec, nil
+	}
+	switch created.Codec {
+	case MsgpackCodec{}.Name():
+		return MsgpackCodec{}, nil
+	case JSONCodec{}.Name():
+		return JSONCodec{}, nil
+	}
+	return nil, &CodecMismatchError{TaskID: t.TaskID, Recorded: created.Codec, Engine: e.opts.Codec.Name()}
 }
 
 // completionID is the message id every completion of a task shares, so

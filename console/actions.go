@@ -2,14 +2,12 @@ package console
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/internal/jsonarg"
 )
 
 // maxForm bounds the body of an action: a task result may be large, not
@@ -52,11 +50,7 @@ var actions = map[string]act{
 		return e.ReassignTask(ctx, id, strings.TrimSpace(r.PostFormValue("to")), u)
 	}),
 	"complete": taskAct("completed", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
-		result, err := parseResult(r.PostFormValue("result"))
-		if err != nil {
-			return err
-		}
-		return e.CompleteTask(ctx, id, result, u)
+		return e.CompleteTaskJSON(ctx, id, []byte(r.PostFormValue("result")), u)
 	}),
 }
 
@@ -114,17 +108,4 @@ func (c *console) action(w http.ResponseWriter, r *http.Request) {
 	c.log.InfoContext(r.Context(), "console: action taken", attrs...)
 	c.setNotice(w, r, done)
 	http.Redirect(w, r, c.returnPath(r, back), http.StatusSeeOther)
-}
-
-// parseResult parses a task result given as JSON; whole numbers become
-// integers so that they decode into int fields. "" is no result.
-func parseResult(s string) (any, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	v, err := jsonarg.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: the result: %w", chronicle.ErrInvalidArgument, err)
-	}
-	return v, nil
 }

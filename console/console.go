@@ -40,6 +40,24 @@ type Options struct {
 	// Logger receives a record of every action taken and of every error a
 	// page met. Default: the engine's logger.
 	Logger *slog.Logger
+	// AllowedHosts are the names the console answers as: a request whose
+	// Host header is none of them is refused with 421 Misdirected Request
+	// before any page, file or action, so that a web page whose name was
+	// rebound to the console's address (DNS rebinding) can neither read
+	// the console, nor its CSRF token, nor act. An entry with a port,
+	// "127.0.0.1:8080" or "[::1]:8080", matches that host and port; one
+	// without, "ops.example.com", matches the host on any port. Names
+	// match without regard to case. Default: every host, for a console
+	// behind a proxy that checks the name itself; set it whenever the
+	// console listens on an address a browser reaches directly.
+	AllowedHosts []string
+	// Keys, when set, are the public keys of the signed checkpoints: an
+	// instance's chain badge then reports what they find (a history
+	// rewritten after a checkpoint, deleted, or a broken checkpoint
+	// chain), not only the plain hash chain, which a forger who reseals
+	// every hash keeps intact. Each instance page then reads every
+	// checkpoint.
+	Keys *chronicle.Keyring
 }
 
 // ErrNoUserHook is returned by New when Options.Actions is set without
@@ -64,6 +82,7 @@ type console struct {
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 	origin *http.CrossOriginProtection
+	hosts  []allowedHost
 }
 
 // New returns the console of engine as an http.Handler. It reads the
@@ -86,17 +105,20 @@ func New(engine *chronicle.Engine, opts Options) (http.Handler, error) {
 			return nil, fmt.Errorf("console: BasePath %q must be a plain path", opts.BasePath)
 		}
 	}
+	hosts, err := parseHosts(opts.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case opts.PageSize <= 0:
 		opts.PageSize = 50
 	case opts.PageSize > maxPageSize:
 		opts.PageSize = maxPageSize
 	}
-	c := &console{engine: engine, opts: opts, base: base, log: opts.Logger, origin: http.NewCrossOriginProtection()}
+	c := &console{engine: engine, opts: opts, base: base, log: opts.Logger, origin: http.NewCrossOriginProtection(), hosts: hosts}
 	if c.log == nil {
 		c.log = engine.Options().Logger
 	}
-	var err error
 	if c.pages, err = c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -146,6 +168,13 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !c.allowedHost(r.Host) {
+		// Plain text, no page: a page carries the CSRF token.
+		http.Error(w, fmt.Sprintf("Misdirected request: this console does not answer for host %q. "+
+			"It answers only for the names it was started with (chronicle ui --host NAME, console.Options.AllowedHosts).", r.Host),
+			http.StatusMisdirectedRequest)
+		return
+	}
 	if c.base == "" {
 		c.mux.ServeHTTP(w, r)
 		return

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"io"
 	"log/slog"
@@ -648,4 +649,148 @@ func TestActions(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, p.code)
 		require.Contains(t, p.body, "not signed in")
 	})
+}
+
+// TestAllowedHosts checks the defence against DNS rebinding: a console
+// with AllowedHosts answers only requests whose Host is one of them, so
+// that a page whose name was rebound to the console's address can neither
+// read a page (and its CSRF token) nor act.
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	h := newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "ops"}),
+		AllowedHosts: []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080", "Ops.Example"}})
+	id := deadLetterID(t, d)
+	request := func(method, host, path string, body string) page {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Host = host
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
+		return newBrowser(t, h).do(req)
+	}
+
+	for _, host := range []string{"evil.example:8080", "evil.example", "127.0.0.1:9090", "127.0.0.2:8080", "localhost", ""} {
+		for _, path := range []string{"/instances", "/deadletters", "/static/console.css", "/no-such-page"} {
+			p := request(http.MethodGet, host, path, "")
+			require.Equal(t, http.StatusMisdirectedRequest, p.code, "%s %s", host, path)
+			require.Contains(t, p.body, "does not answer for host")
+			require.NotContains(t, p.body, `name="csrf"`)
+			require.Empty(t, p.header.Values("Set-Cookie"), "no CSRF cookie for a foreign host")
+		}
+	}
+	// A rebound page that got a token somehow still cannot act.
+	tok := newBrowser(t, h)
+	req := httptest.NewRequest(http.MethodGet, "/deadletters", nil)
+	req.Host = "127.0.0.1:8080"
+	pg := tok.do(req)
+	require.Equal(t, http.StatusOK, pg.code)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(pg.body)
+	require.NotNil(t, m)
+	post := httptest.NewRequest(http.MethodPost, "/actions/redrive", strings.NewReader(url.Values{"id": {id}, "csrf": {m[1]}}.Encode()))
+	post.Host = "evil.example:8080"
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	post.Header.Set("Origin", "http://evil.example:8080")
+	p := tok.do(post)
+	require.Equal(t, http.StatusMisdirectedRequest, p.code, p.body)
+	l, err := d.Engine.GetDeadLetter(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, "dead", string(l.Status))
+
+	for _, host := range []string{"127.0.0.1:8080", "localhost:8080", "LOCALHOST:8080", "[::1]:8080", "ops.example", "ops.example:443"} {
+		p := request(http.MethodGet, host, "/instances", "")
+		require.Equal(t, http.StatusOK, p.code, host)
+		require.Contains(t, p.body, `data-id="CLM-1001"`, host)
+	}
+
+	_, err = console.New(d.Engine, console.Options{AllowedHosts: []string{"bad host:80"}})
+	require.ErrorContains(t, err, `AllowedHosts`)
+}
+
+// refundApproval is a task result as a Go programmer writes it: no tags.
+type refundApproval struct {
+	Approved bool
+	Amount   int
+}
+
+// TestCompleteTypedResult completes in the console a task whose result is
+// a Go struct without tags: {"approved": true} reaches Approved, and a key
+// the struct lacks is refused with nothing written.
+func TestCompleteTypedResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	require.NoError(t, chronicle.RegisterWorkflow(d.Engine, "order-refund", func(ctx *chronicle.Context, order string) (string, error) {
+		task := ctx.CreateTask("approve-refund", order, &chronicle.TaskOptions{TaskID: "refund-" + order, Roles: []string{"finance"}})
+		a, err := chronicle.WaitTask[refundApproval](ctx, task)
+		if err != nil || !a.Approved {
+			return "rejected by finance", err
+		}
+		return "refunded " + strconv.Itoa(a.Amount), nil
+	}))
+	_, err := d.Engine.Start(ctx, "order-refund", "R-1", &chronicle.StartOptions{InstanceID: "R-1"})
+	require.NoError(t, err)
+	require.NoError(t, d.Drain(ctx))
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{Actions: true, User: as(chronicle.User{ID: "fin", Roles: []string{"finance"}})}))
+	tok := b.token("/task?id=refund-R-1")
+	page := b.get("/task?id=refund-R-1")
+	require.Contains(t, page.body, `The workflow reads the result as <code>console_test.refundApproval</code>`)
+	require.Contains(t, page.body, `placeholder="{&#34;Approved&#34;:false,&#34;Amount&#34;:0}"`)
+
+	p := b.post("/actions/complete", url.Values{"csrf": {tok}, "id": {"refund-R-1"}, "result": {`{"aproved": true}`}})
+	require.Equal(t, http.StatusBadRequest, p.code, p.body)
+	require.Contains(t, p.body, `does not decode to console_test.refundApproval: unknown field &#34;aproved&#34;`)
+	require.NoError(t, d.Drain(ctx))
+	task, err := d.Engine.GetTask(ctx, "refund-R-1")
+	require.NoError(t, err)
+	require.Equal(t, chronicle.TaskOpen, task.Status, "nothing written")
+
+	p = b.post("/actions/complete", url.Values{"csrf": {tok}, "id": {"refund-R-1"}, "result": {`{"approved": true, "amount": 250}`}})
+	require.Equal(t, http.StatusSeeOther, p.code, p.body)
+	require.NoError(t, d.Drain(ctx))
+	in, err := d.Engine.Describe(ctx, "R-1")
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, in.Result(&out))
+	require.Equal(t, "refunded 250", out)
+}
+
+// TestChainBadgeWithKeys: with Options.Keys the chain badge reports what
+// the signed checkpoints find. A history rewritten with every hash
+// recomputed keeps a plain hash chain intact ("verified"); the keys name
+// the rewrite.
+func TestChainBadgeWithKeys(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	seedKey := make([]byte, ed25519.SeedSize)
+	copy(seedKey, "console")
+	signer, err := chronicle.NewEd25519Signer("2026-11", ed25519.NewKeyFromSeed(seedKey))
+	require.NoError(t, err)
+	keys := &chronicle.Keyring{}
+	require.NoError(t, keys.Add("2026-11", signer.Public()))
+	e, err := chronicle.New(d.Store, chronicle.Options{Checkpoints: &chronicle.CheckpointOptions{Signer: signer}})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	c, err := e.SweepCheckpoint(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, c)
+
+	signed := newBrowser(t, newConsole(t, d.Engine, console.Options{Keys: keys}))
+	plain := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	p := signed.get("/instance?id=CLM-1001")
+	require.Regexp(t, `<p class="chain ok" id="chain-status">Hash chain verified against signed checkpoint 1: (\d+) events, covered up to seq (\d+)\.</p>`, p.body)
+
+	require.True(t, d.Store.(*memory.Store).RewriteHistory("CLM-1001", func(ev []history.Event) []history.Event {
+		ev[2].Actor = "user:mallory"
+		return ev
+	}))
+	p = plain.get("/instance?id=CLM-1001")
+	require.Contains(t, p.body, `<p class="chain ok" id="chain-status">Hash chain verified:`, "without keys a resealed forgery looks verified")
+	p = signed.get("/instance?id=CLM-1001")
+	require.Contains(t, p.body, `<p class="chain broken" id="chain-status">History FORGED: history rewritten after checkpoint 1: it differs at covered seq`)
+	require.Contains(t, p.body, "Do not rebuild projections")
+	p = signed.get("/instance?id=CLM-1002")
+	require.Contains(t, p.body, `class="chain ok"`, "other histories still verify")
 }

@@ -55,7 +55,20 @@
 // request forgery twice: the form must carry the token of the console's
 // cookie (random per browser session, HttpOnly, SameSite=Strict, compared
 // in constant time), and the browser's Sec-Fetch-Site or Origin header
-// must not name another site ([http.CrossOriginProtection]).
+// must not name another site ([http.CrossOriginProtection]). A human
+// task's result is typed as JSON and completed with
+// [chronicle.Engine.CompleteTaskJSON], which refuses a result that does
+// not fit the type the workflow reads it as.
+//
+// # Host names
+//
+// A console that a browser reaches directly, not through a proxy that
+// checks the name, should set [Options].AllowedHosts: a request for any
+// other Host is answered 421 Misdirected Request before any page, file or
+// action. Otherwise a web page whose name its DNS server re-points at the
+// console's address (DNS rebinding) is same-origin with it: it could read
+// every page, with the CSRF token, and act. chronicle ui sets it to the
+// names it listens as.
 //
 // # Headers
 //

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/resulttype"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 	"github.com/chronicleflow/chronicle/provider"
 )
@@ -134,6 +137,15 @@ type chain struct {
 	Reason string
 	// Err is set when the history could not be read at all.
 	Err string
+	// Signed is set when the console has keys: the fields below say what
+	// the signed checkpoints found.
+	Signed bool
+	// CoveredSeq is the highest seq a checkpoint covers (0: not yet
+	// covered), Checkpoint its number.
+	CoveredSeq, Checkpoint int64
+	// Forged says how the history contradicts its checkpoints; "" when
+	// it does not.
+	Forged string
 }
 
 // eventRow is one event of the history table.
@@ -253,6 +265,9 @@ func (c *console) instance(w http.ResponseWriter, r *http.Request) {
 		p.Chain.Seq, p.Chain.Reason = broken.Seq, broken.Reason
 	} else if p.Chain.Err == "" && p.Chain.Seq == 0 {
 		p.Chain.Verified = true
+	}
+	if c.opts.Keys != nil && p.Chain.Verified {
+		c.checkSigned(ctx, id, &p.Chain)
 	}
 	if diffs, err := c.engine.CheckProjections(ctx, id); err != nil {
 		p.CheckErr = err.Error()
@@ -462,6 +477,9 @@ type taskPage struct {
 	taskDetail
 	// Open says whether the task actions apply.
 	Open bool
+	// ResultType names the Go type the workflow reads the result as, and
+	// ResultExample is its zero value as JSON, when the task records it.
+	ResultType, ResultExample string
 }
 
 func (c *console) task(w http.ResponseWriter, r *http.Request) {
@@ -471,5 +489,61 @@ func (c *console) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := taskPage{taskDetail: c.taskDetail(r, *t), Open: t.Status == chronicle.TaskOpen}
+	if p.Open {
+		p.ResultType, p.ResultExample = c.resultType(r, t)
+	}
 	c.render(w, r, http.StatusOK, "task", "Task "+t.TaskID, "tasks", p)
+}
+
+// resultType returns the name of the type the workflow of task t reads
+// its result as and a JSON template of it, both "" when its TaskCreated
+// records none (or cannot be read: the page goes on without them).
+func (c *console) resultType(r *http.Request, t *chronicle.TaskInfo) (name, example string) {
+	events, err := c.engine.History(r.Context(), t.InstanceID)
+	if err != nil {
+		return "", ""
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := &events[i]
+		if e.Kind != history.KindTaskCreated || e.ExecutionID != t.ExecutionID {
+			continue
+		}
+		a, err := e.Attributes()
+		if err != nil {
+			return "", ""
+		}
+		created := a.(*history.TaskCreated)
+		if created.TaskID != t.TaskID || created.ResultType == nil {
+			continue
+		}
+		example, err := resulttype.Example(created.ResultType)
+		if err != nil {
+			return "", ""
+		}
+		return created.ResultType.Name, example
+	}
+	return "", ""
+}
+
+// checkSigned fills in what the signed checkpoints say of an instance's
+// history.
+func (c *console) checkSigned(ctx context.Context, id string, ch *chain) {
+	res, gaps, err := c.engine.VerifyInstanceCheckpoints(ctx, c.opts.Keys, id)
+	if err != nil {
+		ch.Verified, ch.Err = false, "checkpoints not checked: "+err.Error()
+		return
+	}
+	ch.Signed, ch.CoveredSeq, ch.Checkpoint = true, res.CoveredSeq, res.Checkpoint
+	var m *chronicle.CheckpointMismatchError
+	switch {
+	case errors.As(res.Err, &m):
+		ch.Forged = fmt.Sprintf("history rewritten after checkpoint %d: it differs at covered seq %d (matches up to seq %d)", m.Checkpoint, m.Seq, m.GoodSeq)
+	case res.Err != nil:
+		ch.Forged = res.Err.Error()
+	case len(gaps) > 0:
+		ch.Forged = fmt.Sprintf("checkpoint chain broken at %d: %s", gaps[0].Number, gaps[0].Reason)
+	}
+	if ch.Forged != "" {
+		ch.Verified = false
+	}
 }

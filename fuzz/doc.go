@@ -20,6 +20,12 @@
 // machine (rounds_rapid_test.go) runs scripted turns without the replayer;
 // the workflows machine (workflows_rapid_test.go) runs real workflow code.
 //
+// TestRapidCheckpointAdversary (checkpoints_rapid_test.go) runs workflows
+// with signed checkpoints, purges and reused ids, then lets an adversary
+// with full write access to the store and no key edit, delete and insert
+// rows of every table, and checks that checkpoint verification reports
+// the attack or that it changed nothing a signature covered.
+//
 // regression_test.go and workflows_regression_test.go hold plain
 // reproductions of the bugs the rapid tests found, so they stay fixed.
 package fuzz

@@ -171,6 +171,7 @@ func drawSharedChild(t *rapid.T, label string) scripted.Step {
 func (m *machine) run(t *rapid.T) {
 	t.Repeat(map[string]func(*rapid.T){
 		"":          m.check,
+		"outage":    m.outage,
 		"start":     m.start,
 		"signal":    m.signal,
 		"round":     m.round,

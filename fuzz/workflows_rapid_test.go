@@ -57,7 +57,9 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 		m.run(rt)
 		total.add(&m.stats)
 	})
-	t.Logf("over all checks on %s: %s; %s", backend.name, total.String(), total.purgeStats.String())
+	t.Logf("over all checks on %s: %s", backend.name, total.String())
+	t.Logf("outages on %s: %s", backend.name, total.outageStats.String())
+	t.Logf("purges, redrives and zombies across purges on %s: %s", backend.name, total.purgeStats.String())
 	require.Empty(t, wfLeaks(before, 5*time.Second), "workflow goroutines left running")
 	if checks < wfCoverageChecks {
 		// Rare actions need more checks than a short run (the race
@@ -66,6 +68,8 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 		return
 	}
 	// The checks must have exercised what they claim to.
+	require.Positive(t, total.outages, "no outage")
+	require.Positive(t, total.late, "no signal or task action that arrived before a timer was due applied ahead of it after an outage")
 	require.Positive(t, total.crashes, "no crash injected")
 	require.Positive(t, total.faults, "no fault injected")
 	require.Positive(t, total.zombieRounds, "no zombie round")
@@ -118,11 +122,13 @@ type wfStats struct {
 	timeouts, signalled, racesTimer, racesSignal, carried, turns                     int
 	tasks, tasksCompleted, taskTimeouts, taskMoves, taskRaces, rejected, projections int
 	panics                                                                           int
+	outageStats
 }
 
 // add adds the counts of o to s.
 func (s *wfStats) add(o *wfStats) {
 	s.rigStats.add(&o.rigStats)
+	s.outageStats.add(&o.outageStats)
 	s.terminated += o.terminated
 	s.continued += o.continued
 	s.restarted += o.restarted
@@ -178,6 +184,8 @@ type wfMachine struct {
 	// taskActions holds the ids of the task actions sent, the only
 	// messages a round may dead-letter (rejected by its re-check).
 	taskActions map[string]bool
+	// arrivals holds when the signals and task actions sent took effect.
+	arrivals arrivals
 
 	// poison maps the tags of poisoned signals to how many more times the
 	// nodes' fold of the custom projection panics on them.
@@ -248,6 +256,7 @@ func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 	cacheSize := rapid.SampledFrom([]int{0, 1, 2, -1}).Draw(t, "cache size")
 	// A small batch limit splits an instance's messages over rounds.
 	batchLimit := rapid.SampledFrom([]int{0, 0, 1, 2}).Draw(t, "batch limit")
+	m.arrivals = newArrivals(batchLimit)
 	for _, name := range []string{"n1", "n2"} {
 		env := &wfEnv{sideEffect: counterSideEffects(&m.effects)}
 		m.addNode(t, name,
@@ -260,6 +269,7 @@ func newWfMachine(t *rapid.T, backend *wfBackend) *wfMachine {
 func (m *wfMachine) run(t *rapid.T) {
 	t.Repeat(map[string]func(*rapid.T){
 		"":          m.check,
+		"outage":    m.outage,
 		"start":     m.start,
 		"signal":    m.signal,
 		"signal2":   m.signal,
@@ -385,6 +395,7 @@ func (m *wfMachine) signalMessage(t *rapid.T) provider.Message {
 	}
 	// A delay reorders deliveries.
 	msg.VisibleAt = m.clock.Now().Add(time.Duration(rapid.IntRange(0, 90).Draw(t, "delay")) * time.Second)
+	m.arrivals.sent(tag, m.clock.Now(), &msg)
 	return msg
 }
 
@@ -604,6 +615,7 @@ func (m *wfMachine) check(t *rapid.T) {
 		}
 		m.prev[id] = wfSeen{events: events, snap: snap}
 		m.checkProjections(t, id, events, snap)
+		m.checkArrivalOrder(t, id, events)
 		if err := wfOnceEach(events); err != nil {
 			t.Fatalf("%s: %v\n%s", id, err, wfDump(events))
 		}

@@ -130,6 +130,7 @@ func (m *wfMachine) sendTaskAction(t *rapid.T, task *provider.TaskRecord, a wfTa
 		t.Fatal(err)
 	}
 	m.taskActions[msgID] = true
+	m.arrivals.sent("task action "+msgID, m.clock.Now(), &msg)
 	m.enqueue(t, msg)
 }
 

@@ -27,10 +27,16 @@ var (
 // CheckpointLeaf is the head of one instance's history as a checkpoint
 // commits to it: the last event's Seq and Hash. Since each event's hash
 // covers its predecessor's, a leaf commits to the whole history up to Seq.
+//
+// A leaf with Purged set is a signed tombstone: the history ending at Seq
+// and Hash is the final head of an incarnation of the instance id, which
+// a purge may delete after this checkpoint. Only such a leaf explains
+// covered history that is gone; an unsigned tombstone row never does.
 type CheckpointLeaf struct {
 	InstanceID string `json:"instance_id"`
 	Seq        int64  `json:"seq"`
 	Hash       []byte `json:"hash"`
+	Purged     bool   `json:"purged,omitempty"`
 }
 
 // Checkpoint is a signed commitment to the heads of the instances that
@@ -108,36 +114,56 @@ func (c *Checkpoint) Seal(s Signer) error {
 	return nil
 }
 
-// Verify checks a checkpoint on its own: its leaves (when it carries them)
-// are sorted, unique and give Root, its Hash is that of its signed bytes
-// and its Signature verifies with the key of KeyID in keys. Errors wrap
-// ErrMalformedCheckpoint, ErrUnknownKey or ErrBadSignature. The chain
-// (Number and PrevHash against the previous checkpoint) is the caller's.
+// Verify checks a stored checkpoint on its own: it carries all its leaves
+// (exactly Size of them: a checkpoint whose leaves are missing proves
+// nothing and fails), sorted, unique and giving Root; its Hash is that of
+// its signed bytes and its Signature verifies with the key of KeyID in
+// keys. Errors wrap ErrMalformedCheckpoint, ErrUnknownKey or
+// ErrBadSignature. The chain (Number and PrevHash against the previous
+// checkpoint) is the caller's. A checkpoint as an export carries it,
+// without leaves, is checked by [CheckpointProof.Verify].
 func (c *Checkpoint) Verify(keys *Keyring) error {
 	if err := keys.check(); err != nil {
 		return err
 	}
+	if err := c.VerifyShape(); err != nil {
+		return err
+	}
+	return keys.verify(c.KeyID, c.SignedBytes(), c.Signature, c.Number)
+}
+
+// VerifyShape checks what [Checkpoint.Verify] checks except the
+// signature: every leaf present, sorted, unique and giving Root, and Hash
+// the hash of the signed bytes. It needs no key; alone it proves nothing
+// against someone who can write the store, only that the checkpoint was
+// not damaged.
+func (c *Checkpoint) VerifyShape() error {
+	if err := c.verifyHeader(); err != nil {
+		return err
+	}
+	if len(c.Leaves) != c.Size {
+		return fmt.Errorf("%w: checkpoint %d has %d leaves, says %d", ErrMalformedCheckpoint, c.Number, len(c.Leaves), c.Size)
+	}
+	for i := 1; i < len(c.Leaves); i++ {
+		if c.Leaves[i].InstanceID <= c.Leaves[i-1].InstanceID {
+			return fmt.Errorf("%w: checkpoint %d: leaves not sorted and unique", ErrMalformedCheckpoint, c.Number)
+		}
+	}
+	if !bytes.Equal(MerkleRoot(c.Leaves), c.Root) {
+		return fmt.Errorf("%w: checkpoint %d: leaves do not give its root", ErrMalformedCheckpoint, c.Number)
+	}
+	return nil
+}
+
+// verifyHeader checks the fields of a checkpoint without its leaves.
+func (c *Checkpoint) verifyHeader() error {
 	if c.Number < 1 || len(c.Root) != HashSize || c.Size < 0 {
 		return fmt.Errorf("%w: checkpoint %d: bad number, root or size", ErrMalformedCheckpoint, c.Number)
 	}
-	if len(c.Leaves) > 0 || c.Size == 0 {
-		if len(c.Leaves) != c.Size {
-			return fmt.Errorf("%w: checkpoint %d has %d leaves, says %d", ErrMalformedCheckpoint, c.Number, len(c.Leaves), c.Size)
-		}
-		for i := 1; i < len(c.Leaves); i++ {
-			if c.Leaves[i].InstanceID <= c.Leaves[i-1].InstanceID {
-				return fmt.Errorf("%w: checkpoint %d: leaves not sorted and unique", ErrMalformedCheckpoint, c.Number)
-			}
-		}
-		if !bytes.Equal(MerkleRoot(c.Leaves), c.Root) {
-			return fmt.Errorf("%w: checkpoint %d: leaves do not give its root", ErrMalformedCheckpoint, c.Number)
-		}
-	}
-	msg := c.SignedBytes()
-	if sum := sha256.Sum256(msg); !bytes.Equal(sum[:], c.Hash) {
+	if sum := sha256.Sum256(c.SignedBytes()); !bytes.Equal(sum[:], c.Hash) {
 		return fmt.Errorf("%w: checkpoint %d: hash does not match content", ErrMalformedCheckpoint, c.Number)
 	}
-	return keys.verify(c.KeyID, msg, c.Signature, c.Number)
+	return nil
 }
 
 // Leaf returns the checkpoint's leaf of an instance; ok is false when the
@@ -156,16 +182,24 @@ func (c *Checkpoint) Leaf(instanceID string) (leaf CheckpointLeaf, index int, ok
 
 // LeafHash returns the Merkle leaf hash of a checkpoint leaf: SHA-256 of
 // 0x00, the length-prefixed instance id, Seq (8 bytes big-endian) and the
-// length-prefixed head hash.
+// length-prefixed head hash, followed for a tombstone leaf (Purged) by
+// the 7 bytes "\x00purged". Every field before it is length-prefixed, so
+// no head leaf hashes the bytes of a tombstone leaf.
 func LeafHash(l CheckpointLeaf) []byte {
-	b := make([]byte, 0, 1+4+len(l.InstanceID)+8+4+len(l.Hash))
+	b := make([]byte, 0, 1+4+len(l.InstanceID)+8+4+len(l.Hash)+len(purgedMark))
 	b = append(b, 0x00)
 	b = appendBytes(b, []byte(l.InstanceID))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.Seq))
 	b = appendBytes(b, l.Hash)
+	if l.Purged {
+		b = append(b, purgedMark...)
+	}
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
+
+// purgedMark ends the hashed bytes of a tombstone leaf.
+const purgedMark = "\x00purged"
 
 func nodeHash(left, right []byte) []byte {
 	h := sha256.New()

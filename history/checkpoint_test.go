@@ -116,3 +116,67 @@ func TestKeyringText(t *testing.T) {
 		}
 	}
 }
+
+// A stored checkpoint whose leaf rows are gone proves nothing: it fails,
+// rather than passing with the Merkle check skipped.
+func TestCheckpointWithMissingLeavesFails(t *testing.T) {
+	s := testSigner(t, "k1")
+	keys := &history.Keyring{}
+	if err := keys.Add("k1", s.Public()); err != nil {
+		t.Fatal(err)
+	}
+	c := &history.Checkpoint{Number: 1, At: time.Now(), Leaves: leaves(3)}
+	if err := c.Seal(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, kept := range [][]history.CheckpointLeaf{nil, c.Leaves[:2], c.Leaves[1:]} {
+		stripped := *c
+		stripped.Leaves = kept
+		if err := stripped.Verify(keys); !errors.Is(err, history.ErrMalformedCheckpoint) {
+			t.Fatalf("a checkpoint of 3 leaves verified with %d: %v", len(kept), err)
+		}
+	}
+	// The export form (no leaves, one leaf with its proof) still verifies.
+	p, ok := history.NewCheckpointProof(c, "i-001")
+	if !ok {
+		t.Fatal("no proof")
+	}
+	if err := p.Verify(keys); err != nil {
+		t.Fatalf("proof: %v", err)
+	}
+}
+
+// A tombstone leaf is a leaf of its own: it does not verify as the head
+// leaf with the same seq and hash, nor the reverse.
+func TestTombstoneLeafIsSigned(t *testing.T) {
+	s := testSigner(t, "k1")
+	keys := &history.Keyring{}
+	if err := keys.Add("k1", s.Public()); err != nil {
+		t.Fatal(err)
+	}
+	ls := leaves(3)
+	ls[1].Purged = true
+	c := &history.Checkpoint{Number: 1, At: time.Now(), Leaves: ls}
+	if err := c.Seal(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(keys); err != nil {
+		t.Fatal(err)
+	}
+	flipped := *c
+	flipped.Leaves = leaves(3)
+	if err := flipped.Verify(keys); !errors.Is(err, history.ErrMalformedCheckpoint) {
+		t.Fatalf("a tombstone leaf verified as a head: %v", err)
+	}
+	p, _ := history.NewCheckpointProof(c, "i-001")
+	if !p.Leaf.Purged {
+		t.Fatal("the proof lost the tombstone flag")
+	}
+	p.Leaf.Purged = false
+	if err := p.Verify(keys); !errors.Is(err, history.ErrMalformedCheckpoint) {
+		t.Fatalf("a tombstone's proof verified as a head's: %v", err)
+	}
+	if bytes.Equal(history.LeafHash(ls[1]), history.LeafHash(leaves(3)[1])) {
+		t.Fatal("tombstone and head leaves hash alike")
+	}
+}

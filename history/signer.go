@@ -95,6 +95,16 @@ func (k *Keyring) Add(keyID string, pub crypto.PublicKey) error {
 // Len returns how many keys the keyring holds.
 func (k *Keyring) Len() int { return len(k.keys) }
 
+// Key returns the public key of a key id; ok is false when the keyring
+// does not hold it.
+func (k *Keyring) Key(keyID string) (pub ed25519.PublicKey, ok bool) {
+	if k == nil {
+		return nil, false
+	}
+	pub, ok = k.keys[keyID]
+	return slices.Clone(pub), ok
+}
+
 // KeyIDs returns the key ids, sorted.
 func (k *Keyring) KeyIDs() []string {
 	ids := make([]string, 0, len(k.keys))

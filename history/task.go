@@ -10,6 +10,48 @@ type TaskCreated struct {
 	Assignee string    `msgpack:"assignee,omitempty" json:"assignee,omitempty"`
 	Payload  []byte    `msgpack:"payload,omitempty" json:"payload,omitempty"`
 	Due      time.Time `msgpack:"due,omitempty" json:"due,omitempty"`
+	// Codec names the codec the workflow decodes the task's result with
+	// ("msgpack", "json"); a completion encodes the result with it. Empty
+	// in histories written before it was recorded.
+	Codec string `msgpack:"codec,omitempty" json:"codec,omitempty"`
+	// ResultType describes the Go type the workflow decodes the result
+	// into, when the workflow asked for it in the turn that opened the
+	// task; nil otherwise.
+	ResultType *ResultType `msgpack:"result_type,omitempty" json:"result_type,omitempty"`
+}
+
+// ResultType describes a Go type well enough for a client that does not
+// have it to check a task result against it and encode the result so that
+// the workflow decodes it: its kind, and for a struct its exported fields
+// with the keys their tags give them.
+type ResultType struct {
+	// Kind is one of bool, int, int8, int16, int32, int64, uint, uint8,
+	// uint16, uint32, uint64, float32, float64, string, bytes, time,
+	// slice, array, map, struct, pointer and any (a value of any shape:
+	// an interface, or a type that decodes itself).
+	Kind string `msgpack:"kind" json:"kind"`
+	// Name is the Go type's name, such as "billing.Approval", for
+	// messages.
+	Name string `msgpack:"name,omitempty" json:"name,omitempty"`
+	// Elem is the element type of a slice, array, map or pointer.
+	Elem *ResultType `msgpack:"elem,omitempty" json:"elem,omitempty"`
+	// Key is the key type of a map.
+	Key *ResultType `msgpack:"key,omitempty" json:"key,omitempty"`
+	// Len is the length of an array.
+	Len int `msgpack:"len,omitempty" json:"len,omitempty"`
+	// Fields are the exported fields of a struct, in order.
+	Fields []ResultField `msgpack:"fields,omitempty" json:"fields,omitempty"`
+}
+
+// ResultField is a field of a struct [ResultType].
+type ResultField struct {
+	// Name is the Go field's name.
+	Name string `msgpack:"name" json:"name"`
+	// Tag holds the field's json and msgpack tags, which name its keys.
+	Tag string `msgpack:"tag,omitempty" json:"tag,omitempty"`
+	// Embedded is set for an embedded struct, whose fields are promoted.
+	Embedded bool       `msgpack:"embedded,omitempty" json:"embedded,omitempty"`
+	Type     ResultType `msgpack:"type" json:"type"`
 }
 
 // TaskAssigned records that a task was claimed or assigned. The event's

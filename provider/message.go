@@ -32,7 +32,10 @@ type Message struct {
 	// VisibleAt delays delivery (timers, retry backoff).
 	VisibleAt time.Time
 	// EnqueuedAt is when the message was first enqueued; providers keep
-	// messages of one instance in enqueue order.
+	// messages of one instance in enqueue order. A round applies the
+	// messages of its batch in the order they took effect: when they
+	// arrived (EnqueuedAt) or, when delayed, came due (VisibleAt); so a
+	// provider returns both as they were enqueued.
 	EnqueuedAt time.Time
 	// Attempts counts earlier deliveries whose round failed and was
 	// abandoned. A round whose process died is not counted: its

@@ -86,8 +86,10 @@ type Store interface {
 	// queued (ids no longer queued are ignored), and holds the instance
 	// until VisibleAt: none of its messages, not even ones enqueued later,
 	// is dequeued before then, so a failure never reorders an instance's
-	// messages. In peek-lock mode each message's count is written first
-	// and the instance's hold last.
+	// messages. The hold is the instance's: each message keeps its
+	// VisibleAt and EnqueuedAt, by which rounds order their batches. In
+	// peek-lock mode each message's count is written first and the
+	// instance's hold last.
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 
 	// NextVisibleAt returns the earliest time at which an instance can be
@@ -371,8 +373,11 @@ type Tx interface {
 	// DequeueInstance locks one instance that has visible messages and is
 	// neither held (see AbandonMessages) nor locked by another round
 	// (skipping locked ones, never waiting for them), and returns its
-	// visible messages in enqueue order, at most Limit. It returns nil, nil when no instance has work. The messages
-	// stay queued until acked; the lock lasts until the transaction ends.
+	// visible messages in enqueue order, the first Limit of them, each
+	// with the VisibleAt and EnqueuedAt it was queued with (the runner
+	// applies them in the order they took effect). It returns nil, nil
+	// when no instance has work. The messages stay queued until acked;
+	// the lock lasts until the transaction ends.
 	DequeueInstance(ctx context.Context, p *DequeueParams) (*Batch, error)
 	// DeadLetterMessages moves messages of the locked instance to the
 	// dead-letter store and sets the instance's incident.
@@ -401,8 +406,9 @@ type LeaseStore interface {
 	// LeaseInstance leases one instance that has visible messages, is not
 	// held (see AbandonMessages), is not being purged and has no live lease (none, or one that
 	// expired at or before Now): it sets a new token, increments the
-	// instance's fencing epoch and returns the visible messages in enqueue
-	// order, at most Limit. It returns nil, nil when no instance has work.
+	// instance's fencing epoch and returns the visible messages as
+	// DequeueInstance does (enqueue order, the first Limit, with their
+	// times). It returns nil, nil when no instance has work.
 	LeaseInstance(ctx context.Context, p *LeaseParams) (*Lease, error)
 	// RenewLease extends a live lease; ErrLeaseLost unless the token still
 	// matches.

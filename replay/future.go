@@ -1,5 +1,7 @@
 package replay
 
+import "reflect"
+
 // Future is the pending result of something workflow code started: an
 // activity, a timer, a sub-workflow, a wait for a signal or a human task, a
 // coroutine. Get blocks the calling workflow coroutine until the result is
@@ -27,6 +29,9 @@ type future struct {
 	signalled bool
 	timer     int64
 	onGet     func()
+	// expect, when set, is told the out of the first Get (a task's
+	// future records the result type).
+	expect func(out any)
 }
 
 func (x *executor) newFuture(seq int64, name string) *future {
@@ -50,6 +55,13 @@ func (f *future) Get(out any) error {
 	x := f.x
 	if x.current == nil {
 		panic("chronicle: Future.Get called outside workflow code")
+	}
+	if f.expect != nil {
+		expect := f.expect
+		f.expect = nil
+		if out != nil && reflect.TypeOf(out).Kind() == reflect.Pointer {
+			expect(out)
+		}
 	}
 	x.current.wait(func() bool { return f.done })
 	if f.onGet != nil {

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -53,8 +54,27 @@ func (c *Context) CreateTask(name string, payload any, opts *TaskOptions) *Task 
 	if err := history.ValidateID("task id", id); err != nil {
 		return &Task{x: x, f: x.failedFuture(err)}
 	}
-	x.command(&history.TaskCreated{TaskID: id, Name: name, Roles: o.Roles, Assignee: o.Assignee, Payload: data, Due: o.Due.UTC()}, "")
+	created := &history.TaskCreated{TaskID: id, Name: name, Roles: o.Roles, Assignee: o.Assignee, Payload: data, Due: o.Due.UTC(),
+		Codec: x.r.opts.Codec.Name()}
+	live, turn, at := !x.replaying, x.turnSeq, len(x.produced)
+	x.command(created, "")
 	f := x.newFuture(0, name)
+	if live {
+		// The first Get of the result tells its type: recorded on the
+		// TaskCreated while it is still this turn's, so that clients
+		// without the workflow's types can check a result against it.
+		f.expect = func(out any) {
+			if out == nil || x.replaying || x.turnSeq != turn || at >= len(x.produced) || x.produced[at].Kind != history.KindTaskCreated {
+				return
+			}
+			created.ResultType = history.DescribeResultType(reflect.TypeOf(out).Elem())
+			payload, err := history.EncodeAttributes(created)
+			if err != nil {
+				return
+			}
+			x.produced[at].Payload = payload
+		}
+	}
 	if x.tasks == nil {
 		x.tasks = map[string]*future{}
 	}

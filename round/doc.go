@@ -1,8 +1,10 @@
 // Package round is the resume protocol of a workflow instance: the runner
 // of its rounds and the activity worker.
 //
-// A round resumes one instance: it takes the instance's visible messages,
-// loads its state, drops duplicates and stale messages, runs the workflow
+// A round resumes one instance: it takes the instance's visible messages
+// and puts them in the order they took effect (when each arrived or, for a
+// timer, came due; not the order they were queued in), loads its state,
+// drops duplicates and stale messages, runs the workflow
 // code to its next wait, appends the new events to history, folds them into
 // the snapshot and projections, enqueues the work they cause and acks the
 // messages. [Runner] drives rounds; [ActivityWorker] runs activity tasks

@@ -93,7 +93,10 @@ type RunnerOptions struct {
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.
 	MaxDeliveries int
-	// BatchLimit bounds the messages of one round. Default 100.
+	// BatchLimit bounds the messages of one round. Default 100. A round
+	// that takes a full batch leaves the timers due after its latest
+	// arrival for the next round, which sees what was queued behind them
+	// (docs/semantics.md, "Order of an instance's messages").
 	BatchLimit int
 	// GroupSize is how many instances' rounds a transactional store runs
 	// in one transaction (group commit): each instance is dequeued,
@@ -303,6 +306,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			if err != nil || b == nil {
 				return err
 			}
+			b.Messages = effectOrder(b.Messages, r.opts.BatchLimit)
 			m := &member{batch: b}
 			group = append(group, m)
 			if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
@@ -393,6 +397,9 @@ func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	if lease == nil {
 		return nil, nil
 	}
+	// The messages the round leaves for later are not part of its
+	// delivery: neither acked, counted nor dead-lettered with it.
+	lease.Messages = effectOrder(lease.Messages, r.opts.BatchLimit)
 	roundCtx, release := r.keepLease(ctx, lease)
 	err = r.opts.Hooks.crash(roundCtx, AfterDequeue, lease.InstanceID)
 	var (

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -139,21 +140,29 @@ func runCheckpointWrite(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A refusal still writes the checkpoint of the heads that passed;
+	// it is printed, then the refusal fails the command.
 	cp, err := e.SweepCheckpoint(c.ctx)
+	var refused *chronicle.CheckpointRefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	switch {
+	case cp == nil && c.json:
+		err = c.printJSON(nil)
+	case cp == nil:
+		c.printf("every committed head is covered already\n")
+	case c.json:
+		err = c.printJSON(toCheckpointJSON(cp))
+	default:
+		c.printf("checkpoint %d: %d instances, key %s, hash %s\n", cp.Number, cp.Size, cp.KeyID, hex.EncodeToString(cp.Hash))
+	}
 	if err != nil {
 		return err
 	}
-	if cp == nil {
-		if c.json {
-			return c.printJSON(nil)
-		}
-		c.printf("no instance changed since the latest checkpoint\n")
-		return nil
+	if refused != nil {
+		return refused
 	}
-	if c.json {
-		return c.printJSON(toCheckpointJSON(cp))
-	}
-	c.printf("checkpoint %d: %d instances, key %s, hash %s\n", cp.Number, cp.Size, cp.KeyID, hex.EncodeToString(cp.Hash))
 	return nil
 }
 
@@ -181,11 +190,15 @@ func runCheckpointList(c *cli, cmd *command, args []string) error {
 	if c.json {
 		return c.printJSON(out)
 	}
+	if len(out) == 0 {
+		c.printf("no checkpoints\n")
+		return nil
+	}
 	rows := make([][]string, len(out))
 	for i, r := range out {
 		rows[i] = []string{fmt.Sprint(r.Number), when(r.At), r.KeyID, fmt.Sprint(r.Leaves), r.Hash}
 	}
-	table(c.stdout, "no checkpoints", []string{"NUMBER", "AT", "KEY", "LEAVES", "HASH"}, rows)
+	table(c.stdout, "", []string{"NUMBER", "AT", "KEY", "LEAVES", "HASH"}, rows)
 	return nil
 }
 
@@ -307,8 +320,13 @@ func (c *cli) verifyExportOffline(keys *chronicle.Keyring, file string) error {
 	if err := chronicle.VerifyExport(events, proofs, keys); err != nil {
 		row = coveredRow(chronicle.CheckpointResult{InstanceID: id, Events: len(events), Err: err})
 	} else {
-		last := proofs[len(proofs)-1]
-		row.CoveredSeq, row.Checkpoint = last.Leaf.Seq, last.Checkpoint.Number
+		// The latest leaf that is an event of the file (the others are
+		// heads of earlier incarnations that signed tombstones explain).
+		for _, p := range proofs {
+			if l := p.Leaf; l.Seq >= 1 && l.Seq <= int64(len(events)) && bytes.Equal(events[l.Seq-1].Hash, l.Hash) && p.Checkpoint.Number > row.Checkpoint {
+				row.CoveredSeq, row.Checkpoint = l.Seq, p.Checkpoint.Number
+			}
+		}
 	}
 	out := checkpointVerifyJSON{OK: row.OK, Checkpoints: len(proofs), Gaps: []gapJSON{}, Instances: []coveredJSON{row}, File: file}
 	if c.json {

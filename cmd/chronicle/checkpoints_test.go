@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,11 +60,21 @@ func TestCheckpointCommands(t *testing.T) {
 	code, stdout, stderr = cli("--sign-key", key, "checkpoint", "write")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "checkpoint 1: 8 instances, key 2026-11")
+	code, stdout, _ = cli("--json", "checkpoint", "list")
+	require.Equal(t, 0, code)
+	var cps []checkpointJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &cps))
+	require.Len(t, cps, 1)
 	code, stdout, _ = cli("checkpoint", "list")
 	require.Equal(t, 0, code)
-	require.Contains(t, stdout, "2026-11")
+	require.Equal(t, "NUMBER  AT                   KEY      LEAVES  HASH\n"+
+		"1       "+when(cps[0].At)+"  2026-11  8       "+cps[0].Hash+"\n", stdout)
 	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
 	require.Equal(t, 0, code, stdout)
+	// A purge that could not sign its tombstones is refused.
+	code, _, stderr = cli("purge", "CLM-1002", "--by", "ops")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--sign-key")
 
 	export := filepath.Join(tmp, "CLM-1001.jsonl")
 	code, stdout, stderr = cli("history", "export", "CLM-1001", "--out", export)
@@ -103,6 +114,20 @@ func TestCheckpointCommands(t *testing.T) {
 	code, stdout, _ = offline("history", "verify", "--archive", forged, "--key", pub)
 	require.Equal(t, 1, code, stdout)
 	require.Contains(t, stdout, "FORGED at seq "+itoa(last))
+
+	// The forger deletes the leaf rows that cover CLM-1001: the
+	// checkpoint they belong to fails, and a sweep signs nothing over it.
+	_, err = conn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "checkpoint_leaves"}.Sanitize()+` WHERE instance_id = $1`, "CLM-1001")
+	require.NoError(t, err)
+	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stdout, "CHECKPOINT GAP at 1")
+	code, stdout, stderr = cli("--sign-key", key, "checkpoint", "write")
+	require.Equal(t, 1, code, "checkpoint write signed over deleted leaves: %s", stdout)
+	require.Contains(t, stderr, "refused to sign")
+	code, stdout, _ = cli("doctor", "--key", pub)
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stdout, "checkpoint chain broken at 1")
 
 	// A keyring file that is not one.
 	bad := filepath.Join(tmp, "bad.pub")

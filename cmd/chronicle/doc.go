@@ -3,13 +3,17 @@
 // histories, works on human tasks, resolves dead letters, rebuilds
 // projections and purges ended instances.
 //
-//	chronicle [--store URL] [--schema NAME] [--json] COMMAND [ARGS]
+//	chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--json] COMMAND [ARGS]
 //
 // # Global flags
 //
 //   - --store URL: the store. "memory" (the default) is Chronicle's embedded
 //     store; a postgres:// (or postgresql://) URL selects PostgreSQL.
 //   - --schema NAME: the PostgreSQL schema holding Chronicle's tables.
+//   - --codec msgpack|json: the codec of the deployment's engines
+//     (Options.Codec; default msgpack), with which payloads are decoded
+//     to be shown. A task result is encoded with the codec its task
+//     records, whatever the flag says.
 //   - --json: print JSON for machines instead of text for people. It is
 //     also accepted after the command: chronicle instances list --json.
 //
@@ -72,6 +76,9 @@
 // broken. --archive verifies an exported or archived file and then checks
 // it against the store: against the tombstone of a purged instance
 // (chronicle.VerifyArchive), or against the same seq of a stored history.
+// --all reports an instance whose start was dead-lettered as "skipped: no
+// history yet" and goes on, as Engine.VerifyAll does; so do the
+// projections commands with --all.
 //
 //	tasks list [--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]
 //
@@ -90,7 +97,12 @@
 // the given roles (see docs/tasks.md for who may do what). "task" in the
 // tool always means a human task; the work items of activity workers
 // appear only as "activity task" items of dead letters. The result of
-// complete is JSON; whole numbers are passed as integers. An action that
+// complete is JSON (Engine.CompleteTaskJSON): when the task records the
+// Go type its workflow reads the result as, keys match its fields as
+// encoding/json matches them, a key it lacks or a value of the wrong kind
+// fails with "chronicle: invalid argument: ..." and nothing is written,
+// and the result is encoded with the codec the workflow decodes with (see
+// docs/tasks.md). An action that
 // is not allowed fails with "chronicle: forbidden: ...", one on a closed
 // task with "chronicle: task closed: ...", both with exit code 1.
 //
@@ -127,7 +139,7 @@
 // error, and instances whose projections fail to fold or differ from
 // their history. The exit code is 1 when it finds any.
 //
-//	ui [--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]
+//	ui [--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]]
 //
 // Serves the operator console (package console) until interrupted, on
 // 127.0.0.1:8080 by default: instances, their timelines, hash chains,
@@ -140,7 +152,10 @@
 // the deployment's workers apply what the console enqueues. The console
 // has no login of its own, so --listen must name a loopback address
 // unless --insecure-listen is given (put an authenticating proxy in front
-// first).
+// first). It answers only requests for the names it listens as (for a
+// loopback address also localhost, 127.0.0.1 and [::1], with the port)
+// and those given with --host; any other Host header gets 421, which
+// defeats DNS rebinding.
 //
 // # Exit codes
 //

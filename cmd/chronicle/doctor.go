@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 )
 
@@ -15,6 +18,18 @@ type doctorJSON struct {
 	DeadLetters   []doctorDeadLetter  `json:"dead_letters"`
 	FailingRounds []doctorFailure     `json:"failing_rounds"`
 	Projections   []doctorProjections `json:"projections"`
+	// Checkpoints is set with --key: what the signed checkpoints say.
+	Checkpoints *doctorCheckpoints `json:"checkpoints,omitempty"`
+}
+
+// doctorCheckpoints is the verification of the signed checkpoints.
+type doctorCheckpoints struct {
+	Checkpoints int   `json:"checkpoints"`
+	Latest      int64 `json:"latest"`
+	// Forged is set when a covered history was rewritten or deleted, or
+	// the chain of checkpoints is broken: the history cannot be trusted.
+	Forged   bool     `json:"forged"`
+	Problems []string `json:"problems"`
 }
 
 type doctorIncident struct {
@@ -47,11 +62,21 @@ type doctorProjections struct {
 
 // runDoctor reports what needs an operator: instances with incidents,
 // dead letters waiting, rounds failing and retried, and projections that
-// fail to fold or differ from history. It exits 1 when it finds any.
+// fail to fold or differ from history; with --key, what the signed
+// checkpoints say of the history. It exits 1 when it finds any.
 func runDoctor(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
+	var keyFiles listFlag
+	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): also verify the history against signed checkpoints")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
+	}
+	var keys *chronicle.Keyring
+	if len(keyFiles) > 0 {
+		var err error
+		if keys, err = readKeyring(keyFiles); err != nil {
+			return err
+		}
 	}
 	e, err := c.open()
 	if err != nil {
@@ -80,6 +105,14 @@ func runDoctor(c *cli, cmd *command, args []string) error {
 		}
 		out.Projections = append(out.Projections, d)
 	}
+	if keys != nil {
+		cp, err := doctorVerifyCheckpoints(c, e, keys)
+		if err != nil {
+			return err
+		}
+		out.Checkpoints = cp
+		out.OK = out.OK && !cp.Forged
+	}
 	if c.json {
 		if err := c.printJSON(out); err != nil {
 			return err
@@ -91,6 +124,35 @@ func runDoctor(c *cli, cmd *command, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// doctorVerifyCheckpoints verifies the store against its signed
+// checkpoints and says what it found, one line a problem.
+func doctorVerifyCheckpoints(c *cli, e *chronicle.Engine, keys *chronicle.Keyring) (*doctorCheckpoints, error) {
+	rep, err := e.VerifyCheckpoints(c.ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := &doctorCheckpoints{Checkpoints: rep.Checkpoints, Latest: rep.Latest, Problems: []string{}}
+	for _, g := range rep.Gaps {
+		out.Problems = append(out.Problems, fmt.Sprintf("checkpoint chain broken at %d: %s", g.Number, g.Reason))
+	}
+	for _, r := range rep.Instances {
+		var m *chronicle.CheckpointMismatchError
+		var broken *history.ChainError
+		switch {
+		case errors.As(r.Err, &m) && m.Deleted:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: deleted without a signed purge; checkpoint %d covers it up to seq %d", r.InstanceID, m.Checkpoint, m.Seq))
+		case errors.As(r.Err, &m):
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: history rewritten after checkpoint %d: it differs at covered seq %d (matches up to seq %d)", r.InstanceID, m.Checkpoint, m.Seq, m.GoodSeq))
+		case errors.As(r.Err, &broken):
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: hash chain broken at seq %d: %s", r.InstanceID, broken.Seq, broken.Reason))
+		case r.Err != nil:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", r.InstanceID, r.Err))
+		}
+	}
+	out.Forged = len(out.Problems) > 0
+	return out, nil
 }
 
 func (c *cli) printDoctor(out *doctorJSON) {
@@ -134,8 +196,24 @@ func (c *cli) printDoctor(out *doctorJSON) {
 			c.printf("  %s: %s\n", p.InstanceID, d)
 		}
 	}
+	if cp := out.Checkpoints; cp != nil {
+		if !cp.Forged {
+			c.printf("signed checkpoints: %d (latest %d), every covered history verified\n", cp.Checkpoints, cp.Latest)
+		} else {
+			c.printf("signed checkpoints: %d (latest %d); the history contradicts them: %d problems\n", cp.Checkpoints, cp.Latest, len(cp.Problems))
+			for _, p := range cp.Problems {
+				c.printf("  %s\n", p)
+			}
+		}
+	}
 	if out.OK {
 		c.printf("ok: %d instances checked, nothing needs an operator\n", out.Instances)
+		return
+	}
+	if out.Checkpoints != nil && out.Checkpoints.Forged {
+		// Rebuilding projections from a forged history would erase the
+		// only trace of what it said before.
+		c.printf("%d instances checked; the stored history was changed after it was signed: do not rebuild projections, they may be the only trace of the original; compare with exports and archives ('chronicle history verify --all --key', docs/audit.md)\n", out.Instances)
 		return
 	}
 	c.printf("%d instances checked; see 'chronicle dlq', 'chronicle instance show' and 'chronicle projections rebuild'\n", out.Instances)

@@ -44,6 +44,10 @@ global flags:
                  oracle://user:password@host:port/service URL (a cgo build)
   --schema NAME  the PostgreSQL schema of Chronicle's tables, the MongoDB
                  database of its collections, or the Oracle schema (owner)
+  --codec msgpack|json
+                 the codec of the deployment's engines (Options.Codec),
+                 to show payloads; task results always take the codec
+                 their task records
   --sign-key FILE
                  sign checkpoints with this Ed25519 key ("KEYID BASE64-SEED",
                  made by keygen): checkpoint write, and purge first

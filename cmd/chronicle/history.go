@@ -135,6 +135,9 @@ type verifyJSON struct {
 	// Archive fields: the file, and what the store says about it.
 	File  string `json:"file,omitempty"`
 	Check string `json:"check,omitempty"`
+	// Skipped says why --all found no history to verify (an instance
+	// whose start was dead-lettered).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // verify checks a history's chain.
@@ -155,6 +158,8 @@ func verify(id string, events []history.Event) verifyJSON {
 // verdict renders a verification for people.
 func (v *verifyJSON) verdict() string {
 	switch {
+	case v.Skipped != "":
+		return "skipped: " + v.Skipped
 	case v.OK:
 		return fmt.Sprintf("ok: %d events, last hash %s", v.Events, v.LastHash)
 	case v.BrokenSeq > 0:
@@ -232,29 +237,33 @@ func runHistoryVerify(c *cli, cmd *command, args []string) error {
 }
 
 func (c *cli) verifyAll(e *chronicle.Engine) error {
-	var results []verifyJSON
-	after := ""
-	for {
-		page, err := e.ListInstances(c.ctx, chronicle.InstanceFilter{AfterID: after, Limit: 500})
-		if err != nil {
-			return err
-		}
-		for _, in := range page {
-			events, err := e.History(c.ctx, in.ID)
-			if err != nil {
-				return err
-			}
-			results = append(results, verify(in.ID, events))
-		}
-		if len(page) < 500 {
-			break
-		}
-		after = page[len(page)-1].ID
+	targets, err := c.allInstances(e)
+	if err != nil {
+		return err
 	}
-	broken := 0
+	var results []verifyJSON
+	for _, t := range targets {
+		if t.skipped == "" {
+			events, err := e.History(c.ctx, t.id)
+			switch {
+			case errors.Is(err, chronicle.ErrInstanceNotFound):
+				t.skipped = gone
+			case err != nil:
+				return err
+			default:
+				results = append(results, verify(t.id, events))
+				continue
+			}
+		}
+		results = append(results, verifyJSON{InstanceID: t.id, OK: true, Skipped: t.skipped})
+	}
+	broken, skipped := 0, 0
 	for _, r := range results {
-		if !r.OK {
+		switch {
+		case !r.OK:
 			broken++
+		case r.Skipped != "":
+			skipped++
 		}
 	}
 	if c.json {
@@ -270,7 +279,11 @@ func (c *cli) verifyAll(e *chronicle.Engine) error {
 			rows[i] = []string{r.InstanceID, r.verdict()}
 		}
 		table(c.stdout, "", []string{"INSTANCE", "CHAIN"}, rows)
-		c.printf("%d histories verified: %d ok, %d broken\n", len(results), len(results)-broken, broken)
+		if skipped == 0 {
+			c.printf("%d histories verified: %d ok, %d broken\n", len(results), len(results)-broken, broken)
+		} else {
+			c.printf("%d histories verified: %d ok, %d broken; %d instances without history skipped\n", len(results)-skipped, len(results)-broken-skipped, broken, skipped)
+		}
 	}
 	if broken > 0 {
 		return errReported

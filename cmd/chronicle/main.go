@@ -43,6 +43,9 @@ type hooks struct {
 	// data is in it and before the command runs (to tamper with history,
 	// say).
 	afterSeed func(*memory.Store)
+	// demoEngine, when set, is called with the demo engine after
+	// afterSeed (to register and run a workflow of the test, say).
+	demoEngine func(*chronicle.Engine)
 	// uiServing, when set, is called by ui once the console listens, with
 	// its address and the engine it shows.
 	uiServing func(addr string, e *chronicle.Engine)
@@ -94,6 +97,8 @@ type cli struct {
 	json     bool
 	// signKey is the signing key file of checkpoints (--sign-key).
 	signKey string
+	// codec is the codec of the deployment's payloads (--codec).
+	codec string
 
 	// Opened on first use by open.
 	engine     *chronicle.Engine
@@ -118,8 +123,13 @@ func usagef(cmd *command, format string, args ...any) error {
 // (a broken chain, projections that differ): exit code 1 and nothing more.
 var errReported = errors.New("problem reported")
 
+// codecs are the codecs --codec names: the deployment's Options.Codec,
+// with which the tool decodes payloads to show them. Task results are
+// encoded with the codec their task records, whatever --codec says.
+var codecs = map[string]chronicle.Codec{"msgpack": chronicle.MsgpackCodec{}, "json": chronicle.JSONCodec{}}
+
 // globalUsage is the usage line of the tool.
-const globalUsage = "chronicle [--store URL] [--schema NAME] [--sign-key FILE] [--json] COMMAND [ARGS]"
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--sign-key FILE] [--json] COMMAND [ARGS]"
 
 func (c *cli) exit(err error) int {
 	var ue *usageError
@@ -152,6 +162,7 @@ func (c *cli) main(args []string) error {
 	fs.StringVar(&c.schema, "schema", "", "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.StringVar(&c.signKey, "sign-key", "", "")
+	fs.StringVar(&c.codec, "codec", "msgpack", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.help(nil)
@@ -160,6 +171,12 @@ func (c *cli) main(args []string) error {
 	}
 	if err := checkStoreURL(c.storeURL); err != nil {
 		return usagef(nil, "%v", err)
+	}
+	if _, ok := codecs[c.codec]; !ok {
+		return usagef(nil, "unsupported --codec %q: use msgpack (the default) or json", c.codec)
+	}
+	if c.codec != "msgpack" && c.storeURL == "memory" {
+		return usagef(nil, "--codec %s: the memory store's demo data is encoded with msgpack", c.codec)
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -196,7 +213,7 @@ func commands() []*command {
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
 		{"history verify", "ID | --all | --archive FILE [--key KEYRING]...", "verify hash chains of stored or exported histories, and with --key their signed checkpoints", runHistoryVerify},
-		{"checkpoint write", "", "sign a checkpoint of the instances changed since the latest (needs --sign-key)", runCheckpointWrite},
+		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
 		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
@@ -213,9 +230,9 @@ func commands() []*command {
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
-		{"doctor", "", "report incidents, dead letters waiting, failing rounds and projections that fail to fold", runDoctor},
+		{"doctor", "[--key FILE]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints contradict", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--keep]", "run the benchmark workloads and print their numbers", runBench},
-		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--actions [--user U] [--roles R1,R2]]", "serve the operator console in a browser", runUI},
+		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}
 }
@@ -363,9 +380,12 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		if c.hooks.afterSeed != nil {
 			c.hooks.afterSeed(mem)
 		}
+		if c.hooks.demoEngine != nil {
+			c.hooks.demoEngine(c.engine)
+		}
 		return c.engine, nil
 	}
-	opts := chronicle.Options{NodeID: "chronicle-cli"}
+	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec]}
 	if c.signKey != "" {
 		s, err := readSigner(c.signKey)
 		if err != nil {

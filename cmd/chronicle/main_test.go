@@ -176,6 +176,7 @@ func TestCommands(t *testing.T) {
 		{"history_verify_nothing", usage, []string{"history", "verify"}},
 		{"history_verify_two_modes", usage, []string{"history", "verify", "CLM-1001", "--all"}},
 		{"history_verify_missing_archive", failed, []string{"history", "verify", "--archive", "$TMP/missing.jsonl"}},
+		{"checkpoint_list_none", ok, []string{"checkpoint", "list"}},
 
 		// tasks list
 		{"tasks_list", ok, []string{"tasks", "list"}},
@@ -259,6 +260,7 @@ func TestCommands(t *testing.T) {
 		{"ui_all_interfaces", usage, []string{"ui", "--listen", ":8080"}},
 		{"ui_bad_listen", usage, []string{"ui", "--listen", "8080"}},
 		{"ui_user_without_actions", usage, []string{"ui", "--user", "ops"}},
+		{"ui_bad_host", usage, []string{"ui", "--listen", "127.0.0.1:0", "--host", "bad host"}},
 
 		// Mistakes.
 		{"no_command", usage, []string{}},
@@ -272,6 +274,7 @@ func TestCommands(t *testing.T) {
 		{"bad_status", usage, []string{"instances", "list", "--status", "sleeping"}},
 		{"bad_time", usage, []string{"instances", "list", "--from", "yesterday"}},
 		{"bad_store", usage, []string{"--store", "mysql://localhost/chronicle", "instances", "list"}},
+		{"codec_memory", usage, []string{"--codec", "json", "instances", "list"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/chronicleflow/chronicle"
 )
 
@@ -13,11 +15,21 @@ type projectionsJSON struct {
 	// OK and Differences are the outcome of a check.
 	OK          bool     `json:"ok"`
 	Differences []string `json:"differences,omitempty"`
+	// Skipped says why --all left an instance alone (its start was
+	// dead-lettered: it has no history yet).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// target is an instance a command works on; skipped, when set, says why
+// --all leaves it alone.
+type target struct {
+	id      string
+	skipped string
 }
 
 // projectionTargets parses the ID | --all arguments of the projections
-// commands and returns the instance ids.
-func (c *cli) projectionTargets(cmd *command, args []string) (*chronicle.Engine, []string, error) {
+// commands and returns the instances.
+func (c *cli) projectionTargets(cmd *command, args []string) (*chronicle.Engine, []target, error) {
 	fs := c.flags(cmd)
 	var all bool
 	fs.BoolVar(&all, "all", false, "every instance of the store")
@@ -33,34 +45,72 @@ func (c *cli) projectionTargets(cmd *command, args []string) (*chronicle.Engine,
 		return nil, nil, err
 	}
 	if !all {
-		return e, pos, nil
+		return e, []target{{id: pos[0]}}, nil
 	}
-	var ids []string
+	targets, err := c.allInstances(e)
+	return e, targets, err
+}
+
+// allInstances lists every instance of the store for the --all commands,
+// the way Engine.ListInstances shows them. An instance whose start was
+// dead-lettered is listed but has no history yet: it is marked skipped,
+// as Engine.VerifyAll and doctor leave it out of their checks.
+func (c *cli) allInstances(e *chronicle.Engine) ([]target, error) {
+	var out []target
 	after := ""
 	for {
 		page, err := e.ListInstances(c.ctx, chronicle.InstanceFilter{AfterID: after, Limit: 500})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, in := range page {
-			ids = append(ids, in.ID)
+			t := target{id: in.ID}
+			if in.Status == chronicle.StatusPending {
+				t.skipped = noHistory(in)
+			}
+			out = append(out, t)
 		}
 		if len(page) < 500 {
-			return e, ids, nil
+			return out, nil
 		}
 		after = page[len(page)-1].ID
 	}
 }
 
+// noHistory says why a pending instance has no history.
+func noHistory(in *chronicle.Instance) string {
+	if in.Incident != "" {
+		return "no history yet, its start was dead-lettered (redrive its dead letter to run it)"
+	}
+	return "no history yet, its start is queued"
+}
+
+// gone is the skip reason of an instance listed by --all and purged
+// before the command reached it.
+const gone = "not found any more (purged meanwhile)"
+
 func runProjectionsRebuild(c *cli, cmd *command, args []string) error {
-	e, ids, err := c.projectionTargets(cmd, args)
+	e, targets, err := c.projectionTargets(cmd, args)
 	if err != nil {
 		return err
 	}
 	out := []projectionsJSON{}
-	for _, id := range ids {
-		if err := e.RebuildProjections(c.ctx, id); err != nil {
-			return c.notFound(id, err)
+	for _, t := range targets {
+		id := t.id
+		if t.skipped == "" {
+			if err := e.RebuildProjections(c.ctx, id); err != nil {
+				if len(targets) == 1 || !errors.Is(err, chronicle.ErrInstanceNotFound) {
+					return c.notFound(id, err)
+				}
+				t.skipped = gone
+			}
+		}
+		if t.skipped != "" {
+			out = append(out, projectionsJSON{InstanceID: id, OK: true, Skipped: t.skipped})
+			if !c.json {
+				c.printf("skipped %s: %s\n", id, t.skipped)
+			}
+			continue
 		}
 		in, err := e.Describe(c.ctx, id)
 		if err != nil {
@@ -78,16 +128,30 @@ func runProjectionsRebuild(c *cli, cmd *command, args []string) error {
 }
 
 func runProjectionsCheck(c *cli, cmd *command, args []string) error {
-	e, ids, err := c.projectionTargets(cmd, args)
+	e, targets, err := c.projectionTargets(cmd, args)
 	if err != nil {
 		return err
 	}
 	out := []projectionsJSON{}
 	bad := 0
-	for _, id := range ids {
-		diffs, err := e.CheckProjections(c.ctx, id)
-		if err != nil {
-			return c.notFound(id, err)
+	for _, t := range targets {
+		id := t.id
+		var diffs []string
+		if t.skipped == "" {
+			diffs, err = e.CheckProjections(c.ctx, id)
+			if err != nil {
+				if len(targets) == 1 || !errors.Is(err, chronicle.ErrInstanceNotFound) {
+					return c.notFound(id, err)
+				}
+				t.skipped = gone
+			}
+		}
+		if t.skipped != "" {
+			out = append(out, projectionsJSON{InstanceID: id, OK: true, Skipped: t.skipped})
+			if !c.json {
+				c.printf("skipped %s: %s\n", id, t.skipped)
+			}
+			continue
 		}
 		out = append(out, projectionsJSON{InstanceID: id, OK: len(diffs) == 0, Differences: diffs})
 		if len(diffs) > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -54,6 +55,9 @@ func runPurge(c *cli, cmd *command, args []string) error {
 		o.Archive = chronicle.ArchiveJSONL(archive)
 	}
 	rep, err := e.Purge(c.ctx, o)
+	if errors.Is(err, chronicle.ErrPurgeUnsigned) {
+		return usagef(cmd, "the store keeps signed checkpoints: give --sign-key FILE, so that the purge signs its tombstones")
+	}
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ func runTaskShow(c *cli, cmd *command, args []string) error {
 // the task goes to, with --result the result — runs act and reports the
 // action's effect.
 func (c *cli) taskAction(cmd *command, args []string, verb string, needTo, withResult bool,
-	act func(e *chronicle.Engine, taskID string, user chronicle.User, to string, result any) error) error {
+	act func(e *chronicle.Engine, taskID string, user chronicle.User, to string, result []byte) error) error {
 	fs := c.flags(cmd)
 	var user, to, resultJSON string
 	var roles listFlag
@@ -198,9 +198,10 @@ func (c *cli) taskAction(cmd *command, args []string, verb string, needTo, withR
 	if needTo && to == "" {
 		return usagef(cmd, "--to is required")
 	}
-	var result any
 	if resultJSON != "" {
-		if result, err = parseResult(resultJSON); err != nil {
+		// JSON that does not parse is a mistake in the command line; one
+		// that does not fit the task's result type is the engine's to say.
+		if _, err = parseResult(resultJSON); err != nil {
 			return usagef(cmd, "%v", err)
 		}
 	}
@@ -208,39 +209,39 @@ func (c *cli) taskAction(cmd *command, args []string, verb string, needTo, withR
 	if err != nil {
 		return err
 	}
-	if err := act(e, pos[0], chronicle.User{ID: user, Roles: roles}, to, result); err != nil {
+	if err := act(e, pos[0], chronicle.User{ID: user, Roles: roles}, to, []byte(resultJSON)); err != nil {
 		return err
 	}
 	return c.reportTask(pos[0], verb, user)
 }
 
 func runTaskClaim(c *cli, cmd *command, args []string) error {
-	return c.taskAction(cmd, args, "claimed", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
+	return c.taskAction(cmd, args, "claimed", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ []byte) error {
 		return e.ClaimTask(c.ctx, id, u)
 	})
 }
 
 func runTaskAssign(c *cli, cmd *command, args []string) error {
-	return c.taskAction(cmd, args, "assigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
+	return c.taskAction(cmd, args, "assigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ []byte) error {
 		return e.AssignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskReassign(c *cli, cmd *command, args []string) error {
-	return c.taskAction(cmd, args, "reassigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ any) error {
+	return c.taskAction(cmd, args, "reassigned", true, false, func(e *chronicle.Engine, id string, u chronicle.User, to string, _ []byte) error {
 		return e.ReassignTask(c.ctx, id, to, u)
 	})
 }
 
 func runTaskRelease(c *cli, cmd *command, args []string) error {
-	return c.taskAction(cmd, args, "released", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ any) error {
+	return c.taskAction(cmd, args, "released", false, false, func(e *chronicle.Engine, id string, u chronicle.User, _ string, _ []byte) error {
 		return e.ReleaseTask(c.ctx, id, u)
 	})
 }
 
 func runTaskComplete(c *cli, cmd *command, args []string) error {
-	return c.taskAction(cmd, args, "completed", false, true, func(e *chronicle.Engine, id string, u chronicle.User, _ string, result any) error {
-		return e.CompleteTask(c.ctx, id, result, u)
+	return c.taskAction(cmd, args, "completed", false, true, func(e *chronicle.Engine, id string, u chronicle.User, _ string, result []byte) error {
+		return e.CompleteTaskJSON(c.ctx, id, result, u)
 	})
 }
 
@@ -292,8 +293,7 @@ func (c *cli) reportTask(taskID, verb, user string) error {
 	return nil
 }
 
-// parseResult parses a --result value as JSON for Engine.CompleteTask: whole
-// numbers become integers so that they decode into int fields.
+// parseResult checks that a --result value is one JSON value.
 func parseResult(s string) (any, error) {
 	v, err := jsonarg.Parse(s)
 	if err != nil {

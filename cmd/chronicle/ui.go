@@ -24,12 +24,16 @@ const shutdownGrace = 5 * time.Second
 
 func runUI(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
-	var roles listFlag
+	var roles, hosts listFlag
 	listen := fs.String("listen", "127.0.0.1:8080", "serve on this host:port; a loopback address unless --insecure-listen")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (the console has no login of its own)")
 	actions := fs.Bool("actions", false, "enable actions: redrive and discard dead letters, terminate instances, act on human tasks")
 	userID := fs.String("user", "", "with --actions, the user recorded with every action (default: the OS user)")
 	fs.Var(&roles, "roles", "with --actions, the roles of --user for human-task actions (R1,R2)")
+	fs.Var(&hosts, "host", "also answer requests for this `NAME` (NAME or NAME:PORT; repeatable), such as the name of a proxy in front; "+
+		"the console answers only for the names it listens as and these")
+	var keyFiles listFlag
+	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): chain badges report what the signed checkpoints find")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -37,6 +41,13 @@ func runUI(c *cli, cmd *command, args []string) error {
 		return usagef(cmd, "%v", err)
 	}
 	opts := console.Options{Actions: *actions, Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
+	if len(keyFiles) > 0 {
+		keys, err := readKeyring(keyFiles)
+		if err != nil {
+			return err
+		}
+		opts.Keys = keys
+	}
 	if *actions {
 		id := *userID
 		if id == "" {
@@ -55,13 +66,15 @@ func runUI(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := console.New(e, opts)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
+	}
+	opts.AllowedHosts = append(listenHosts(*listen, ln.Addr()), hosts...)
+	h, err := console.New(e, opts)
+	if err != nil {
+		_ = ln.Close() // never served: nothing to lose
+		return usagef(cmd, "invalid value for flag --host: %v", err)
 	}
 	mode := "read-only"
 	if *actions {
@@ -128,6 +141,29 @@ func checkListen(addr string, insecure bool) error {
 	}
 	return fmt.Errorf("--listen %s can be reached from other hosts and the console has no login of its own: "+
 		"listen on 127.0.0.1, or pass --insecure-listen behind an authenticating proxy", addr)
+}
+
+// listenHosts returns the Host header values a console listening on addr
+// (the --listen value) at the address bound answers: the host it listens
+// as with its port and, for a loopback or unspecified host, the loopback
+// names (localhost, 127.0.0.1, [::1]) with the port. Any other name a
+// browser may use, such as a proxy's, comes from --host; a request for
+// any other name is refused, which defeats DNS rebinding.
+func listenHosts(addr string, bound net.Addr) []string {
+	host, _, _ := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	var out []string
+	if host != "" && host != "localhost" && (ip == nil || !ip.IsUnspecified()) {
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	if host == "" || host == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		out = append(out, net.JoinHostPort("localhost", port), net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port))
+	}
+	return out
 }
 
 // redactURL hides the password of a store URL.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -139,6 +140,39 @@ func TestUI(t *testing.T) {
 		require.Regexp(t, `^Chronicle console on http://127\.0\.0\.1:\d+/ \(actions enabled, acting as ops; the memory store's demo data`, r.stdout.String())
 		require.Contains(t, r.stderr.String(), `msg="console: action taken" action=redrive`)
 		require.Contains(t, r.stderr.String(), `user=ops`)
+	})
+
+	t.Run("Hosts", func(t *testing.T) {
+		t.Parallel()
+		r := startUI(t, "ui", "--listen", "127.0.0.1:0", "--actions", "--user", "ops", "--host", "ops.example", "--host", "console.example:8443")
+		_, port, err := net.SplitHostPort(r.addr)
+		require.NoError(t, err)
+		c := client(t)
+		as := func(host, path string) (int, string) {
+			t.Helper()
+			req, err := http.NewRequest(http.MethodGet, "http://"+r.addr+path, nil)
+			require.NoError(t, err)
+			req.Host = host
+			res, err := c.Do(req)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			b, err := io.ReadAll(res.Body)
+			require.NoError(t, err)
+			return res.StatusCode, string(b)
+		}
+		// A page whose name was rebound to 127.0.0.1 reads nothing, and
+		// no CSRF token in particular.
+		for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.2:" + port, "console.example:" + port} {
+			code, body := as(host, "/deadletters")
+			require.Equal(t, http.StatusMisdirectedRequest, code, host)
+			require.Contains(t, body, "does not answer for host")
+			require.False(t, csrfField.MatchString(body), host)
+		}
+		for _, host := range []string{r.addr, "localhost:" + port, "[::1]:" + port, "ops.example", "console.example:8443"} {
+			code, body := as(host, "/deadletters")
+			require.Equal(t, http.StatusOK, code, host)
+			require.True(t, csrfField.MatchString(body), host)
+		}
 	})
 
 	t.Run("ReadOnly", func(t *testing.T) {

@@ -24,12 +24,13 @@ func Parse(s string) (any, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("more than one JSON value")
 	}
-	return numbers(v)
+	return Numbers(v)
 }
 
-// numbers replaces the json.Numbers in v by int64 for whole numbers and
-// float64 for the others; a number that fits neither is an error.
-func numbers(v any) (any, error) {
+// Numbers replaces the json.Numbers in v, a value decoded with
+// json.Decoder.UseNumber, by int64 for whole numbers and float64 for the
+// others; a number that fits neither is an error.
+func Numbers(v any) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
@@ -42,7 +43,7 @@ func numbers(v any) (any, error) {
 		return f, nil
 	case []any:
 		for i := range v {
-			n, err := numbers(v[i])
+			n, err := Numbers(v[i])
 			if err != nil {
 				return nil, err
 			}
@@ -50,7 +51,7 @@ func numbers(v any) (any, error) {
 		}
 	case map[string]any:
 		for k := range v {
-			n, err := numbers(v[k])
+			n, err := Numbers(v[k])
 			if err != nil {
 				return nil, err
 			}

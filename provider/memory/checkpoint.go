@@ -148,3 +148,82 @@ func (s *Store) DeleteHistory(instanceID string) bool {
 	delete(s.instances, instanceID)
 	return true
 }
+
+// TamperRows are the rows [Store.Tamper] hands out to change: copies of
+// the store's histories, instance records, tombstones and checkpoints
+// (with their leaves), which replace the store's when the function
+// returns.
+type TamperRows struct {
+	// Histories holds each instance's events by id; an id removed from
+	// both Histories and Records is deleted with everything it had.
+	Histories map[string][]history.Event
+	// Records holds the instance records by id (an instance without a
+	// record has history only).
+	Records map[string]*provider.InstanceRecord
+	// Tombstones holds every purge's tombstone by id, oldest first.
+	Tombstones map[string][]provider.Tombstone
+	// Checkpoints are in number order; one with a zero Number is deleted.
+	Checkpoints []history.Checkpoint
+}
+
+// Tamper lets f edit, delete and insert the rows of every table, bypassing
+// every check and every hash, as an operator with full write access to the
+// database could: tests of tamper evidence use it. Events are kept as f
+// leaves them (reseal them with history.Seal to forge a chain plain
+// verification accepts).
+func (s *Store) Tamper(f func(rows *TamperRows)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := &TamperRows{
+		Histories:  map[string][]history.Event{},
+		Records:    map[string]*provider.InstanceRecord{},
+		Tombstones: map[string][]provider.Tombstone{},
+	}
+	for id, in := range s.instances {
+		if len(in.events) > 0 {
+			rows.Histories[id] = cloneEvents(in.events)
+		}
+		if in.record != nil {
+			r := *in.record
+			rows.Records[id] = &r
+		}
+	}
+	for id, ts := range s.tombstones {
+		rows.Tombstones[id] = slices.Clone(ts)
+	}
+	for i := range s.checkpoints {
+		rows.Checkpoints = append(rows.Checkpoints, cloneCheckpoint(&s.checkpoints[i]))
+	}
+	f(rows)
+	for id, in := range s.instances {
+		_, h := rows.Histories[id]
+		_, r := rows.Records[id]
+		if !h && !r {
+			if in.heapIndex >= 0 {
+				heap.Remove(&s.ready, in.heapIndex)
+			}
+			delete(s.instances, id)
+		}
+	}
+	for id, events := range rows.Histories {
+		s.instance(id).events = slices.Clip(cloneEvents(events))
+	}
+	for id, rec := range rows.Records {
+		in := s.instance(id)
+		r := *rec
+		in.record = &r
+		if _, ok := rows.Histories[id]; !ok {
+			in.events = nil
+		}
+	}
+	s.tombstones = map[string][]provider.Tombstone{}
+	for id, ts := range rows.Tombstones {
+		if len(ts) > 0 {
+			s.tombstones[id] = slices.Clone(ts)
+		}
+	}
+	s.checkpoints = s.checkpoints[:0]
+	for i := range rows.Checkpoints {
+		s.checkpoints = append(s.checkpoints, cloneCheckpoint(&rows.Checkpoints[i]))
+	}
+}

@@ -40,6 +40,9 @@ type checkpointLeafDoc struct {
 	Instance   string `bson:"i"`
 	Seq        int64  `bson:"s"`
 	Hash       []byte `bson:"lh"`
+	// Purged marks a tombstone leaf; documents written before it have
+	// none (a head).
+	Purged bool `bson:"p,omitempty"`
 }
 
 // AppendCheckpoint implements provider.CheckpointStore: the leaves first,
@@ -71,7 +74,7 @@ func (s *Store) AppendCheckpoint(ctx context.Context, c *history.Checkpoint) err
 	for _, l := range c.Leaves {
 		doc := &checkpointLeafDoc{
 			ID: id(hex.EncodeToString(c.Hash), l.InstanceID), Checkpoint: c.Hash, Number: c.Number,
-			Instance: l.InstanceID, Seq: l.Seq, Hash: l.Hash,
+			Instance: l.InstanceID, Seq: l.Seq, Hash: l.Hash, Purged: l.Purged,
 		}
 		if _, err := insertIgnoringDuplicate(ctx, s.c.checkpointLeaves, doc.ID, doc); err != nil {
 			return fmt.Errorf("checkpoint %d: leaf of %s: %w", c.Number, l.InstanceID, err)
@@ -137,7 +140,7 @@ func (s *Store) checkpoint(ctx context.Context, d *checkpointDoc) (history.Check
 	}
 	c.Leaves = make([]history.CheckpointLeaf, len(leaves))
 	for i, l := range leaves {
-		c.Leaves[i] = history.CheckpointLeaf{InstanceID: l.Instance, Seq: l.Seq, Hash: l.Hash}
+		c.Leaves[i] = history.CheckpointLeaf{InstanceID: l.Instance, Seq: l.Seq, Hash: l.Hash, Purged: l.Purged}
 	}
 	return c, nil
 }

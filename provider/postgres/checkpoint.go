@@ -28,9 +28,9 @@ INSERT INTO {{schema}}.checkpoints (` + checkpointColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
 const insertLeavesSQL = `
-INSERT INTO {{schema}}.checkpoint_leaves (number, instance_id, seq, hash)
-SELECT $1, l.instance_id, l.seq, l.hash
-FROM unnest($2::text[], $3::bigint[], $4::bytea[]) AS l (instance_id, seq, hash)`
+INSERT INTO {{schema}}.checkpoint_leaves (number, instance_id, seq, hash, purged)
+SELECT $1, l.instance_id, l.seq, l.hash, l.purged
+FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::boolean[]) AS l (instance_id, seq, hash, purged)`
 
 const listCheckpointsSQL = `
 SELECT ` + checkpointColumns + ` FROM {{schema}}.checkpoints
@@ -40,7 +40,7 @@ ORDER BY number
 LIMIT $3`
 
 const checkpointLeavesSQL = `
-SELECT number, instance_id, seq, hash FROM {{schema}}.checkpoint_leaves
+SELECT number, instance_id, seq, hash, purged FROM {{schema}}.checkpoint_leaves
 WHERE number = ANY ($1)
 ORDER BY number, instance_id`
 
@@ -81,11 +81,11 @@ func (s *Store) AppendCheckpoint(ctx context.Context, c *history.Checkpoint) err
 		if len(c.Leaves) == 0 {
 			return nil
 		}
-		ids, seqs, hashes := make([]string, len(c.Leaves)), make([]int64, len(c.Leaves)), make([][]byte, len(c.Leaves))
+		ids, seqs, hashes, purged := make([]string, len(c.Leaves)), make([]int64, len(c.Leaves)), make([][]byte, len(c.Leaves)), make([]bool, len(c.Leaves))
 		for i, l := range c.Leaves {
-			ids[i], seqs[i], hashes[i] = l.InstanceID, l.Seq, l.Hash
+			ids[i], seqs[i], hashes[i], purged[i] = l.InstanceID, l.Seq, l.Hash, l.Purged
 		}
-		_, err = tx.Exec(ctx, s.sql.insertLeaves, c.Number, ids, seqs, hashes)
+		_, err = tx.Exec(ctx, s.sql.insertLeaves, c.Number, ids, seqs, hashes, purged)
 		return err
 	})
 	return failf(err, "append checkpoint %d", c.Number)
@@ -162,7 +162,7 @@ func (s *Store) loadLeaves(ctx context.Context, cs []history.Checkpoint) error {
 	for rows.Next() {
 		var n int64
 		var l history.CheckpointLeaf
-		if err := rows.Scan(&n, &l.InstanceID, &l.Seq, &l.Hash); err != nil {
+		if err := rows.Scan(&n, &l.InstanceID, &l.Seq, &l.Hash, &l.Purged); err != nil {
 			return failf(err, "checkpoint leaves")
 		}
 		c := &cs[at[n]]

@@ -95,4 +95,26 @@ func testCheckpoints(t *testing.T, factory Factory) {
 		}
 		require.Equal(t, 1, won, "exactly one of the appends of checkpoint 2 wins")
 	})
+
+	t.Run("TombstoneLeaves", func(t *testing.T) {
+		t.Parallel()
+		s := setup(t, factory).checkpoints(t)
+		ctx := t.Context()
+		c1 := sealed(t, 1, nil, "inst-a", "inst-b")
+		c1.Leaves[0].Purged = true // a signed tombstone of inst-a
+		require.NoError(t, c1.Seal(signer))
+		require.NoError(t, s.AppendCheckpoint(ctx, c1))
+		latest, err := s.LatestCheckpoint(ctx)
+		require.NoError(t, err)
+		require.Equal(t, c1, latest, "the tombstone flag is kept")
+		keys := &history.Keyring{}
+		require.NoError(t, keys.Add(signer.KeyID(), signer.Public()))
+		require.NoError(t, latest.Verify(keys))
+		of, err := s.ListCheckpoints(ctx, &provider.ListCheckpointsParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Len(t, of, 1)
+		leaf, _, ok := of[0].Leaf("inst-a")
+		require.True(t, ok)
+		require.True(t, leaf.Purged, "listed by instance, the tombstone flag is kept")
+	})
 }

@@ -61,10 +61,10 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	t.Logf("outages on %s: %s", backend.name, total.outageStats.String())
 	t.Logf("purges, redrives and zombies across purges on %s: %s", backend.name, total.purgeStats.String())
 	require.Empty(t, wfLeaks(before, 5*time.Second), "workflow goroutines left running")
-	if checks < wfCoverageChecks {
+	if checks < wfCoverageChecks || backend.partial {
 		// Rare actions need more checks than a short run (the race
 		// detector's) makes to show up surely.
-		t.Logf("%d checks: too few to require that every kind of action happened", checks)
+		t.Logf("%d checks on %s: too few, or a backend that cannot exercise every action, to require that every kind of action happened", checks, backend.name)
 		return
 	}
 	// The checks must have exercised what they claim to.

@@ -336,7 +336,7 @@ func (m *wfMachine) orphanRedrive(t *rapid.T) {
 		}
 		return ls
 	}
-	for i := 0; i < 8 && len(letters()) == 0; i++ {
+	for i := 0; i < 4 && len(letters()) == 0; i++ {
 		n := m.nodes[i%len(m.nodes)]
 		rep, err := n.runner.RunOnce(m.ctx)
 		m.count(rep)

@@ -72,3 +72,37 @@ func TestInterruptedPurgeIsFinished(t *testing.T) {
 		})
 	}
 }
+
+// TestPurgeKeepsTheRestartOfAnEndedInstance: Start with
+// ReuseTerminateAndRestart of an ended instance queues the start of its
+// next run; a purge of the ended run deleted it, and the restarted
+// instance was never found. The purge is now refused until the new run
+// has started, and the new run runs.
+func TestPurgeKeepsTheRestartOfAnEndedInstance(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setupOn(t, memory.New(memory.Options{Mode: mode}))
+			register(t, b.engine, "echo", echo)
+			b.start(t, "echo", "e-1", "first")
+			b.drain(t)
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "e-1", "go", "!", nil))
+			b.drain(t)
+			require.Equal(t, chronicle.StatusCompleted, b.describe(t, "e-1").Status)
+
+			_, err := b.engine.Start(b.ctx, "echo", "second", &chronicle.StartOptions{InstanceID: "e-1", Reuse: chronicle.ReuseTerminateAndRestart})
+			require.NoError(t, err)
+			rep, err := b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"e-1"}, By: "ops"})
+			require.NoError(t, err)
+			require.Empty(t, rep.Purged, "the ended run was purged with its restart queued")
+			require.Contains(t, rep.Skipped, "e-1")
+
+			b.drain(t)
+			require.NoError(t, b.engine.RaiseEvent(b.ctx, "e-1", "go", "?", nil))
+			b.drain(t)
+			require.Equal(t, chronicle.StatusCompleted, b.describe(t, "e-1").Status, "the restarted instance never ran")
+			require.Equal(t, "second?", result[string](t, b, "e-1"))
+		})
+	}
+}

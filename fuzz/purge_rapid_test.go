@@ -314,6 +314,11 @@ func (m *wfMachine) interruptedPurge(t *rapid.T) {
 // queued as it was lettered; either way the message ends in an
 // unresolved letter (checkOrphans).
 func (m *wfMachine) orphanRedrive(t *rapid.T) {
+	if m.stats.orphans >= 2 {
+		// Each id is read at every check of the machine: a few keep the
+		// checks cheap on the database stores.
+		t.Skip("enough ids never started")
+	}
 	if m.ledger.orphans == nil {
 		m.ledger.orphans = map[string]bool{}
 	}

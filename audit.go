@@ -190,7 +190,18 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, e
 		}
 		rec, err := e.store.GetInstance(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
-			rep.Skipped[id] = "not found"
+			// A purge that stopped after deleting the record is finished
+			// (its history went to the archive the first time).
+			ts, err := e.resumePurge(ctx, id, by)
+			if err != nil {
+				return rep, err
+			}
+			if ts == nil {
+				rep.Skipped[id] = "not found"
+				continue
+			}
+			e.runner.ForgetInstance(id)
+			rep.Purged = append(rep.Purged, *ts)
 			continue
 		}
 		if err != nil {
@@ -230,6 +241,25 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, e
 		rep.Purged = append(rep.Purged, *ts)
 	}
 	return rep, nil
+}
+
+// resumePurge finishes a purge of id that stopped half-way, and returns
+// its tombstone (the one the purge began with, which Purge signed before
+// it deleted anything); nil when none is unfinished or the store cannot
+// purge.
+func (e *Engine) resumePurge(ctx context.Context, id, by string) (*provider.Tombstone, error) {
+	s, ok := e.store.(provider.PurgeStore)
+	if !ok {
+		return nil, nil
+	}
+	ts, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now(), OnlyUnfinished: true})
+	if errors.Is(err, provider.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish the purge of %s: %w", id, err)
+	}
+	return ts, nil
 }
 
 // GetTombstone returns the tombstone of a purged instance.

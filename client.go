@@ -155,6 +155,15 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 		pending bool
 	)
 	if !generated {
+		// A purge of the id that stopped half-way keeps every round off
+		// it: finish it, or the new run would never start.
+		ts, err := e.resumePurge(ctx, o.InstanceID, actor)
+		if err != nil {
+			return "", nil, err
+		}
+		if ts != nil {
+			e.runner.ForgetInstance(o.InstanceID)
+		}
 		var start *provider.Message
 		if rec, start, err = e.find(ctx, o.InstanceID, true); err != nil {
 			return "", nil, err

@@ -79,6 +79,7 @@ func TestMongoRoundsSurviveCutConnections(t *testing.T) {
 		RoundLease: 2 * time.Second, ActivityLease: 2 * time.Second})
 	registerLoan(t, b.engine)
 
+	failures := 0
 	retry := func(what string, fn func() error) {
 		t.Helper()
 		for i := 0; ; i++ {
@@ -86,6 +87,7 @@ func TestMongoRoundsSurviveCutConnections(t *testing.T) {
 			if err == nil {
 				return
 			}
+			failures++
 			require.Less(t, i, 5, "%s keeps failing: %v", what, err)
 		}
 	}
@@ -96,7 +98,6 @@ func TestMongoRoundsSurviveCutConnections(t *testing.T) {
 		}
 		return err
 	})
-	failures := 0
 	// drain runs rounds and activities until nothing is left; when
 	// nothing can run it moves the clock past the round and activity
 	// leases a cut call may have left behind, a few times, before it
@@ -131,8 +132,11 @@ func TestMongoRoundsSurviveCutConnections(t *testing.T) {
 	mu.Unlock()
 	require.Greater(t, proxy.cuts(), 0)
 	failed := failures + obs.count()
-	require.Greater(t, failed, 0, "a cut failed a round or an activity")
-	t.Logf("%d cuts: %d failed calls of RunOnce, %d failed rounds and activity attempts", proxy.cuts(), failures, obs.count())
+	// A cut at the start of a fenced step meets its fence read, which the
+	// driver retries on a new connection; a cut before a write (a
+	// client's enqueue) fails the call.
+	require.Greater(t, failed, 0, "a cut failed a client call, a round or an activity")
+	t.Logf("%d cuts: %d failed client calls and calls of RunOnce, %d failed rounds and activity attempts", proxy.cuts(), failures, obs.count())
 
 	// The clock moved otherwise than in the memory run, so times differ;
 	// every step happened once all the same.

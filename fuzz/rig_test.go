@@ -57,6 +57,9 @@ type rig struct {
 
 	counts *rigStats
 	hooks  rigHooks
+	// ledger remembers purges and starts for the checks of
+	// purge_rapid_test.go.
+	ledger purgeLedger
 }
 
 // rigHooks are what the machines do differently.
@@ -92,6 +95,7 @@ type rigStats struct {
 	completed, failed, parked, refused                                             int
 	purged, purgeRefused, deadWorkers, leaseLost, leaseRenewed                     int
 	midStep, midPurge, midZombies                                                  int
+	purgeStats
 	// groups counts transactions that ran the rounds of several instances;
 	// groupFailures those in which one round failed and another committed.
 	groups, groupFailures int
@@ -123,6 +127,7 @@ func (s *rigStats) add(o *rigStats) {
 	s.midStep += o.midStep
 	s.midPurge += o.midPurge
 	s.midZombies += o.midZombies
+	s.purgeStats.add(&o.purgeStats)
 	s.groups += o.groups
 	s.groupFailures += o.groupFailures
 }
@@ -668,16 +673,23 @@ func (r *rig) meanwhile(op func(ctx context.Context) error) error {
 // that has not ended is refused.
 func (r *rig) purge(t *rapid.T) (id string, purged bool) {
 	id = r.instance(t)
+	return id, r.purgeID(t, id)
+}
+
+// purgeID is purge of the instance id.
+func (r *rig) purgeID(t *rapid.T, id string) (purged bool) {
 	events := r.load(t, id)
+	nextRun := r.queuesNextRun(t, id, events)
 	ts, crashed, err := r.mid.purge(r.ctx, t, r.store, &provider.PurgeInstanceParams{InstanceID: id, By: "rapid", Now: r.clock.Now()},
 		r.mode == provider.ModePeekLock, r.round)
 	if crashed {
 		r.counts.midPurge++
 	}
-	if !checkPurge(t, r.mode, id, events, ts, err) {
+	if !checkPurge(t, r.mode, id, events, nextRun, ts, err) {
 		r.counts.purgeRefused++
-		return id, false
+		return false
 	}
+	r.ledger.purged(t, r, id, events, ts)
 	if got, err := r.store.GetTombstone(r.ctx, id); err != nil || got.LastSeq != ts.LastSeq || string(got.LastHash) != string(ts.LastHash) {
 		t.Fatalf("%s: stored tombstone %+v (%v), purge returned %+v", id, got, err, ts)
 	}
@@ -699,7 +711,27 @@ func (r *rig) purge(t *rapid.T) (id string, purged bool) {
 		t.Fatalf("%s: %d activity tasks after the purge (%v)", id, len(tasks), err)
 	}
 	r.counts.purged++
-	return id, true
+	return true
+}
+
+// queuesNextRun reports whether a message queued for id starts a run
+// after its history's last execution (a restart of the ended instance),
+// which a purge must keep.
+func (r *rig) queuesNextRun(t *rapid.T, id string, events []history.Event) bool {
+	if len(events) == 0 {
+		return false
+	}
+	msgs, err := r.store.ListMessages(r.ctx, &provider.ListMessagesParams{InstanceID: id, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := events[len(events)-1].ExecutionID
+	for i := range msgs {
+		if provider.StartsNextRun(&msgs[i], exec) {
+			return true
+		}
+	}
+	return false
 }
 
 // deadWorker claims an activity task for a worker that dies at once: its

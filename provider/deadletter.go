@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,6 +86,25 @@ type DeadLetter struct {
 // (enqueued anew) gets a new one.
 func DeadLetterID(itemID string, enqueuedAt time.Time) string {
 	return history.DeterministicID(itemID, UnixNanos(enqueuedAt), "dead-letter")
+}
+
+// ErrDeadLetteringUnfinished is why a redrive is refused (with
+// [ErrInvalidState]) while the letter's message is still queued as it
+// was lettered: the dead-lettering stopped before it removed the message
+// (a peek-lock crash between its writes). The requeue would be a no-op
+// and the next delivery would dead-letter the message again; redrive
+// once that delivery has moved it, or the message runs on its own.
+var ErrDeadLetteringUnfinished = errors.New("provider: the dead letter's message is still queued; its dead-lettering has not finished")
+
+// ResolvedDeadLetterID is the id under which an item is dead-lettered
+// when its [DeadLetterID] is taken by a letter that an operator resolved
+// at resolvedAt (a message or task dead-lettered again without having
+// been requeued since, as a dead-lettering cut short before it removed
+// the item leaves it): a new letter, never the resolved one, so the item
+// is not removed without a letter to redrive. It is deterministic, so a
+// resumed dead-lettering finds its own letter.
+func ResolvedDeadLetterID(id string, resolvedAt time.Time) string {
+	return history.DeterministicID(id, UnixNanos(resolvedAt), "dead-letter-again")
 }
 
 // DiscardedActivityResult is the result message a store enqueues when an

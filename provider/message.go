@@ -45,6 +45,15 @@ type Message struct {
 	LastError string
 }
 
+// StartsNextRun reports whether m starts a run of its instance after the
+// one whose last execution is exec: a client's restart of an ended
+// instance, or a parent starting a child under an ended child's id. A
+// purge of the ended run must not delete such a message (see
+// [PurgeStore.PurgeInstance]).
+func StartsNextRun(m *Message, exec string) bool {
+	return m.Kind == history.KindExecutionStarted && m.ExecutionID != exec
+}
+
 // MessageKinds lists the history kinds a message may carry: Start, activity
 // and sub-workflow results, fired timers, raised events, task actions and
 // the control requests terminate, suspend and resume. Every other kind is

@@ -48,6 +48,11 @@ type Projections struct {
 	TaskEvents []TaskEventRecord
 	// Custom are the changed records of user projections.
 	Custom []CustomRecord
+	// Lease, in peek-lock rounds, fences the writes: they begin only while
+	// the lease's token is current (ErrLeaseLost otherwise), so that a
+	// zombie round whose instance was purged and started again meanwhile
+	// does not write the purged run's projections over the new run's.
+	Lease *Lease
 }
 
 // InstanceRecord is the queryable summary of an instance.

@@ -196,7 +196,10 @@ type DeadLetterStore interface {
 	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
 	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
 	// nothing, when the dead letter was already resolved or Status is
-	// neither redriven nor discarded. In peek-lock mode what it queues is
+	// neither redriven nor discarded, and when a redrive finds the
+	// letter's message still queued as it was lettered (wrapping
+	// [ErrDeadLetteringUnfinished]: a peek-lock dead-lettering stopped
+	// before it removed the message; requeueing it would be a no-op). In peek-lock mode what it queues is
 	// written first, the instance's incident next and the letter's status
 	// last: a crash before the status leaves the letter unresolved, and
 	// resolving it again queues the same message ids or the same task.
@@ -216,8 +219,11 @@ type PurgeStore interface {
 	// redelivery will finish (the final round of a child enqueues its
 	// parent's notice after writing its terminal record), or history goes
 	// beyond the record's seq (a peek-lock round appended, a new run of
-	// the instance say, and has not written its projections). Such a
-	// refusal is transient: purge again once the round is done.
+	// the instance say, and has not written its projections), or a queued
+	// message starts the id's next run ([StartsNextRun]: a client's
+	// restart, or a parent starting a child under an ended child's id),
+	// which the purge would delete. Such a refusal is transient: purge
+	// again once the round is done.
 	//
 	// In peek-lock mode the purge first marks the instance's record with
 	// its tombstone (a marked instance is never leased), then keeps the
@@ -225,9 +231,13 @@ type PurgeStore interface {
 	// letters, activity tasks with their remembered ids, messages,
 	// projections and history, and the instance's record last. A purge
 	// that finds the mark skips the checks and finishes the work with the
-	// same tombstone. A message enqueued meanwhile goes with the instance
+	// same tombstone, also when the record is gone (a purge stopped after
+	// deleting it): ErrNotFound means that no purge of the id is
+	// unfinished. A message enqueued meanwhile goes with the instance
 	// when the purge's message deletes find it, and starts the id afresh
-	// otherwise: either way as if the purge ran after it or before it.
+	// otherwise: either way as if the purge ran after it or before it;
+	// but a start of the id's next run is never deleted, so it starts the
+	// id afresh.
 	PurgeInstance(ctx context.Context, p *PurgeInstanceParams) (*Tombstone, error)
 
 	// GetTombstone returns the tombstone of the latest purge of an instance
@@ -288,7 +298,13 @@ type Steps interface {
 	// used, makes it return ErrConflict and write nothing. The events of
 	// one call are one record in peek-lock mode too (one document keyed by
 	// the instance and the first Seq, say): they land together or not at
-	// all, and two appends at the same first Seq conflict.
+	// all, and two appends at the same first Seq conflict; the first
+	// event's PrevHash must then be the stored last event's hash
+	// (ErrConflict otherwise: the events follow another history of the
+	// id; a transactional round, which loads history under its lock,
+	// always meets this). With p.Lease set (a peek-lock round) the append
+	// lands only while the lease's token is current: ErrLeaseLost
+	// otherwise, nothing kept.
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
@@ -303,7 +319,9 @@ type Steps interface {
 	// snapshot; each is a conditional write, so a record may be ahead of
 	// the snapshot, never behind it. A task record's id is checked with
 	// its own write (a unique index): another instance's task with that
-	// id makes the call return a [TaskIDTakenError].
+	// id makes the call return a [TaskIDTakenError]. With p.Lease set (a
+	// peek-lock round) the lease is checked first: ErrLeaseLost, writing
+	// nothing, unless its token is current.
 	SaveProjections(ctx context.Context, p *Projections) error
 
 	// EnqueueMessages adds messages, idempotent by Message.ID.
@@ -400,7 +418,11 @@ type LeaseStore interface {
 	// The letters (idempotent by [DeadLetterID]) and the incident are
 	// written first, the messages removed last: a crash before their
 	// removal leaves them queued, to be dead-lettered again under the same
-	// letter ids, never lost.
+	// letter ids, never lost. A letter id taken by a letter an operator
+	// resolved does not count as written: the letter goes under
+	// [ResolvedDeadLetterID]. A message is removed only while it is the
+	// one its letter holds (same EnqueuedAt), never a copy a redrive
+	// queued since.
 	DeadLetterLeased(ctx context.Context, p *DeadLetterLeasedParams) error
 	// PinMessages sets the ExecutionID of leased messages that have none,
 	// so that a redelivery judges them against the execution their first
@@ -536,6 +558,13 @@ type PurgeInstanceParams struct {
 	InstanceID string
 	By         string
 	Now        time.Time
+	// OnlyUnfinished finishes a purge of the id that stopped half-way
+	// (peek-lock: its mark is found) and purges nothing else: without one
+	// it returns ErrNotFound and changes nothing. A client starting an
+	// id calls it first, so that a purge mark left by a crash does not
+	// keep the new run off for ever. A store whose purges are atomic
+	// always returns ErrNotFound.
+	OnlyUnfinished bool
 }
 
 // Tombstone is what remains of a purged instance: enough to prove that an
@@ -565,6 +594,13 @@ type AppendHistoryParams struct {
 	InstanceID string
 	// Events are sealed (Seq, hashes set) and contiguous.
 	Events []history.Event
+	// Lease, in peek-lock rounds, fences the append: it lands only while
+	// the lease's token is current (ErrLeaseLost otherwise), so that a
+	// zombie round, whose lease ran out while the instance ended, was
+	// purged and was started again, cannot append to the new run's
+	// history (at seq 1, where no expected seq or previous hash tells the
+	// runs apart).
+	Lease *Lease
 }
 
 // EnqueueActivitiesParams are the params of EnqueueActivities.

@@ -395,7 +395,11 @@ func (x *executor) runMain() {
 	switch {
 	case errors.As(err, &can):
 		x.command(&history.ContinuedAsNew{
-			NewExecutionID: history.DeterministicID(x.instanceID, x.nextSeq, "execution"),
+			// Derived from the execution that continues, not from the
+			// instance id alone: a purged id started again and continued
+			// at the same seq gets an execution of its own, so no message
+			// of the purged run's execution is taken for the new one.
+			NewExecutionID: history.DeterministicID(x.instanceID+"\x00"+x.executionID, x.nextSeq, "execution"),
 			Input:          can.Input, Version: x.start.Version,
 		}, x.executionID)
 	case err != nil:

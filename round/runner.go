@@ -614,8 +614,8 @@ func (r *Runner) letter(m *provider.Message, reason provider.Reason, text string
 // pin and ack, and whether a cold round repairs open work. The round's
 // steps (steps.go) are the same in both modes; what differs between the
 // modes is here: txOps writes in the round's transaction, leaseOps writes
-// record by record and fences its queue writes with the round's lease (the
-// append is fenced by its seq).
+// record by record and fences its append and queue writes with the
+// round's lease.
 type roundOps interface {
 	provider.Steps
 	deadLetter(ctx context.Context, instanceID string, letters []provider.DeadLetter) error
@@ -668,6 +668,22 @@ func (o leaseOps) pin(ctx context.Context, pins map[string]string) error {
 		return nil
 	}
 	return o.PinMessages(ctx, &provider.PinMessagesParams{Lease: o.lease, Pins: pins})
+}
+
+// AppendHistory fences the append with the round's lease: besides its
+// expected seq, which tells nothing apart at seq 1 of a purged and
+// restarted instance.
+func (o leaseOps) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.AppendHistory(ctx, &q)
+}
+
+// SaveProjections fences the projection writes with the round's lease.
+func (o leaseOps) SaveProjections(ctx context.Context, p *provider.Projections) error {
+	q := *p
+	q.Lease = o.lease
+	return o.LeaseStore.SaveProjections(ctx, &q)
 }
 
 // EnqueueMessages fences the enqueue with the round's lease.

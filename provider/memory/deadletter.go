@@ -80,6 +80,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 			if stored.Status != provider.DeadLetterDead {
 				return fmt.Errorf("dead letter %s is %s: %w", p.ID, stored.Status, provider.ErrInvalidState)
 			}
+			if m := stored.Message; m != nil && p.Status == provider.DeadLetterRedriven {
+				if q, ok := s.messages[m.ID]; ok && q.m.EnqueuedAt.Equal(m.EnqueuedAt) {
+					return fmt.Errorf("dead letter %s: %w: %w", p.ID, provider.ErrInvalidState, provider.ErrDeadLetteringUnfinished)
+				}
+			}
 			l = cloneLetter(stored)
 			return nil
 		}); err != nil {

@@ -13,6 +13,13 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 	return s.do(ctx, OpAppendHistory, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		// The fence and the append are one record write: the append
+		// record of a document store carries the lease it was made under
+		// (see the mongo provider), so a zombie's never lands in another
+		// run of the instance.
+		if err := s.fence(p.Lease); err != nil {
+			return fmt.Errorf("append to %s: %w", p.InstanceID, err)
+		}
 		in := s.instance(p.InstanceID)
 		skip, err := appendCheck(in, nil, p.Events)
 		if err != nil || skip {
@@ -26,7 +33,12 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 // SaveProjections implements provider.Steps in peek-lock mode.
 func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) error {
 	return s.step(ctx, OpSaveProjections, func(w *writes) error {
-		if err := w.read(func() error { return s.takenTaskID(p) }); err != nil {
+		if err := w.read(func() error {
+			if err := s.fence(p.Lease); err != nil {
+				return fmt.Errorf("projections of %s: %w", p.InstanceID, err)
+			}
+			return s.takenTaskID(p)
+		}); err != nil {
 			return err
 		}
 		return s.saveProjectionWrites(w, p)

@@ -210,18 +210,19 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 	var ts *provider.Tombstone
 	err := s.step(ctx, OpPurgeInstance, func(w *writes) error {
 		var (
-			in *instance
-			t  *provider.Tombstone
+			in   *instance
+			t    *provider.Tombstone
+			exec string
 		)
 		if err := w.read(func() error {
 			in = s.instances[p.InstanceID]
 			if in != nil && in.purging != nil {
 				// An earlier purge stopped half-way: finish it.
 				c := *in.purging
-				t = &c
+				t, exec = &c, in.purgingExec
 				return nil
 			}
-			if in == nil || (in.record == nil && len(in.events) == 0) {
+			if p.OnlyUnfinished || in == nil || (in.record == nil && len(in.events) == 0) {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, provider.ErrNotFound)
 			}
 			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
@@ -230,6 +231,10 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			if err := unfinishedRound(in, p.Now); err != nil {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, err)
 			}
+			if id := nextRunStart(in.msgs, in.record.ExecutionID); id != "" {
+				return fmt.Errorf("purge %s: %w: message %s starts its next run", p.InstanceID, provider.ErrInvalidState, id)
+			}
+			exec = in.record.ExecutionID
 			t = &provider.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
 			if n := len(in.events); n > 0 {
 				t.LastSeq, t.LastHash = in.events[n-1].Seq, bytes.Clone(in.events[n-1].Hash)
@@ -238,7 +243,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		}); err != nil {
 			return err
 		}
-		if err := s.purgeWrites(w, in, t); err != nil {
+		if err := s.purgeWrites(w, in, t, exec); err != nil {
 			return err
 		}
 		ts = t
@@ -253,8 +258,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 // work with the same tombstone), the tombstone is kept next (once, however
 // often the purge resumes), then dead letters, activity tasks with their
 // remembered ids, messages, projections and history go, and the instance
-// record last. Callers hold no lock.
-func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone) error {
+// record last. The start of a run after exec, the ended execution, is
+// kept: it starts the id afresh. Callers hold no lock.
+func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone, exec string) error {
 	one := func(fn func()) error {
 		return w.write(func() error {
 			fn()
@@ -263,7 +269,7 @@ func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone) erro
 	}
 	if err := one(func() {
 		c := *t
-		in.purging = &c
+		in.purging, in.purgingExec = &c, exec
 		s.reindex(in)
 	}); err != nil {
 		return err
@@ -293,7 +299,9 @@ func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone) erro
 			}
 		}
 		for _, m := range in.msgs {
-			msgs = append(msgs, m.m.ID)
+			if !provider.StartsNextRun(&m.m, exec) {
+				msgs = append(msgs, m.m.ID)
+			}
 		}
 		return nil
 	})
@@ -349,6 +357,17 @@ func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone) erro
 			s.reindex(fresh)
 		}
 	})
+}
+
+// nextRunStart returns the id of the first queued message that starts a
+// run after exec, or "".
+func nextRunStart(msgs []*message, exec string) string {
+	for _, m := range msgs {
+		if provider.StartsNextRun(&m.m, exec) {
+			return m.m.ID
+		}
+	}
+	return ""
 }
 
 // unfinishedRound returns ErrInvalidState while a peek-lock round of in

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -163,6 +164,9 @@ type instance struct {
 	// purging is the tombstone of a purge that has begun; the instance
 	// is then never leased.
 	purging *provider.Tombstone
+	// purgingExec is the ended execution the purge deletes: a queued
+	// start of another execution is kept (see provider.StartsNextRun).
+	purgingExec string
 
 	snapshot    []byte
 	snapshotSeq int64
@@ -511,6 +515,10 @@ func appendCheck(in *instance, staged, events []history.Event) (skip bool, err e
 	if first != last+1 {
 		return false, fmt.Errorf("append to %s: %w: first seq %d, expected %d", in.id, provider.ErrConflict, first, last+1)
 	}
+	if last > 0 && !bytes.Equal(events[0].PrevHash, at(last).Hash) {
+		// Built on another history of the id (one purged since, say).
+		return false, fmt.Errorf("append to %s at seq %d: %w: the events follow another history than the stored one", in.id, first, provider.ErrConflict)
+	}
 	seen := map[history.Key]bool{}
 	for _, e := range staged {
 		if k, ok := e.Key(); ok {
@@ -764,26 +772,43 @@ func (s *Store) abandonWrites(w *writes, in *instance, ids []string, visibleAt t
 
 // deadLetter stores letters and removes their messages; callers hold s.mu.
 func (s *Store) deadLetter(in *instance, letters []provider.DeadLetter) {
-	var ids []string
 	for _, l := range letters {
 		s.insertLetter(l)
 		if l.Message != nil {
-			ids = append(ids, l.Message.ID)
+			s.removeLettered(in, &l)
 		}
 		in.incident = string(l.Reason) + ": " + l.Error
 	}
-	s.removeMessages(in, ids)
 }
 
-// insertLetter stores a dead letter unless its id is taken; callers hold
-// s.mu.
+// insertLetter stores a dead letter unless its id is taken by an
+// unresolved letter (the same dead-lettering, resumed); a letter of that
+// id that an operator resolved does not hold the item, which is stored
+// under provider.ResolvedDeadLetterID instead. Callers hold s.mu.
 func (s *Store) insertLetter(l provider.DeadLetter) {
-	if _, ok := s.letters[l.ID]; !ok {
-		lc := l
-		if lc.Status == "" {
-			lc.Status = provider.DeadLetterDead
+	for {
+		old, ok := s.letters[l.ID]
+		if !ok {
+			break
 		}
-		s.letters[l.ID] = &lc
+		if old.Status == provider.DeadLetterDead {
+			return
+		}
+		l.ID = provider.ResolvedDeadLetterID(l.ID, old.ResolvedAt)
+	}
+	lc := l
+	if lc.Status == "" {
+		lc.Status = provider.DeadLetterDead
+	}
+	s.letters[l.ID] = &lc
+}
+
+// removeLettered removes the queued message a letter holds, only while it
+// is the one the letter holds (enqueued at the same time): a message of
+// that id requeued since (a redrive) stays. Callers hold s.mu.
+func (s *Store) removeLettered(in *instance, l *provider.DeadLetter) {
+	if q, ok := s.messages[l.Message.ID]; ok && q.inst == in && q.m.EnqueuedAt.Equal(l.Message.EnqueuedAt) {
+		s.removeMessages(in, []string{l.Message.ID})
 	}
 }
 
@@ -817,7 +842,7 @@ func (s *Store) deadLetterWrites(w *writes, in *instance, letters []provider.Dea
 			continue
 		}
 		if err := w.write(func() error {
-			s.removeMessages(in, []string{l.Message.ID})
+			s.removeLettered(in, &l)
 			return nil
 		}); err != nil {
 			return err

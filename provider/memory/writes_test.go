@@ -191,3 +191,52 @@ func TestPeekLockZombieCancelBetweenFenceAndDelete(t *testing.T) {
 	}
 	require.Equal(t, []string{"task-new"}, left, "the zombie's cancel deleted the task its successor enqueued")
 }
+
+// TestHalfWrittenDeadLetterThenRedrive: DeadLetterLeased wrote the letter
+// and stopped before it removed the message; an operator redrives the
+// letter while the message is still queued, and the next delivery
+// dead-letters the message again. The message must not be lost: it was
+// (the redrive's enqueue was a no-op on the queued message, yet the
+// letter was marked redriven; the second dead-lettering found the letter
+// id taken, wrote nothing and removed the message).
+func TestHalfWrittenDeadLetterThenRedrive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := crashAfter(provider.ModePeekLock, memory.OpDeadLetterLeased, 1)
+	m, err := provider.NewMessage("m-1", "inst-a", "", "k-1", &history.EventRaised{Name: "poke", IdempotencyKey: "k-1"})
+	require.NoError(t, err)
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: base}))
+	deadLetter := func(now time.Time) error {
+		t.Helper()
+		l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n", InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.NotNil(t, l, "the message is not delivered")
+		require.Len(t, l.Messages, 1)
+		q := l.Messages[0]
+		return s.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: l, Letters: []provider.DeadLetter{{
+			ID: provider.DeadLetterID(q.ID, q.EnqueuedAt), InstanceID: "inst-a", Message: &q,
+			Reason: provider.ReasonMaxDeliveries, Error: "too many", Node: "n", At: now, Attempts: q.Attempts + 1,
+		}}})
+	}
+	require.ErrorIs(t, deadLetter(base), memory.ErrInjected)
+	letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	require.Len(t, s.QueuedMessages(), 1, "the message went before the crash")
+
+	// The operator redrives the letter while its message is still queued.
+	redriveErr := s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: letters[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(time.Second)})
+	// The next delivery dead-letters it again, whole.
+	require.NoError(t, deadLetter(base.Add(2*time.Minute)))
+
+	queued := s.QueuedMessages()
+	dead, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a", Status: provider.DeadLetterDead})
+	require.NoError(t, err)
+	require.True(t, len(queued) == 1 || (len(dead) == 1 && dead[0].Message != nil && dead[0].Message.ID == "m-1"),
+		"the message is lost: redrive %v, queued %v, unresolved letters %v", redriveErr, queued, dead)
+	if len(dead) == 1 {
+		// It can still be redriven, and then runs.
+		require.NoError(t, s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: dead[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(3 * time.Minute)}))
+		require.Len(t, s.QueuedMessages(), 1, "the redrive queued nothing")
+	}
+}

@@ -121,12 +121,8 @@ func (s *Store) deadLetterWrites(ctx context.Context, instanceID string, letters
 		return nil
 	}
 	for i := range letters {
-		d, err := newLetterDoc(&letters[i])
-		if err != nil {
+		if err := s.insertLetter(ctx, &letters[i]); err != nil {
 			return err
-		}
-		if _, err := insertIgnoringDuplicate(ctx, s.c.letters, d.ID, d); err != nil {
-			return fmt.Errorf("dead letter %s: %w", d.ID, err)
 		}
 	}
 	last := letters[len(letters)-1]
@@ -135,12 +131,49 @@ func (s *Store) deadLetterWrites(ctx context.Context, instanceID string, letters
 	}
 	for _, l := range letters {
 		if l.Message != nil {
-			if err := s.removeMessages(ctx, instanceID, []string{l.Message.ID}); err != nil {
-				return err
+			if s.beforeWrite != nil {
+				if err := s.beforeWrite("dead letter: remove " + l.Message.ID); err != nil {
+					return err
+				}
+			}
+			// Only the message the letter holds (enqueued at the same
+			// time): one requeued since by a redrive stays.
+			if _, err := s.c.messages.DeleteOne(ctx, filter("_id", l.Message.ID, "i", instanceID, "e", provider.UnixNanos(l.Message.EnqueuedAt))); err != nil {
+				return fmt.Errorf("remove message %s: %w", l.Message.ID, translate(err))
 			}
 		}
 	}
 	return nil
+}
+
+// insertLetter stores a dead letter unless its id is taken by an
+// unresolved letter (the same dead-lettering, resumed); a letter of that
+// id that an operator resolved does not hold the item, which is stored
+// under provider.ResolvedDeadLetterID instead.
+func (s *Store) insertLetter(ctx context.Context, l *provider.DeadLetter) error {
+	c := *l
+	for range 8 {
+		d, err := newLetterDoc(&c)
+		if err != nil {
+			return err
+		}
+		ok, err := insertIgnoringDuplicate(ctx, s.c.letters, d.ID, d)
+		if err != nil {
+			return fmt.Errorf("dead letter %s: %w", d.ID, err)
+		}
+		if ok {
+			return nil
+		}
+		var old letterDoc
+		if err := s.c.letters.FindOne(ctx, filter("_id", d.ID), options.FindOne().SetProjection(filter("st", 1, "ra", 1))).Decode(&old); err != nil {
+			return fmt.Errorf("dead letter %s: %w", d.ID, translate(err))
+		}
+		if old.Status == string(provider.DeadLetterDead) {
+			return nil
+		}
+		c.ID = provider.ResolvedDeadLetterID(c.ID, provider.FromUnixNanos(old.ResolvedAt))
+	}
+	return fmt.Errorf("dead letter %s: %w: its ids are taken by resolved letters", l.ID, provider.ErrInvalidState)
 }
 
 // ListDeadLetters implements provider.DeadLetterStore.
@@ -197,6 +230,15 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 	}
 	if l.Status != provider.DeadLetterDead {
 		return fmt.Errorf("dead letter %s is %s: %w", p.ID, l.Status, provider.ErrInvalidState)
+	}
+	if m := l.Message; m != nil && p.Status == provider.DeadLetterRedriven {
+		err := s.c.messages.FindOne(ctx, filter("_id", m.ID, "e", provider.UnixNanos(m.EnqueuedAt)), options.FindOne().SetProjection(filter("_id", 1))).Err()
+		switch {
+		case err == nil:
+			return fmt.Errorf("dead letter %s: %w: %w", p.ID, provider.ErrInvalidState, provider.ErrDeadLetteringUnfinished)
+		case !errors.Is(err, mongo.ErrNoDocuments):
+			return fmt.Errorf("dead letter %s: %w", p.ID, translate(err))
+		}
 	}
 	switch p.Status {
 	case provider.DeadLetterRedriven:

@@ -66,3 +66,7 @@ func LegacyClaims(ctx context.Context, s *Store, taskID string, n int64, token, 
 	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 2))
 	return err
 }
+
+// SetBeforeWrite installs the hook some multi-record steps run before a
+// record write (see Store.beforeWrite); an error stops the step there.
+func SetBeforeWrite(s *Store, hook func(what string) error) { s.beforeWrite = hook }

@@ -98,7 +98,10 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 			return fmt.Errorf("append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, provider.ErrConflict, i, e.Seq, e.InstanceID)
 		}
 	}
-	last, _, err := s.head(ctx, p.InstanceID)
+	if err := s.fence(ctx, p.Lease); err != nil {
+		return fmt.Errorf("append to %s: %w", p.InstanceID, err)
+	}
+	last, lastHash, err := s.head(ctx, p.InstanceID)
 	if err != nil {
 		return err
 	}
@@ -107,6 +110,10 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 	}
 	if first != last+1 {
 		return fmt.Errorf("append to %s: %w: first seq %d, expected %d", p.InstanceID, provider.ErrConflict, first, last+1)
+	}
+	if last > 0 && !bytes.Equal(p.Events[0].PrevHash, lastHash) {
+		// Built on another history of the id (one purged since, say).
+		return fmt.Errorf("append to %s at seq %d: %w: the events follow another history than the stored one", p.InstanceID, first, provider.ErrConflict)
 	}
 	seen := map[history.Key]bool{}
 	for i := range p.Events {
@@ -140,6 +147,17 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 			return s.retriedAppend(ctx, p)
 		}
 		return fmt.Errorf("append to %s: %w", p.InstanceID, translate(err))
+	}
+	if p.Lease != nil {
+		// The fence read and the insert are two operations: a lease lost
+		// between them (the instance ended, was purged and started again
+		// meanwhile) is found by reading the fence again, and the
+		// insert undone before any round of the new lease could build
+		// on it (that round's own append at this seq collides with it).
+		if err := s.fence(ctx, p.Lease); err != nil {
+			_, derr := s.c.history.DeleteOne(context.WithoutCancel(ctx), filter("_id", doc.ID, "lh", doc.LastHash))
+			return errors.Join(fmt.Errorf("append to %s: %w", p.InstanceID, err), translate(derr))
+		}
 	}
 	return nil
 }

@@ -102,6 +102,9 @@ func writeForward(ctx context.Context, c *mongo.Collection, docID string, seq in
 // custom records, the instance record and the snapshot, in that order,
 // each a conditional write of its own document.
 func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) error {
+	if err := s.fence(ctx, p.Lease); err != nil {
+		return fmt.Errorf("projections of %s: %w", p.InstanceID, err)
+	}
 	for i := range p.Tasks {
 		t := p.Tasks[i]
 		data, err := history.Encode(&t)

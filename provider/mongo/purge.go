@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -20,6 +21,13 @@ type tombDoc struct {
 	LastHash []byte `bson:"lh"`
 	PurgedAt int64  `bson:"pa"`
 	PurgedBy string `bson:"pb"`
+	// Exec is the ended execution the purge deletes: a queued start of
+	// another execution (the id's next run) is kept.
+	Exec string `bson:"x,omitempty"`
+	// Key tells this purge from every other purge of the id, however
+	// they resume: two runs of a reused id may end at one seq and be
+	// purged at one clock reading. The tombstone's _id holds it.
+	Key string `bson:"k,omitempty"`
 }
 
 type tombstoneRow struct {
@@ -57,6 +65,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		// An earlier purge stopped half-way: finish it.
 		mark = latest.Purge
 	} else {
+		if p.OnlyUnfinished {
+			return nil, fmt.Errorf("purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+		}
 		if mark, err = s.purgeCheck(ctx, p, latest); err != nil {
 			return nil, err
 		}
@@ -93,7 +104,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 // round may still have work for, and returns its tombstone.
 func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams, latest *leaseDoc) (*tombDoc, error) {
 	var rec instanceDoc
-	err := s.c.instances.FindOne(ctx, filter("_id", p.InstanceID), options.FindOne().SetProjection(filter("s", 1, "st", 1))).Decode(&rec)
+	err := s.c.instances.FindOne(ctx, filter("_id", p.InstanceID), options.FindOne().SetProjection(filter("s", 1, "st", 1, "r", 1))).Decode(&rec)
 	hasRecord := err == nil
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, translate(err))
@@ -111,6 +122,19 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 	if last > rec.Seq {
 		return nil, fmt.Errorf("purge %s: %w: history is at seq %d, its record at seq %d; a round has not finished", p.InstanceID, provider.ErrInvalidState, last, rec.Seq)
 	}
+	record, err := rec.record("")
+	if err != nil {
+		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, err)
+	}
+	var next messageDoc
+	err = s.c.messages.FindOne(ctx, filter("i", p.InstanceID, "k", string(history.KindExecutionStarted), "x", filter("$ne", record.ExecutionID)),
+		options.FindOne().SetProjection(filter("_id", 1))).Decode(&next)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("purge %s: %w: message %s starts its next run", p.InstanceID, provider.ErrInvalidState, next.ID)
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return nil, fmt.Errorf("purge %s: %w", p.InstanceID, translate(err))
+	}
 	now := provider.UnixNanos(p.Now)
 	if latest != nil && !latest.Released {
 		if latest.Until > now {
@@ -124,15 +148,21 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 			return nil, fmt.Errorf("purge %s: %w: a round of %s ended without an ack; its messages wait for a redelivery", p.InstanceID, provider.ErrInvalidState, latest.Owner)
 		}
 	}
-	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By}, nil
+	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By, Exec: record.ExecutionID, Key: newToken()}, nil
 }
 
 // purgeWrites deletes what the purge marked by t removes, one collection
 // after the other; each step is safe to repeat.
 func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 	inst := t.Instance
+	rowID := id(inst, pad(t.PurgedAt), pad(t.LastSeq))
+	if t.Key != "" {
+		// A mark written before purges had keys is finished under the id
+		// it would have had.
+		rowID = id(inst, pad(t.PurgedAt), pad(t.LastSeq), t.Key)
+	}
 	row := &tombstoneRow{
-		ID: id(inst, pad(t.PurgedAt), pad(t.LastSeq)), Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
+		ID: rowID, Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
 		Instance: inst, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: t.PurgedAt, PurgedBy: t.PurgedBy,
 	}
 	if _, err := insertIgnoringDuplicate(ctx, s.c.tombstones, row.ID, row); err != nil {
@@ -158,7 +188,10 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"dead letters", s.c.letters, filter("i", inst)},
 		{"activity claims", s.c.claims, filter("t", filter("$in", append([]string{}, taskIDs...)))},
 		{"activity tasks", s.c.tasks, filter("i", inst)},
-		{"messages", s.c.messages, filter("i", inst)},
+		// The start of the id's next run, enqueued after the check, is
+		// kept: it starts the id afresh.
+		{"messages", s.c.messages, filter("i", inst, "k", filter("$ne", string(history.KindExecutionStarted)))},
+		{"start messages", s.c.messages, filter("i", inst, "k", string(history.KindExecutionStarted), "x", t.Exec)},
 		{"snapshot", s.c.snapshots, filter("_id", inst)},
 		{"human tasks", s.c.humanTasks, filter("i", inst)},
 		{"human task events", s.c.taskEvents, filter("i", inst)},
@@ -170,6 +203,11 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"leases", s.c.leases, filter("i", inst)},
 	}
 	for _, st := range steps {
+		if s.beforeWrite != nil {
+			if err := s.beforeWrite("purge: " + st.what); err != nil {
+				return fmt.Errorf("purge %s: %s: %w", inst, st.what, err)
+			}
+		}
 		if _, err := st.c.DeleteMany(ctx, st.f); err != nil {
 			return fmt.Errorf("purge %s: %s: %w", inst, st.what, translate(err))
 		}

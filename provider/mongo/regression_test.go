@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -123,4 +124,123 @@ func mustResult(t *testing.T, task *provider.ActivityTask) provider.Message {
 	m, err := provider.ActivityOutcome(task, []byte{0xc0}, nil)
 	require.NoError(t, err)
 	return m
+}
+
+// TestInterruptedPurgeIsFinishedAndItsIDLeased: a purge that deleted the
+// instance's record and stopped before its history, keys and epochs
+// leaves its mark as the newest epoch, which keeps every round off the
+// id. A purge of the id with OnlyUnfinished (what Engine.Purge and
+// Engine.Start call when no record is found) finishes it with the same
+// tombstone, and a start of the id queued meanwhile is kept and leased.
+func TestInterruptedPurgeIsFinishedAndItsIDLeased(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	start := func(exec string) provider.Message {
+		m, err := provider.NewMessage("start-"+exec, "i", exec, exec, &history.ExecutionStarted{Name: "w"})
+		require.NoError(t, err)
+		return m
+	}
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start("exec-1")}, Now: base}))
+	l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base, LockedUntil: base.Add(time.Minute), Owner: "n1", InstanceID: "i"})
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	events := sealed("i", 1, nil, raised(t, "a"))
+	events[0].ExecutionID = "exec-1"
+	history.Seal(nil, events)
+	require.NoError(t, s.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i", Events: events, Lease: l}))
+	require.NoError(t, s.SaveProjections(ctx, &provider.Projections{InstanceID: "i", Seq: 1, Instance: &provider.InstanceRecord{
+		InstanceID: "i", ExecutionID: "exec-1", Name: "w", Status: provider.StatusCompleted, CreatedAt: base, UpdatedAt: base,
+	}}))
+	require.NoError(t, s.AckLease(ctx, &provider.AckLeaseParams{Lease: l, MessageIDs: []string{"start-exec-1"}}))
+
+	crash := errors.New("crash")
+	chmongo.SetBeforeWrite(s, func(what string) error {
+		if what == "purge: history" {
+			return crash
+		}
+		return nil
+	})
+	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(time.Hour)})
+	require.ErrorIs(t, err, crash)
+	chmongo.SetBeforeWrite(s, nil)
+	_, err = s.GetInstance(ctx, "i")
+	require.ErrorIs(t, err, provider.ErrNotFound, "the purge did not stop after the record went")
+
+	// The id is started again before the purge is finished.
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{start("exec-2")}, Now: base.Add(time.Hour)}))
+	blocked, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base.Add(time.Hour), LockedUntil: base.Add(time.Hour + time.Minute), Owner: "n1"})
+	require.NoError(t, err)
+	require.Nil(t, blocked, "a half-purged instance was leased")
+
+	ts, err := s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "someone", Now: base.Add(2 * time.Hour), OnlyUnfinished: true})
+	require.NoError(t, err)
+	require.Equal(t, provider.Tombstone{InstanceID: "i", LastSeq: 1, LastHash: events[0].Hash, PurgedAt: base.Add(time.Hour), PurgedBy: "ops"}, *ts)
+	got, err := s.ListTombstones(ctx, "i")
+	require.NoError(t, err)
+	require.Equal(t, []provider.Tombstone{*ts}, got)
+	left, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i", FromSeq: 1})
+	require.NoError(t, err)
+	require.Empty(t, left)
+
+	next, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: base.Add(2 * time.Hour), LockedUntil: base.Add(2*time.Hour + time.Minute), Owner: "n1"})
+	require.NoError(t, err)
+	require.NotNil(t, next, "the new run's start is never leased")
+	require.Equal(t, "i", next.InstanceID)
+	require.Len(t, next.Messages, 1)
+	require.Equal(t, "start-exec-2", next.Messages[0].ID)
+	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "i", By: "ops", Now: base.Add(2 * time.Hour), OnlyUnfinished: true})
+	require.ErrorIs(t, err, provider.ErrNotFound)
+}
+
+// TestHalfWrittenDeadLetterThenRedrive: as the memory store's test of the
+// same name, on MongoDB: DeadLetterLeased wrote the letter and stopped
+// before it removed the message; the letter is redriven meanwhile, and
+// the next delivery dead-letters the message again. The message must
+// stay queued or in an unresolved letter.
+func TestHalfWrittenDeadLetterThenRedrive(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	m, err := provider.NewMessage("m-1", "inst-a", "", "k-1", &history.EventRaised{Name: "poke", IdempotencyKey: "k-1"})
+	require.NoError(t, err)
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: base}))
+	deadLetter := func(now time.Time) error {
+		t.Helper()
+		l, err := s.LeaseInstance(ctx, &provider.LeaseParams{Now: now, LockedUntil: now.Add(time.Minute), Owner: "n", InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.NotNil(t, l, "the message is not delivered")
+		require.Len(t, l.Messages, 1)
+		q := l.Messages[0]
+		return s.DeadLetterLeased(ctx, &provider.DeadLetterLeasedParams{Lease: l, Letters: []provider.DeadLetter{{
+			ID: provider.DeadLetterID(q.ID, q.EnqueuedAt), InstanceID: "inst-a", Message: &q,
+			Reason: provider.ReasonMaxDeliveries, Error: "too many", Node: "n", At: now, Attempts: q.Attempts + 1,
+		}}})
+	}
+	crash := errors.New("crash")
+	chmongo.SetBeforeWrite(s, func(what string) error {
+		if what == "dead letter: remove m-1" {
+			return crash
+		}
+		return nil
+	})
+	require.ErrorIs(t, deadLetter(base), crash)
+	chmongo.SetBeforeWrite(s, nil)
+	letters, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a"})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+
+	redriveErr := s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: letters[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(time.Second)})
+	require.NoError(t, deadLetter(base.Add(2*time.Minute)))
+
+	queued, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
+	require.NoError(t, err)
+	dead, err := s.ListDeadLetters(ctx, &provider.ListDeadLettersParams{InstanceID: "inst-a", Status: provider.DeadLetterDead})
+	require.NoError(t, err)
+	require.True(t, len(queued) == 1 || (len(dead) == 1 && dead[0].Message != nil && dead[0].Message.ID == "m-1"),
+		"the message is lost: redrive %v, queued %v, unresolved letters %v", redriveErr, queued, dead)
+	if len(dead) == 1 {
+		require.NoError(t, s.ResolveDeadLetter(ctx, &provider.ResolveDeadLetterParams{ID: dead[0].ID, Status: provider.DeadLetterRedriven, By: "ops", Now: base.Add(3 * time.Minute)}))
+		queued, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "inst-a"})
+		require.NoError(t, err)
+		require.Len(t, queued, 1, "the redrive queued nothing")
+	}
 }

@@ -53,6 +53,14 @@ type Options struct {
 	LockTimeout time.Duration
 	// Logger receives the store's log records (slog.Default when nil).
 	Logger *slog.Logger
+	// BeforeWrite, when set, is called before some record writes of
+	// steps that write several documents, named "purge: <what>" (before
+	// each delete of a purge) and "dead letter: remove <message id>"
+	// (before a dead-lettered message's removal); an error it returns
+	// ends the step there, as a crash of the process would. It is for
+	// tests that crash a step between two of its writes (as
+	// memory.Options.Fault does); leave it nil.
+	BeforeWrite func(what string) error
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -128,6 +136,8 @@ type Store struct {
 	// settlements of an activity claim after their first write; an
 	// error ends the call there, as a crash would.
 	afterSettleStep func(taskID string) error
+	// beforeWrite is Options.BeforeWrite.
+	beforeWrite func(what string) error
 }
 
 // collections are the store's collections; docs/providers.md lists their
@@ -181,7 +191,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	db := opts.Client.Database(opts.Database)
 	s := &Store{
-		client: opts.Client, db: db, log: opts.Logger, lockTimeout: opts.LockTimeout,
+		client: opts.Client, db: db, log: opts.Logger, lockTimeout: opts.LockTimeout, beforeWrite: opts.BeforeWrite,
 		c: collections{
 			messages: db.Collection("messages"), leases: db.Collection("leases"), history: db.Collection("history"),
 			keys: db.Collection("history_keys"), tasks: db.Collection("activity_tasks"), claims: db.Collection("activity_claims"),

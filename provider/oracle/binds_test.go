@@ -214,7 +214,7 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 		fakeRows{match: "SELECT instance_id FROM", cols: cols(1), rows: [][]driver.Value{{"inst-1"}}},
 		fakeRows{match: "SELECT 1 FROM", cols: cols(1), rows: [][]driver.Value{{int64(1)}}},
 		fakeRows{match: "SELECT instance_id, message, activity, status, reason, error", cols: cols(6), rows: [][]driver.Value{{"inst-1", env, taskEnv, "dead", "panic", "boom"}}},
-		fakeRows{match: "AS has_record", cols: cols(2), rows: [][]driver.Value{{int64(1), "completed"}}},
+		fakeRows{match: "AS has_record", cols: cols(3), rows: [][]driver.Value{{int64(1), "completed", "e-1"}}},
 		fakeRows{match: "MIN(ready_at)", cols: cols(1), rows: [][]driver.Value{{nil}}},
 		fakeRows{match: "FROM dual", cols: cols(2), rows: [][]driver.Value{{int64(1), int64(1)}}},
 	)
@@ -456,5 +456,40 @@ func TestLongAppendIsChunked(t *testing.T) {
 	}
 	if !slices.Equal(chunks, []int{100, 100, 50}) {
 		t.Errorf("chunks of %v events, want [100 100 50]", chunks)
+	}
+}
+
+// TestPurgeKeepsTheQueuedStartOfTheNextRun: the purge of an ended
+// instance whose next run's start is queued (a restart, or a parent
+// starting a child under an ended child's id) is refused before it
+// deletes anything, as the conformance case of the same name asks.
+func TestPurgeKeepsTheQueuedStartOfTheNextRun(t *testing.T) {
+	ctx := t.Context()
+	next, err := provider.NewMessage("start-2", "inst-1", "exec-2", "exec-2", &history.ExecutionStarted{Name: "approve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := provider.MarshalMessage(&next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, f := fakeStore(t,
+		fakeRows{match: "AS has_record", cols: cols(3), rows: [][]driver.Value{{int64(1), "completed", "exec-1"}}},
+		fakeRows{match: "SELECT envelope FROM", cols: cols(1), rows: [][]driver.Value{{env}}},
+		fakeRows{match: "SELECT seq, hash FROM", cols: cols(2), rows: [][]driver.Value{{int64(1), make([]byte, 32)}}},
+	)
+	_, err = s.PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-1", By: "ops", Now: base})
+	if !errors.Is(err, provider.ErrInvalidState) {
+		t.Fatalf("purge with the next run's start queued: %v, want %v", err, provider.ErrInvalidState)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.errs) > 0 {
+		t.Fatal(errors.Join(f.errs...))
+	}
+	for _, q := range f.seen {
+		if strings.HasPrefix(strings.TrimSpace(q), "DELETE") {
+			t.Errorf("a refused purge deleted: %s", q)
+		}
 	}
 }

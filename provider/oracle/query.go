@@ -137,13 +137,18 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 // instance row is locked without waiting (FOR UPDATE SKIP LOCKED): an
 // instance in a round is not purged ([provider.ErrInvalidState]).
 func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	if p.OnlyUnfinished {
+		// A purge is one transaction: none is ever unfinished.
+		return nil, fmt.Errorf("oracle: purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+	}
 	var ts *provider.Tombstone
 	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx *sql.Tx) error {
 		var (
 			hasRecord int64
 			status    string
+			exec      string
 		)
-		err := tx.QueryRowContext(ctx, s.sql.purgeLock, named("inst", p.InstanceID)).Scan(intScan{&hasRecord}, strScan{&status})
+		err := tx.QueryRowContext(ctx, s.sql.purgeLock, named("inst", p.InstanceID)).Scan(intScan{&hasRecord}, strScan{&status}, strScan{&exec})
 		if errors.Is(err, sql.ErrNoRows) {
 			// No row, or a row a round holds.
 			record, hist, err := s.purgeProbe(ctx, tx, p.InstanceID)
@@ -170,6 +175,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		if hasRecord == 0 || !provider.Status(status).Terminal() {
 			return fmt.Errorf("oracle: purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 		}
+		if err := s.purgeKeepsNextRun(ctx, tx, p.InstanceID, exec); err != nil {
+			return err
+		}
 		ts = &provider.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
 		err = tx.QueryRowContext(ctx, s.sql.historyHead, named("inst", p.InstanceID)).Scan(intScan{&ts.LastSeq}, &ts.LastHash)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -188,6 +196,34 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		return nil, err
 	}
 	return ts, nil
+}
+
+// purgeKeepsNextRun refuses the purge of an ended instance while a queued
+// message starts its next run (an execution other than exec, the ended
+// one: a client's restart, or a parent starting a child under an ended
+// child's id): the purge would delete it.
+func (s *Store) purgeKeepsNextRun(ctx context.Context, tx *sql.Tx, instanceID, exec string) error {
+	rows, err := tx.QueryContext(ctx, s.sql.purgeMessages, named("inst", instanceID))
+	if err != nil {
+		return failf(err, "purge %s", instanceID)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var env []byte
+		if err := rows.Scan(&env); err != nil {
+			return failf(err, "purge %s", instanceID)
+		}
+		m, err := provider.UnmarshalMessage(env)
+		if err != nil {
+			// An undecodable message is dead-lettered by its round; it
+			// starts nothing.
+			continue
+		}
+		if provider.StartsNextRun(&m, exec) {
+			return fmt.Errorf("oracle: purge %s: %w: message %s starts its next run", instanceID, provider.ErrInvalidState, m.ID)
+		}
+	}
+	return failf(rows.Err(), "purge %s", instanceID)
 }
 
 // purgeProbe tells whether an instance has a record and a history.

@@ -437,9 +437,14 @@ FETCH FIRST :lim ROWS ONLY`
 // purgeLockSQL locks the row of an instance to purge unless a round holds
 // it (never waiting).
 const purgeLockSQL = `
-SELECT CASE WHEN record_seq IS NULL THEN 0 ELSE 1 END AS has_record, status
+SELECT CASE WHEN record_seq IS NULL THEN 0 ELSE 1 END AS has_record, status, execution_id
 FROM {{obj:INSTANCES}} WHERE instance_id = :inst
 FOR UPDATE SKIP LOCKED`
+
+// purgeMessagesSQL reads the queued messages of an instance to purge,
+// whose row the purge holds (so no enqueue adds one meanwhile).
+const purgeMessagesSQL = `
+SELECT envelope FROM {{obj:MESSAGES}} WHERE instance_id = :inst ORDER BY seq`
 
 const purgeProbeSQL = `
 SELECT (SELECT COUNT(*) FROM {{obj:INSTANCES}} WHERE instance_id = :inst AND record_seq IS NOT NULL),
@@ -555,27 +560,27 @@ END;`
 
 // statements are the provider's SQL with the store's names filled in.
 type statements struct {
-	ensureInstance, insertMessage                                    string
-	dequeueCandidates, lockInstance, hasVisible, dequeueFetch        string
-	clearHold, ackMessages, abandonMessages, holdInstance            string
-	listMessages, nextOrchestration, nextActivity                    string
-	loadHistory, lastSeq, historyHead, historyTail, appendHistoryRow string
-	saveRecord, saveSnapshot, saveTask, deleteTaskRoles              string
-	insertTaskRole, takenTask, saveTaskEvent, saveCustom             string
-	getInstance, getSnapshot, listInstances                          string
-	getTask, listTasks, listTaskEvents, getCustom                    string
-	resetInstance, resetTaskRoles, resetTasks, resetTaskEvents       string
-	resetCustom                                                      string
-	insertTaskID, insertTask, claimCandidates, claimLock, claim      string
-	heartbeatActivity, taskEnvelope, retryActivity                   string
-	completeActivity, claimedTask, lockInstanceWait, lockClaimedTask string
-	cancelActivities, listQueuedActivities                           string
-	insertDeadLetter, setIncident, lockDeadLetter                    string
-	resolveDeadLetter, refreshIncident, redriveTaskDelete            string
-	selectDeadLetter, listDeadLetters                                string
-	purgeLock, purgeProbe, tombstone, getTombstone, listTombstones   string
-	wake, listen                                                     string
-	purge                                                            []string
+	ensureInstance, insertMessage                                                 string
+	dequeueCandidates, lockInstance, hasVisible, dequeueFetch                     string
+	clearHold, ackMessages, abandonMessages, holdInstance                         string
+	listMessages, nextOrchestration, nextActivity                                 string
+	loadHistory, lastSeq, historyHead, historyTail, appendHistoryRow              string
+	saveRecord, saveSnapshot, saveTask, deleteTaskRoles                           string
+	insertTaskRole, takenTask, saveTaskEvent, saveCustom                          string
+	getInstance, getSnapshot, listInstances                                       string
+	getTask, listTasks, listTaskEvents, getCustom                                 string
+	resetInstance, resetTaskRoles, resetTasks, resetTaskEvents                    string
+	resetCustom                                                                   string
+	insertTaskID, insertTask, claimCandidates, claimLock, claim                   string
+	heartbeatActivity, taskEnvelope, retryActivity                                string
+	completeActivity, claimedTask, lockInstanceWait, lockClaimedTask              string
+	cancelActivities, listQueuedActivities                                        string
+	insertDeadLetter, setIncident, lockDeadLetter                                 string
+	resolveDeadLetter, refreshIncident, redriveTaskDelete                         string
+	selectDeadLetter, listDeadLetters                                             string
+	purgeLock, purgeProbe, purgeMessages, tombstone, getTombstone, listTombstones string
+	wake, listen                                                                  string
+	purge                                                                         []string
 	// appends holds the multi-row append statement per event count.
 	appends sync.Map
 }
@@ -612,7 +617,7 @@ func newStatements(n names) *statements {
 		lockDeadLetter: q(lockDeadLetterSQL), resolveDeadLetter: q(resolveDeadLetterSQL),
 		refreshIncident: q(refreshIncidentSQL), redriveTaskDelete: q(redriveTaskDeleteSQL),
 		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
-		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), tombstone: q(tombstoneSQL),
+		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeMessages: q(purgeMessagesSQL), tombstone: q(tombstoneSQL),
 		getTombstone: q(getTombstoneSQL), listTombstones: q(listTombstonesSQL),
 		wake: q(wakeSQL), listen: q(listenSQL),
 	}

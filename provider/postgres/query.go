@@ -77,8 +77,13 @@ const (
 // which would outlive the instance. Enqueues that come later wait for the
 // purge to end.
 const purgeLockSQL = `
-SELECT record_seq IS NOT NULL, coalesce(status, '') FROM {{schema}}.instances WHERE instance_id = $1
+SELECT record_seq IS NOT NULL, coalesce(status, ''), coalesce(execution_id, '') FROM {{schema}}.instances WHERE instance_id = $1
 FOR UPDATE SKIP LOCKED`
+
+// purgeMessagesSQL reads the queued messages of an instance to purge,
+// whose row the purge holds (so no enqueue adds one meanwhile).
+const purgeMessagesSQL = `
+SELECT envelope FROM {{schema}}.messages WHERE instance_id = $1 ORDER BY seq`
 
 const purgeProbeSQL = `
 SELECT EXISTS (SELECT 1 FROM {{schema}}.instances WHERE instance_id = $1 AND record_seq IS NOT NULL),
@@ -248,13 +253,18 @@ func (s *Store) resetProjections(ctx context.Context, db dbtx, p *provider.Reset
 // row is locked without waiting: an instance in a round is not purged
 // (ErrInvalidState).
 func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
+	if p.OnlyUnfinished {
+		// A purge is one transaction: none is ever unfinished.
+		return nil, fmt.Errorf("postgres: purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
+	}
 	var ts *provider.Tombstone
 	err := s.inTx(ctx, "purge "+p.InstanceID, func(tx pgx.Tx) error {
 		var (
 			hasRecord bool
 			status    string
+			exec      string
 		)
-		err := tx.QueryRow(ctx, s.sql.purgeLock, p.InstanceID).Scan(&hasRecord, &status)
+		err := tx.QueryRow(ctx, s.sql.purgeLock, p.InstanceID).Scan(&hasRecord, &status, &exec)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// No row, or a row a round holds.
 			var hasHistory bool
@@ -281,6 +291,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		if !hasRecord || !provider.Status(status).Terminal() {
 			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 		}
+		if err := s.purgeKeepsNextRun(ctx, tx, p.InstanceID, exec); err != nil {
+			return err
+		}
 		ts = &provider.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
 		err = tx.QueryRow(ctx, s.sql.purgeTail, p.InstanceID).Scan(&ts.LastSeq, &ts.LastHash)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -297,6 +310,33 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		return nil, err
 	}
 	return ts, nil
+}
+
+// purgeKeepsNextRun refuses the purge of an ended instance while a queued
+// message starts its next run (an execution other than exec, the ended
+// one: a client's restart, or a parent starting a child under an ended
+// child's id): the purge would delete it.
+func (s *Store) purgeKeepsNextRun(ctx context.Context, tx pgx.Tx, instanceID, exec string) error {
+	rows, err := tx.Query(ctx, s.sql.purgeMessages, instanceID)
+	if err != nil {
+		return failf(err, "purge %s", instanceID)
+	}
+	envs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return failf(err, "purge %s", instanceID)
+	}
+	for _, env := range envs {
+		m, err := provider.UnmarshalMessage(env)
+		if err != nil {
+			// An undecodable message is dead-lettered by its round; it
+			// starts nothing.
+			continue
+		}
+		if provider.StartsNextRun(&m, exec) {
+			return fmt.Errorf("postgres: purge %s: %w: message %s starts its next run", instanceID, provider.ErrInvalidState, m.ID)
+		}
+	}
+	return nil
 }
 
 // GetTombstone implements provider.Store.

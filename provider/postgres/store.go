@@ -172,29 +172,29 @@ type dbtx interface {
 // statements are the provider's SQL with the schema filled in. pgx
 // prepares and caches each distinct text per connection.
 type statements struct {
-	enqueueMessages, completeActivity                        string
-	dequeueLock, dequeueLockByID, dequeueFetch, clearHold    string
-	ackMessages, abandonMessages, holdInstance, listMessages string
-	nextOrchestration, nextActivity                          string
-	loadHistory, appendHistory, historyTail, historyHead     string
-	saveInstance, saveTask, saveTaskEvent, saveCustom        string
-	getInstance, getSnapshot, listInstances                  string
-	getTask, listTasks, listTaskEvents, getCustom            string
-	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
-	enqueueActivities, claimActivity, heartbeatActivity      string
-	taskEnvelope, retryActivity, deadLetterActivity          string
-	lockTaskInstance, lockInstances                          string
-	cancelActivities, listQueuedActivities                   string
-	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert     string
-	insertDeadLetter, setIncident, lockDeadLetter            string
-	resolveDeadLetter, refreshIncident                       string
-	selectDeadLetter, listDeadLetters                        string
-	purgeLock, purgeProbe, purgeTail, tombstone              string
-	getTombstone                                             string
-	takenTask, listTombstones                                string
-	latestCheckpoint, checkpointHash, insertCheckpoint       string
-	insertLeaves, listCheckpoints, checkpointLeaves          string
-	purge                                                    []string
+	enqueueMessages, completeActivity                          string
+	dequeueLock, dequeueLockByID, dequeueFetch, clearHold      string
+	ackMessages, abandonMessages, holdInstance, listMessages   string
+	nextOrchestration, nextActivity                            string
+	loadHistory, appendHistory, historyTail, historyHead       string
+	saveInstance, saveTask, saveTaskEvent, saveCustom          string
+	getInstance, getSnapshot, listInstances                    string
+	getTask, listTasks, listTaskEvents, getCustom              string
+	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
+	enqueueActivities, claimActivity, heartbeatActivity        string
+	taskEnvelope, retryActivity, deadLetterActivity            string
+	lockTaskInstance, lockInstances                            string
+	cancelActivities, listQueuedActivities                     string
+	redriveTaskDelete, redriveTaskIDs, redriveTaskInsert       string
+	insertDeadLetter, setIncident, lockDeadLetter              string
+	resolveDeadLetter, refreshIncident                         string
+	selectDeadLetter, listDeadLetters                          string
+	purgeLock, purgeProbe, purgeTail, purgeMessages, tombstone string
+	getTombstone                                               string
+	takenTask, listTombstones                                  string
+	latestCheckpoint, checkpointHash, insertCheckpoint         string
+	insertLeaves, listCheckpoints, checkpointLeaves            string
+	purge                                                      []string
 }
 
 func newStatements(schema string) *statements {
@@ -228,7 +228,7 @@ func newStatements(schema string) *statements {
 		insertDeadLetter:  q(insertDeadLetterSQL), setIncident: q(setIncidentSQL), lockDeadLetter: q(lockDeadLetterSQL),
 		resolveDeadLetter: q(resolveDeadLetterSQL), refreshIncident: q(refreshIncidentSQL),
 		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
-		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL),
+		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL), purgeMessages: q(purgeMessagesSQL),
 		tombstone: q(tombstoneSQL), getTombstone: q(getTombstoneSQL),
 		latestCheckpoint: q(latestCheckpointSQL), checkpointHash: q(checkpointHashSQL), insertCheckpoint: q(insertCheckpointSQL),
 		insertLeaves: q(insertLeavesSQL), listCheckpoints: q(listCheckpointsSQL), checkpointLeaves: q(checkpointLeavesSQL),

@@ -1,9 +1,11 @@
 package providertest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/stretchr/testify/require"
 )
@@ -31,6 +33,63 @@ func testPeekLock(t *testing.T, factory Factory) {
 		t.Helper()
 		return b.lease.AckLease(t.Context(), &provider.AckLeaseParams{Lease: l, MessageIDs: ids})
 	}
+
+	t.Run("ZombieAppendAcrossAPurgeIsRefused", func(t *testing.T) {
+		// A round leases the start of inst-a, loads its (empty) history
+		// and stalls; its lease runs out, another round runs the
+		// instance to its end, it is purged and started again. The
+		// stalled round's append at seq 1 must not land in the new run.
+		t.Parallel()
+		b := setup(t, factory)
+		ctx := t.Context()
+		first, err := provider.NewMessage("start-1", "inst-a", "exec-1", "exec-1", &history.ExecutionStarted{Name: "approve-claim"})
+		require.NoError(t, err)
+		b.enqueue(t, base, first)
+		zombie := lease(t, b, base, "inst-a")
+		require.NotNil(t, zombie)
+
+		run := lease(t, b, zombie.LockedUntil, "inst-a")
+		require.NotNil(t, run, "the expired lease was not taken over")
+		ended := chain("inst-a", nil, startEvent(t, "exec-1"), markerEvent(t, "done"))
+		require.NoError(t, b.lease.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: ended, Lease: run}))
+		b.save(t, projections(t, "inst-a", 2, "done", true)) // status completed
+		require.NoError(t, ack(t, b, run, "start-1"))
+		_, err = b.purges(t).PurgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: "inst-a", By: "user:ops", Now: at(3 * leaseFor)})
+		require.NoError(t, err)
+		second, err := provider.NewMessage("start-2", "inst-a", "exec-2", "exec-2", &history.ExecutionStarted{Name: "approve-claim"})
+		require.NoError(t, err)
+		b.enqueue(t, at(3*leaseFor), second)
+
+		stale := chain("inst-a", nil, startEvent(t, "exec-1"))
+		err = b.lease.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: stale, Lease: zombie})
+		require.Error(t, err, "a zombie appended the purged run's start to the new run")
+		require.True(t, errors.Is(err, provider.ErrLeaseLost) || errors.Is(err, provider.ErrConflict), "zombie append: %v", err)
+		require.Empty(t, b.load(t, "inst-a", 1), "the purged run came back")
+
+		next := lease(t, b, at(3*leaseFor), "inst-a")
+		require.NotNil(t, next, "the new run's start is not delivered")
+		require.Equal(t, []string{"start-2"}, messageIDs(next.Messages))
+		fresh := chain("inst-a", nil, startEvent(t, "exec-2"))
+		require.NoError(t, b.lease.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: fresh, Lease: next}))
+		require.Equal(t, fresh, b.load(t, "inst-a", 1))
+	})
+
+	t.Run("AppendFencedByALostLeaseWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		ctx := t.Context()
+		b.enqueue(t, base, signal(t, "m-1", "inst-a"))
+		zombie := lease(t, b, base, "inst-a")
+		require.NotNil(t, zombie)
+		successor := lease(t, b, zombie.LockedUntil, "inst-a")
+		require.NotNil(t, successor)
+		events := chain("inst-a", nil, startEvent(t, execID))
+		err := b.lease.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: events, Lease: zombie})
+		require.ErrorIs(t, err, provider.ErrLeaseLost)
+		require.Empty(t, b.load(t, "inst-a", 1))
+		require.NoError(t, b.lease.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "inst-a", Events: events, Lease: successor}))
+		require.Len(t, b.load(t, "inst-a", 1), 1)
+	})
 
 	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
 		t.Parallel()

@@ -246,6 +246,78 @@ func testPurge(t *testing.T, factory Factory) {
 		require.Empty(t, none)
 	})
 
+	t.Run("PurgesOfAReusedIDAtOneInstantKeepTheirTombstones", func(t *testing.T) {
+		// Two runs of an id end at the same seq and are purged at the
+		// same clock reading: each purge keeps its own tombstone.
+		t.Parallel()
+		b := setup(t, factory)
+		var want []provider.Tombstone
+		for _, exec := range []string{"exec-1", "exec-2"} {
+			events := chain("i-1", nil, startEvent(t, exec), markerEvent(t, "m"))
+			require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+			b.save(t, projections(t, "i-1", 2, exec, true))
+			ts, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+			require.NoError(t, err)
+			require.Equal(t, events[1].Hash, ts.LastHash)
+			got, err := b.purges(t).GetTombstone(t.Context(), "i-1")
+			require.NoError(t, err)
+			require.Equal(t, ts, got, "the stored tombstone is not the one the purge returned")
+			want = append(want, *ts)
+		}
+		all, err := b.purges(t).ListTombstones(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, want, all)
+	})
+
+	t.Run("OnlyUnfinishedPurgesNothingElse", func(t *testing.T) {
+		// A client starting an id finishes a purge of it that stopped
+		// half-way; an ended instance that no purge began stays.
+		t.Parallel()
+		b := setup(t, factory)
+		events := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
+		_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour), OnlyUnfinished: true})
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		require.Len(t, b.load(t, "i-1", 1), 2, "a purge no one began was made")
+		require.Equal(t, provider.StatusCompleted, b.instanceOf(t, "i-1").Status)
+		_, err = b.purges(t).GetTombstone(t.Context(), "i-1")
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		_, err = b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "none", By: "user:ops", Now: at(time.Hour), OnlyUnfinished: true})
+		require.ErrorIs(t, err, provider.ErrNotFound)
+	})
+
+	t.Run("PurgeKeepsTheQueuedStartOfTheNextRun", func(t *testing.T) {
+		// A parent starting a child under an ended child's id, or a
+		// client restarting an ended instance, queues the start of the
+		// id's next run; a purge of the ended run must not take it away.
+		t.Parallel()
+		b := setup(t, factory)
+		events := chain("i-1", nil, startEvent(t, execID), markerEvent(t, "m"))
+		require.NoError(t, b.appendEvents(t.Context(), "i-1", events))
+		b.save(t, projections(t, "i-1", 2, "done", true)) // status completed
+		next, err := provider.NewMessage("start-2", "i-1", "exec-2", "exec-2", &history.ExecutionStarted{Name: "approve-claim"})
+		require.NoError(t, err)
+		b.enqueue(t, at(time.Minute), next)
+
+		ts, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		if err != nil {
+			// Refused: the instance is not ended while its next run waits.
+			require.ErrorIs(t, err, provider.ErrInvalidState)
+			require.Len(t, b.load(t, "i-1", 1), 2, "a refused purge deleted history")
+		} else {
+			require.Equal(t, int64(2), ts.LastSeq)
+			require.Empty(t, b.load(t, "i-1", 1))
+		}
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"start-2"}, messageIDs(msgs), "the purge took the start of the next run away")
+		d := b.take(t, at(time.Hour), 10, "")
+		require.NotNil(t, d, "the start of the next run is never delivered")
+		require.Equal(t, "i-1", d.InstanceID)
+		require.Equal(t, []string{"start-2"}, messageIDs(d.Messages))
+	})
+
 	t.Run("PurgeRefusesRunningAndUnknownInstances", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

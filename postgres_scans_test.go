@@ -2,6 +2,8 @@ package chronicle_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,9 +30,10 @@ const scanPreload = 30_000
 // grows with the store was read by a sequential scan: a store with a
 // month of history must cost per round what an empty one does. It runs
 // on the tables as a server without autovacuum leaves them (no
-// statistics, ever) and after ANALYZE (as autovacuum would), with plans
-// made while the tables were empty (a process that started with the
-// store) and while they were full.
+// statistics, ever, and the dead rows of the queue tables never removed)
+// and after VACUUM (ANALYZE) (as autovacuum would), with plans made while
+// the tables were empty (a process that started with the store) and while
+// they were full.
 func TestPostgresNoSequentialScans(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -69,8 +72,13 @@ func TestPostgresNoSequentialScans(t *testing.T) {
 			_, err = bench.PreloadPostgres(ctx, store, scanPreload, nil)
 			require.NoError(t, err)
 			if c.analyze {
-				_, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema}.Sanitize()+".instances, "+
-					pgx.Identifier{schema}.Sanitize()+".history, "+pgx.Identifier{schema}.Sanitize()+".activity_task_ids")
+				// What autovacuum leaves: every table vacuumed and
+				// analyzed, the empty queue tables known to be empty.
+				var tables []string
+				for _, table := range append(slices.Clone(bench.StoreTables), bench.QueueTables...) {
+					tables = append(tables, pgx.Identifier{schema, table}.Sanitize())
+				}
+				_, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+strings.Join(tables, ", "))
 				require.NoError(t, err)
 			}
 			if !c.plannedEmpty {
@@ -90,12 +98,21 @@ func TestPostgresNoSequentialScans(t *testing.T) {
 			require.NoError(t, err)
 			work := after.Sub(before)
 
+			// Unvacuumed, the queue tables keep the dead rows of every
+			// message and task: they grow with the store too. Vacuumed,
+			// they hold the work in flight, and a plan made while
+			// vacuum's statistics said they were empty may scan them
+			// until the next analyze replans it (docs/benchmarks.md).
+			growing := bench.StoreTables
+			if !c.analyze {
+				growing = append(slices.Clone(growing), bench.QueueTables...)
+			}
 			var scanned []string
-			for _, table := range bench.GrowingTables {
+			for _, table := range append(slices.Clone(bench.StoreTables), bench.QueueTables...) {
 				tw, ok := work.Table(table)
 				require.True(t, ok, "table %s is not in the schema's statistics", table)
 				t.Logf("%-18s seq scans %6d (rows read %9d), index scans %6d", table, tw.SeqScans, tw.SeqTuples, tw.IndexScans)
-				if tw.SeqScans != 0 {
+				if tw.SeqScans != 0 && slices.Contains(growing, table) {
 					scanned = append(scanned, table)
 				}
 			}

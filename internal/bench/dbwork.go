@@ -49,14 +49,19 @@ type TableWork struct {
 	BufferHits int64
 }
 
-// GrowingTables are the store's tables whose rows accumulate as
-// instances come and go: a sequential scan of one costs more every day.
-// The queue tables (messages, activity_tasks) hold only work in flight
-// but grow with a backlog. schema_migrations is the one table left out.
-var GrowingTables = []string{
-	"instances", "history", "messages", "activity_tasks", "activity_task_ids", "dead_letters",
-	"human_tasks", "human_task_events", "custom_projections", "tombstones", "checkpoints", "checkpoint_leaves",
+// StoreTables are the store's tables whose rows stay when instances end:
+// they grow with the store, and a sequential scan of one costs more every
+// day.
+var StoreTables = []string{
+	"instances", "history", "activity_task_ids", "dead_letters", "human_tasks", "human_task_events",
+	"custom_projections", "tombstones", "checkpoints", "checkpoint_leaves",
 }
+
+// QueueTables are the tables of work in flight, which an ended instance
+// leaves no row in. Vacuumed, they stay as small as the work in flight;
+// where nothing vacuums them, the dead rows of every message and task ever
+// processed stay, and a sequential scan reads them all.
+var QueueTables = []string{"messages", "activity_tasks"}
 
 // Table returns the statistics of the table named name, and whether the
 // snapshot has it.

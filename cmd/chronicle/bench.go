@@ -59,6 +59,9 @@ type dbWorkJSON struct {
 	BufferReads   float64          `json:"buffer_reads"`
 	SeqScans      map[string]int64 `json:"seq_scans,omitempty"`
 	SeqTuplesRead map[string]int64 `json:"seq_tuples_read,omitempty"`
+	// TableBufferHits are the shared-buffer hits of each table of the
+	// bench schema and its indexes, per workflow.
+	TableBufferHits map[string]float64 `json:"table_buffer_hits,omitempty"`
 }
 
 // perWorkflow divides the work d of a run by its n workflows; sequential
@@ -70,6 +73,12 @@ func perWorkflow(d *bench.DBWork, n int) *dbWorkJSON {
 		BufferHits: float64(d.BufferHits) / f, BufferReads: float64(d.BufferReads) / f,
 	}
 	for _, t := range d.Tables {
+		if t.BufferHits > 0 {
+			if out.TableBufferHits == nil {
+				out.TableBufferHits = map[string]float64{}
+			}
+			out.TableBufferHits[t.Name] = float64(t.BufferHits) / f
+		}
 		out.Inserted += float64(t.Inserted) / f
 		out.Updated += float64(t.Updated) / f
 		out.Deleted += float64(t.Deleted) / f

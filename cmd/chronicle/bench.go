@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chronicleflow/chronicle/internal/bench"
 	"github.com/chronicleflow/chronicle/provider"
@@ -286,12 +287,25 @@ func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 		_, _ = rand.Read(suffix) // crypto/rand.Read never returns an error: it crashes the program instead
 		schema, drop = "chronicle_bench_"+hex.EncodeToString(suffix), !keep
 	}
-	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: schema, MigrateOnStart: true})
+	cfg, err := pgxpool.ParseConfig(c.storeURL)
 	if err != nil {
+		return nil, nil, err
+	}
+	// The name lets the database-work figures wait for the statistics of
+	// connections the run closed (bench.FlushStats).
+	cfg.ConnConfig.RuntimeParams["application_name"] = "chronicle-bench:" + schema
+	pool, err := pgxpool.NewWithConfig(c.ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := postgres.New(c.ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true})
+	if err != nil {
+		pool.Close()
 		return nil, nil, err
 	}
 	return store, func() {
 		store.Close()
+		pool.Close()
 		if drop {
 			if err := dropSchema(c.ctx, c.storeURL, schema); err != nil {
 				// The numbers are printed; the run still succeeds, and the

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,48 @@ type benchJSON struct {
 	StartSeconds       float64 `json:"start_seconds,omitempty"`
 	PeakRSSMiB         float64 `json:"peak_rss_mib,omitempty"`
 	Checkpoints        int64   `json:"checkpoints,omitempty"`
+	// Preloaded counts the ended instances the store held before the run
+	// (--preload).
+	Preloaded int `json:"preloaded,omitempty"`
+	// DB is the database work per workflow, on PostgreSQL.
+	DB *dbWorkJSON `json:"db_per_workflow,omitempty"`
+}
+
+// dbWorkJSON is the database work of a run divided by its workflows.
+// Commits, tuples and buffer hits are the database's (every session of
+// it counts); rows and scans are those of the bench schema's tables.
+type dbWorkJSON struct {
+	Commits       float64          `json:"commits"`
+	Inserted      float64          `json:"rows_inserted"`
+	Updated       float64          `json:"rows_updated"`
+	Deleted       float64          `json:"rows_deleted"`
+	TuplesRead    float64          `json:"tuples_read"`
+	BufferHits    float64          `json:"buffer_hits"`
+	BufferReads   float64          `json:"buffer_reads"`
+	SeqScans      map[string]int64 `json:"seq_scans,omitempty"`
+	SeqTuplesRead map[string]int64 `json:"seq_tuples_read,omitempty"`
+}
+
+// perWorkflow divides the work d of a run by its n workflows; sequential
+// scans stay totals, by table, listing only tables that had some.
+func perWorkflow(d *bench.DBWork, n int) *dbWorkJSON {
+	f := float64(max(n, 1))
+	out := &dbWorkJSON{
+		Commits: float64(d.Commits) / f, TuplesRead: float64(d.TuplesReturned+d.TuplesFetched) / f,
+		BufferHits: float64(d.BufferHits) / f, BufferReads: float64(d.BufferReads) / f,
+	}
+	for _, t := range d.Tables {
+		out.Inserted += float64(t.Inserted) / f
+		out.Updated += float64(t.Updated) / f
+		out.Deleted += float64(t.Deleted) / f
+		if t.SeqScans > 0 {
+			if out.SeqScans == nil {
+				out.SeqScans, out.SeqTuplesRead = map[string]int64{}, map[string]int64{}
+			}
+			out.SeqScans[t.Name], out.SeqTuplesRead[t.Name] = t.SeqScans, t.SeqTuples
+		}
+	}
+	return out
 }
 
 func runBench(c *cli, cmd *command, args []string) error {
@@ -50,6 +94,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	checkpoints := fs.Duration("checkpoints", 0, "sign checkpoints with a fresh key at this interval (1s, say) while the workloads run; 0: none")
+	preload := fs.Int("preload", 0, "PostgreSQL: fill each workload's schema with this many ended W1 instances and their histories before it runs (with --schema, ones already there count)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -58,6 +103,12 @@ func runBench(c *cli, cmd *command, args []string) error {
 	}
 	if *instances <= 0 {
 		return usagef(cmd, "--instances must be positive")
+	}
+	if *preload < 0 {
+		return usagef(cmd, "--preload must not be negative")
+	}
+	if *preload > 0 && !isPostgres(c.storeURL) {
+		return usagef(cmd, "--preload needs a postgres:// store")
 	}
 	for i, w := range workloads {
 		workloads[i] = strings.ToUpper(w)
@@ -77,7 +128,30 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if err != nil {
 			return err
 		}
+		var (
+			pg        *postgres.Store
+			preloaded int
+		)
+		if s, ok := store.(*postgres.Store); ok {
+			pg = s
+		}
+		if *preload > 0 && pg != nil {
+			if preloaded, err = c.preload(pg, *preload); err != nil {
+				done()
+				return err
+			}
+		}
+		var before *bench.DBWork
+		if pg != nil {
+			before = c.dbWork(pg)
+		}
 		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints})
+		var work *bench.DBWork
+		if err == nil && before != nil {
+			if after := c.dbWork(pg); after != nil {
+				work = after.Sub(before)
+			}
+		}
 		done()
 		if err != nil {
 			return err
@@ -88,7 +162,10 @@ func runBench(c *cli, cmd *command, args []string) error {
 			AllocsPerRound: res.AllocsPerRound, PeakHeapMiB: float64(res.PeakHeap) / (1 << 20),
 			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
 			P50FirstMillis: millis(res.P50First), P50LastMillis: millis(res.P50Last), StartSeconds: res.StartDuration.Seconds(),
-			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20), Checkpoints: res.Checkpoints,
+			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20), Checkpoints: res.Checkpoints, Preloaded: preloaded,
+		}
+		if work != nil {
+			row.DB = perWorkflow(work, res.Workflows)
 		}
 		rows = append(rows, row)
 		if !c.json {
@@ -108,6 +185,20 @@ func runBench(c *cli, cmd *command, args []string) error {
 				fmt.Fprintf(c.stdout, "%-8s %-7s p50 of the first %d signals %s, of the last %d %s (%.2f×)\n", "", "",
 					bench.WindowW4, lat(row.P50FirstMillis), bench.WindowW4, lat(row.P50LastMillis), row.P50LastMillis/row.P50FirstMillis)
 			}
+			if row.Preloaded > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s on a store preloaded with %d ended instances\n", "", "", row.Preloaded)
+			}
+			if d := row.DB; d != nil {
+				fmt.Fprintf(c.stdout, "%-8s %-7s per workflow: %.1f commits, rows %.1f inserted / %.1f updated / %.1f deleted, %.0f tuples read, %.0f buffer hits, %.1f buffer reads\n",
+					"", "", d.Commits, d.Inserted, d.Updated, d.Deleted, d.TuplesRead, d.BufferHits, d.BufferReads)
+				names := slices.Sorted(maps.Keys(d.SeqScans))
+				if len(names) == 0 {
+					fmt.Fprintf(c.stdout, "%-8s %-7s sequential scans: none\n", "", "")
+				}
+				for _, name := range names {
+					fmt.Fprintf(c.stdout, "%-8s %-7s sequential scans of %s: %d, reading %d rows\n", "", "", name, d.SeqScans[name], d.SeqTuplesRead[name])
+				}
+			}
 			if row.KiBPerIdle > 0 {
 				fmt.Fprintf(c.stdout, "%-8s %-7s %.1f KiB of heap and stack per parked instance (store, snapshot and cached executor)\n", "", "", row.KiBPerIdle)
 			}
@@ -117,6 +208,39 @@ func runBench(c *cli, cmd *command, args []string) error {
 		return c.printJSON(rows)
 	}
 	return nil
+}
+
+// preload fills the bench schema of store with n ended instances,
+// reporting progress on stderr, and returns how many it holds.
+func (c *cli) preload(store *postgres.Store, n int) (int, error) {
+	last := time.Now()
+	res, err := bench.PreloadPostgres(c.ctx, store, n, func(done int) {
+		if time.Since(last) >= 10*time.Second {
+			last = time.Now()
+			fmt.Fprintf(c.stderr, "chronicle: preloaded %d of %d instances\n", done, n)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(c.stderr, "chronicle: preload of schema %s: %d instances were there, %d added in %.1fs\n",
+		store.Schema(), res.Existing, res.Added, res.Duration.Seconds())
+	return res.Existing + res.Added, nil
+}
+
+// dbWork flushes the statistics of the store's connections and takes a
+// snapshot of them; nil, with a note on stderr, when the server cannot.
+func (c *cli) dbWork(store *postgres.Store) *bench.DBWork {
+	err := bench.FlushStats(c.ctx, store.Pool())
+	var w *bench.DBWork
+	if err == nil {
+		w, err = bench.ReadDBWork(c.ctx, store.Pool(), store.Schema())
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "chronicle: no database work figures: %v\n", err)
+		return nil
+	}
+	return w
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -253,6 +253,7 @@ func TestCommands(t *testing.T) {
 		{"bench_help", ok, []string{"bench", "-h"}},
 		{"bench_zero_instances", usage, []string{"bench", "--instances", "0"}},
 		{"bench_unknown_workload", usage, []string{"bench", "--workload", "W9", "--instances", "1"}},
+		{"bench_preload_memory", usage, []string{"bench", "--preload", "10"}},
 
 		// ui: serving is tested by TestUI; its help and mistakes here.
 		{"ui_help", ok, []string{"ui", "-h"}},

@@ -31,14 +31,18 @@ WITH input AS (
 )
 SELECT count(*) FROM inserted`
 
-// claimActivitySQL leases the oldest claimable task of the queues, skipping
+// claimActivitySQL leases the oldest claimable task of one queue, skipping
 // tasks another claim is taking right now; the token comes from a
 // sequence. It also returns the claim it took over, if any (a claimed task
-// is claimable only once its claim ran out).
+// is claimable only once its claim ran out). One queue, compared by
+// equality, makes the index on (queue, ready_at, seq) return the tasks in
+// the order wanted, so LIMIT 1 stops at the first; with queue = ANY (…)
+// the index's order is lost, and a generic plan sorted the whole table
+// after a sequential scan.
 const claimActivitySQL = `
 WITH old AS (
     SELECT id, token, owner, locked_until FROM {{schema}}.activity_tasks
-    WHERE queue = ANY ($1::text[]) AND ready_at <= $2
+    WHERE queue = $1 AND ready_at <= $2
     ORDER BY ready_at, seq
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -48,6 +52,18 @@ SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until =
 FROM old
 WHERE t.id = old.id
 RETURNING t.envelope, t.token, old.token IS NOT NULL, coalesce(old.owner, ''), old.locked_until`
+
+// claimOrderSQL orders queues by their oldest claimable task, leaving out
+// those with none: a claim from several queues tries them in this order.
+const claimOrderSQL = `
+SELECT q.name
+FROM unnest($1::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT ready_at, seq FROM {{schema}}.activity_tasks
+    WHERE queue = q.name AND ready_at <= $2
+    ORDER BY ready_at, seq
+    LIMIT 1) AS t
+ORDER BY t.ready_at, t.seq`
 
 const heartbeatActivitySQL = `
 UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3 WHERE id = $1 AND token = $2`
@@ -169,12 +185,36 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.Enqu
 }
 
 // ClaimActivity implements provider.Store with one UPDATE … WHERE id =
-// (SELECT … FOR UPDATE SKIP LOCKED).
+// (SELECT … FOR UPDATE SKIP LOCKED) on one queue. Several queues are
+// first ordered by their oldest claimable task, then claimed from in that
+// order until a claim succeeds.
 func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	queues := p.Queues
-	if len(queues) == 0 {
+	switch len(queues) {
+	case 0:
 		queues = []string{""}
+	case 1:
+	default:
+		rows, err := s.pool.Query(ctx, s.sql.claimOrder, queues, p.Now)
+		if err == nil {
+			queues, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return nil, failf(err, "claim activity task")
+		}
 	}
+	for _, q := range queues {
+		l, err := s.claimActivity(ctx, q, p)
+		if l != nil || err != nil {
+			return l, err
+		}
+	}
+	return nil, nil
+}
+
+// claimActivity claims the oldest claimable task of queue q; nil when
+// there is none.
+func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	var (
 		env      []byte
 		token    string
@@ -182,7 +222,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 		oldOwner string
 		oldUntil *time.Time
 	)
-	err := s.rc.QueryRow(ctx, s.sql.claimActivity, queues, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
+	err := s.rc.QueryRow(ctx, s.sql.claimActivity, q, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

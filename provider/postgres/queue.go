@@ -26,9 +26,12 @@ WITH %s input AS (
 ), new_instances AS (
     -- Only ids without a row are inserted: ON CONFLICT alone would meet the
     -- row version a running round wrote and wait for that round to end.
+    -- OFFSET 0 keeps NOT EXISTS a primary-key probe per id: as an
+    -- anti-join, a generic plan made while the table was small hashes
+    -- the whole instances table, read by a sequential scan.
     INSERT INTO {{schema}}.instances (instance_id)
     SELECT DISTINCT instance_id FROM input
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = input.instance_id)
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = input.instance_id OFFSET 0)
     ORDER BY instance_id
     ON CONFLICT DO NOTHING
 ), inserted AS (
@@ -47,8 +50,17 @@ SELECT %s count(*) FROM inserted`
 // outlive the instance row and reach an instance that reuses the id. The
 // enqueue runs in a statement of its own after it, whose snapshot sees a
 // purge the lock waited for.
+//
+// The rows are locked in id order, one primary-key probe per id: the
+// locking subquery cannot be flattened, so the planner has no plan but a
+// nested loop over the ids. (instance_id = ANY ($1) ORDER BY instance_id
+// got, as a generic plan made on a small table, a sequential scan and a
+// sort.)
 const lockInstancesSQL = `
-SELECT 1 FROM {{schema}}.instances WHERE instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
+SELECT 1
+FROM (SELECT DISTINCT u.id COLLATE "C" AS id FROM unnest($1::text[]) AS u(id) ORDER BY 1) AS ids
+CROSS JOIN LATERAL (
+    SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = ids.id FOR KEY SHARE) AS l`
 
 // dequeueLockSQL locks the instance of the oldest visible message among
 // instances that are not held, not locked by another transaction (skipped,

@@ -182,6 +182,7 @@ type statements struct {
 	getTask, listTasks, listTaskEvents, getCustom            string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom  string
 	enqueueActivities, claimActivity, heartbeatActivity      string
+	claimOrder                                               string
 	taskEnvelope, retryActivity, deadLetterActivity          string
 	lockTaskInstance, lockInstances                          string
 	cancelActivities, listQueuedActivities                   string
@@ -218,7 +219,7 @@ func newStatements(schema string) *statements {
 		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL), getCustom: q(getCustomSQL),
 		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),
-		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL),
+		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL), claimOrder: q(claimOrderSQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
 		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),

@@ -248,6 +248,21 @@ type InspectStore interface {
 	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
 }
 
+// InstanceStarter starts a new instance in one write, without the
+// look-up a start of a named id otherwise needs: the engine's Start uses
+// it first and, when it reports that the instance exists, looks the
+// instance up to apply the start's reuse policy.
+type InstanceStarter interface {
+	// EnqueueStart atomically enqueues Messages (all of InstanceID) only
+	// when the store knows nothing of InstanceID: no record, no snapshot,
+	// no queued message, nothing but what a purge leaves. It returns true
+	// when it enqueued them, and false, writing nothing, when the instance
+	// exists in any form. Of concurrent calls for one id at most one
+	// returns true. Zero VisibleAt and EnqueuedAt take Now; new work is
+	// announced as EnqueueMessages announces it.
+	EnqueueStart(ctx context.Context, p *EnqueueStartParams) (bool, error)
+}
+
 // FullStore is a store with every capability, as the memory and PostgreSQL
 // providers are.
 type FullStore interface {
@@ -474,6 +489,13 @@ type EnqueueMessagesParams struct {
 	// the lease's token is current (ErrLeaseLost otherwise), so a zombie
 	// round cannot queue work for an execution its successor has ended.
 	Lease *Lease
+}
+
+// EnqueueStartParams are the params of EnqueueStart.
+type EnqueueStartParams struct {
+	InstanceID string
+	Messages   []Message
+	Now        time.Time
 }
 
 // ListQueuedActivitiesParams are the params of ListQueuedActivities.

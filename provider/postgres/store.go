@@ -55,6 +55,8 @@ var (
 	_ provider.TxStore   = (*Store)(nil)
 	_ provider.FullStore = (*Store)(nil)
 	_ provider.Notifier  = (*Store)(nil)
+
+	_ provider.InstanceStarter = (*Store)(nil)
 )
 
 // New returns a store on the pool or URL of opts. With MigrateOnStart it
@@ -172,7 +174,7 @@ type dbtx interface {
 // statements are the provider's SQL with the schema filled in. pgx
 // prepares and caches each distinct text per connection.
 type statements struct {
-	enqueueMessages, completeActivity                        string
+	enqueueMessages, completeActivity, enqueueStart          string
 	dequeueLock, dequeueLockByID, dequeueFetch, clearHold    string
 	ackMessages, abandonMessages, holdInstance, listMessages string
 	nextOrchestration, nextActivity                          string
@@ -207,6 +209,10 @@ func newStatements(schema string) *statements {
 			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $7 AND token = $8 RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
+		enqueueStart: q(fmt.Sprintf(enqueueMessagesSQL,
+			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($7) ON CONFLICT DO NOTHING RETURNING 1),",
+			"WHERE EXISTS (SELECT 1 FROM created)",
+			"(SELECT count(*) FROM created),")),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
 		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
 		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),

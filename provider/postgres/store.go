@@ -44,6 +44,10 @@ type Store struct {
 	notifier       *listener
 	kick           chan struct{}
 	notifyInterval time.Duration
+	// claims combine concurrent activity claims of one queue and owner;
+	// completions concurrent activity completions.
+	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]
+	completions combiner[*provider.CompleteActivityParams, struct{}]
 
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
@@ -72,6 +76,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
 		sql:       newStatements(opts.Schema),
 		locked:    map[string]int{},
+		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},
 		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
 		channels: map[provider.Queue]string{
 			provider.QueueOrchestration: channelName(opts.Schema, provider.QueueOrchestration),

@@ -39,6 +39,7 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("ActivityExpiry", func(t *testing.T) { t.Parallel(); testActivityExpiry(t, factory) })
 	t.Run("Checkpoints", func(t *testing.T) { t.Parallel(); testCheckpoints(t, factory) })
 	t.Run("EnqueueStart", func(t *testing.T) { t.Parallel(); testEnqueueStart(t, factory) })
+	t.Run("ConcurrentActivities", func(t *testing.T) { t.Parallel(); testConcurrentActivities(t, factory) })
 	switch probe.store.Mode() {
 	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })

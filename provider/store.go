@@ -396,6 +396,24 @@ type Tx interface {
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 }
 
+// TxFlusher is a [Tx] that may defer the writes of a round to send
+// several in one round trip: the writes of the round's own instance,
+// [Steps.SaveProjections] (without human tasks), [Steps.EnqueueActivities],
+// [Steps.CancelActivities] and [Tx.AckMessages], may then return before
+// their statements run. They run, in the order called, at the next Flush,
+// read, dequeue, append or dead letter of the transaction, or before its
+// commit, whichever comes first, and that call returns their error (the
+// transaction is then to be rolled back, or the instance abandoned);
+// [Tx.AbandonMessages] discards those of the instance it abandons. The
+// runner calls Flush at the end of each instance's round, so that a
+// deferred write's failure is that round's. Deferring changes what is
+// written in no case: the transaction commits all of it or nothing.
+type TxFlusher interface {
+	Tx
+	// Flush runs the deferred writes and returns their first error.
+	Flush(ctx context.Context) error
+}
+
 // LeaseStore is a Store whose rounds run in peek-lock mode.
 type LeaseStore interface {
 	Store

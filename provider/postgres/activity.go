@@ -154,8 +154,22 @@ WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execu
 // enqueueActivities runs the enqueue statement on db and reports whether it
 // queued any task.
 func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.EnqueueActivitiesParams) (bool, error) {
+	args, err := activityArgs(p)
+	if err != nil || args == nil {
+		return false, err
+	}
+	var inserted int64
+	if err := db.QueryRow(ctx, s.sql.enqueueActivities, args...).Scan(&inserted); err != nil {
+		return false, failf(err, "enqueue %d activity tasks", len(p.Tasks))
+	}
+	return inserted > 0, nil
+}
+
+// activityArgs are the parameters of enqueueActivitiesSQL for the tasks
+// of p (of two with one id the first wins); nil when there are none.
+func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 	if len(p.Tasks) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	n := len(p.Tasks)
 	var (
@@ -172,17 +186,12 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.Enqu
 		t.SetDefaults(p.Now)
 		env, err := provider.MarshalActivityTask(&t)
 		if err != nil {
-			return false, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
+			return nil, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
 		}
 		ids, instances, executions, queues = append(ids, t.ID), append(instances, t.InstanceID), append(executions, t.ExecutionID), append(queues, t.Queue)
 		ready, envelopes = append(ready, t.VisibleAt), append(envelopes, env)
 	}
-	var inserted int64
-	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes).Scan(&inserted)
-	if err != nil {
-		return false, failf(err, "enqueue %d activity tasks", len(ids))
-	}
-	return inserted > 0, nil
+	return []any{ids, instances, executions, queues, ready, envelopes}, nil
 }
 
 // ClaimActivity implements provider.Store with one UPDATE … WHERE id =

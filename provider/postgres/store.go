@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -44,6 +45,11 @@ type Store struct {
 	notifier       *listener
 	kick           chan struct{}
 	notifyInterval time.Duration
+	// listenerPID is the backend of the work-hint listener's connection
+	// (0 while it has none): the payload of this store's NOTIFYs, by
+	// which the listener knows its own store's, whose workers announce
+	// already woke.
+	listenerPID atomic.Uint32
 	// claims combine concurrent activity claims of one queue and owner;
 	// completions concurrent activity completions.
 	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]

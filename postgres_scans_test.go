@@ -48,13 +48,16 @@ func TestPostgresNoSequentialScans(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			schema := pgtest.Schema(t)
 			cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
 			require.NoError(t, err)
 			cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+			// bench.FlushStats waits for the statistics of connections
+			// the run closed, found by this name.
+			cfg.ConnConfig.RuntimeParams["application_name"] = "scans:" + schema
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			schema := pgtest.Schema(t)
 			store, err := postgres.New(ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true})
 			require.NoError(t, err)
 			t.Cleanup(store.Close)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,17 +100,26 @@ func (w *DBWork) Sub(before *DBWork) *DBWork {
 // flush its statistics on demand (PostgreSQL before 15).
 var ErrStatsUnavailable = errors.New("bench: the server cannot flush statistics on demand (PostgreSQL 15 or later can)")
 
-// FlushStats makes the statistics that the idle connections of pool have
-// gathered visible to every session, deterministically: it runs
-// pg_stat_force_next_flush() on each, and a backend flushes a forced
-// report when its transaction ends, before it tells the client it is
-// ready; the statement's answer therefore comes after the flush. Without
-// it, an idle backend flushes up to a second later (PostgreSQL 15's
-// cumulative statistics). Connections in use are not reached: call it
-// when the pool's users have stopped.
+// FlushStats makes the statistics gathered by the connections of pool
+// visible to every session. It runs pg_stat_force_next_flush() on each
+// idle connection: a backend flushes a forced report when its transaction
+// ends, before it tells the client it is ready, so the statement's answer
+// comes after the flush (without it, an idle backend flushes up to a
+// second later: PostgreSQL 15's cumulative statistics). A connection the
+// pool closed (a query cancelled when a run stopped, say) flushes when its
+// backend exits, which happens after the client has gone: when the pool's
+// connections carry an application_name, FlushStats then waits, up to
+// statsExitWait, until no other backend of the database has that name. A
+// backend reports its statistics before it leaves pg_stat_activity, so
+// its work is counted once it is gone. Connections in use are not reached:
+// call it when the pool's users have stopped.
 func FlushStats(ctx context.Context, pool *pgxpool.Pool) error {
-	var errs []error
+	var (
+		errs []error
+		pids []uint32
+	)
 	for _, c := range pool.AcquireAllIdle(ctx) {
+		pids = append(pids, c.Conn().PgConn().PID())
 		_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
 		c.Release()
 		if undefinedFunction(err) {
@@ -120,8 +130,34 @@ func FlushStats(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bench: flush statistics: %w", err)
 	}
-	return nil
+	name := pool.Config().ConnConfig.RuntimeParams["application_name"]
+	if name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsExitWait)
+	defer cancel()
+	for {
+		var others int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = $1 AND pid <> ALL ($2::int[]) AND pid <> pg_backend_pid()`,
+			name, pids).Scan(&others)
+		if err != nil {
+			return fmt.Errorf("bench: wait for closed connections' statistics: %w", err)
+		}
+		if others == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: %d closed connections named %q have not exited: %w", others, name, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
+
+// statsExitWait bounds how long [FlushStats] waits for the backends of
+// closed connections to exit.
+const statsExitWait = 10 * time.Second
 
 // undefinedFunction reports whether err is PostgreSQL's undefined_function.
 func undefinedFunction(err error) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,10 +59,22 @@ func PreloadPostgres(ctx context.Context, store *postgres.Store, n int, progress
 	begin := time.Now()
 	pool, schema := store.Pool(), pgx.Identifier{store.Schema()}.Sanitize()
 	res := &PreloadResult{}
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.instances WHERE instance_id >= $1 AND instance_id < $2`,
-		PreloadPrefix, PreloadPrefix+"~").Scan(&res.Existing)
-	if err != nil {
-		return nil, fmt.Errorf("%w: count preloaded instances: %w", ErrPreload, err)
+	// Copies are numbered from 1 without gaps (chunks commit in order),
+	// so the highest id tells how many there are: one index probe, where
+	// a count would read, and cache, every preloaded row.
+	var last string
+	err := pool.QueryRow(ctx, `SELECT instance_id FROM `+schema+`.instances WHERE instance_id >= $1 AND instance_id < $2
+ORDER BY instance_id DESC LIMIT 1`, PreloadPrefix, PreloadPrefix+"~").Scan(&last)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("%w: find preloaded instances: %w", ErrPreload, err)
+	default:
+		k, err := strconv.ParseInt(strings.TrimPrefix(last, PreloadPrefix), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: preloaded instance id %q: %w", ErrPreload, last, err)
+		}
+		res.Existing = int(k)
 	}
 	if res.Existing >= n {
 		res.Duration = time.Since(begin)

@@ -49,11 +49,20 @@
 //     enqueue order and indexes on (instance_id, seq) and (visible_at, seq).
 //   - activity_tasks and activity_task_ids: the activity queue, and every
 //     task id ever enqueued, so that a completed or cancelled task is never
-//     queued again until its instance is purged.
+//     queued again until its instance is purged. activity_task_ids is keyed
+//     by (instance_id, id): task ids are hashes, and a key led by them would
+//     write to a random page of a large index at every enqueue.
 //   - dead_letters, human_tasks (task ids are unique per store),
 //     human_task_events, custom_projections.
 //   - tombstones: one row per purge, primary key (instance_id, seq), so an
 //     id reused and purged again keeps the tombstone of every purge.
+//
+// No statement of a round, a claim or a completion reads a table that
+// grows with the store by a sequential scan, whatever the plan cache
+// makes of it (plan_cache_mode force_generic_plan included) and whether
+// or not the tables were ever analyzed: the statements are shaped so that
+// the planner has no cheaper plan than the index's (see
+// docs/benchmarks.md, "Flat as the store fills").
 //
 // Messages and tasks are stored as their envelopes (provider.MarshalMessage,
 // provider.MarshalActivityTask), so they round-trip exactly; times used in

@@ -44,6 +44,7 @@ func Exercise(t *testing.T, factory Factory) {
 	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
 		t.Run("AbandonInRound", func(t *testing.T) { t.Parallel(); testAbandonInRound(t, factory) })
+		t.Run("TxFlusher", func(t *testing.T) { t.Parallel(); testTxFlusher(t, factory) })
 	case provider.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +13,18 @@ import (
 	"github.com/chronicleflow/chronicle/provider"
 )
 
-const loadHistorySQL = `
-SELECT seq, event FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq`
+// loadHistorySQL reads a page of an instance's events. The page size is a
+// constant so that every plan of it, generic or not, with or without
+// statistics, is an ordered scan of the primary key that stops early: on
+// a large history table without statistics the planner expects tens of
+// thousands of rows for one instance, and without a limit it chose a
+// bitmap scan and a sort costly enough to have each execution compiled
+// by JIT (milliseconds a call).
+var loadHistorySQL = `
+SELECT seq, event FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT ` + strconv.Itoa(loadHistoryPageSize)
+
+// loadHistoryPageSize is the number of events loadHistorySQL reads at most.
+const loadHistoryPageSize = 1000
 
 // appendHistorySQL inserts the events only when the first one ($10)
 // continues the stored log: nothing at or after it, and its predecessor
@@ -36,32 +47,53 @@ SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 OR
 
 // loadHistory reads the events of an instance from fromSeq, decoding the
 // stored canonical bytes; a row that does not decode is reported as a
-// *history.ChainError naming its seq.
+// *history.ChainError naming its seq. It reads page after page until one
+// is not full; on the pool each page is a statement of its own, which
+// sees the appends committed since the previous one (the log only grows
+// at its end, so the pages still join up).
 func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq int64) ([]history.Event, error) {
-	rows, err := db.Query(ctx, sql, instanceID, max(fromSeq, 1))
+	var out []history.Event
+	next := max(fromSeq, 1)
+	for {
+		n, err := loadHistoryPageFrom(ctx, db, sql, instanceID, next, &out)
+		if err != nil {
+			return nil, err
+		}
+		if n < loadHistoryPageSize {
+			return out, nil
+		}
+		next = out[len(out)-1].Seq + 1
+	}
+}
+
+// loadHistoryPageFrom appends to out one page of events from fromSeq and
+// returns how many rows it read.
+func loadHistoryPageFrom(ctx context.Context, db dbtx, sql, instanceID string, fromSeq int64, out *[]history.Event) (int, error) {
+	rows, err := db.Query(ctx, sql, instanceID, fromSeq)
 	if err != nil {
-		return nil, failf(err, "load history of %s", instanceID)
+		return 0, failf(err, "load history of %s", instanceID)
 	}
 	defer rows.Close()
-	var out []history.Event
+	n := 0
 	for rows.Next() {
+		n++
 		var (
 			seq  int64
 			data []byte
 		)
 		if err := rows.Scan(&seq, &data); err != nil {
-			return nil, failf(err, "load history of %s", instanceID)
+			return n, failf(err, "load history of %s", instanceID)
 		}
 		e, err := history.UnmarshalEvent(data)
 		if err != nil {
 			// Name the row, so that verification and the round's dead
 			// letter say which event is broken.
-			return nil, fmt.Errorf("postgres: load history of %s: %w", instanceID,
+			return n, fmt.Errorf("postgres: load history of %s: %w", instanceID,
 				&history.ChainError{Seq: seq, InstanceID: instanceID, Reason: "stored event does not decode: " + err.Error()})
 		}
-		out = append(out, e)
+		*out = append(*out, e)
 	}
-	return out, failf(rows.Err(), "load history of %s", instanceID)
+	return n, failf(rows.Err(), "load history of %s", instanceID)
 }
 
 // LoadHistory implements provider.Store.

@@ -205,13 +205,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	pools := []struct {
 		q       provider.Queue
 		workers int
-		step    stepFunc
+		step    func(context.Context) (bool, error)
 	}{
-		{provider.QueueOrchestration, e.opts.OrchestrationWorkers, e.roundStep},
-		{provider.QueueActivity, e.opts.ActivityWorkers, func(ctx context.Context) (bool, bool, error) {
-			worked, err := e.runActivity(ctx)
-			return worked, worked, err
-		}},
+		{provider.QueueOrchestration, e.opts.OrchestrationWorkers, e.round},
+		{provider.QueueActivity, e.opts.ActivityWorkers, e.runActivity},
 	}
 	for _, p := range pools {
 		qs := &queueState{q: p.q, wake: make(chan struct{}, 1)}
@@ -295,27 +292,13 @@ func (e *Engine) RunOnce(ctx context.Context) (bool, error) {
 }
 
 func (e *Engine) round(ctx context.Context) (bool, error) {
-	worked, _, err := e.roundStep(ctx)
-	return worked, err
-}
-
-// stepFunc is a worker's step: worked reports whether it found work, and
-// more whether more may be waiting, which another idle worker should look
-// for.
-type stepFunc func(ctx context.Context) (worked, more bool, err error)
-
-// roundStep runs a group of rounds. A transactional group that ended
-// before it was full ended on a dequeue that found nothing: no other
-// worker need look until new work is hinted.
-func (e *Engine) roundStep(ctx context.Context) (bool, bool, error) {
 	start := time.Now()
 	reps, err := e.runner.RunGroup(ctx)
 	if len(reps) == 0 {
-		return false, false, err
+		return false, err
 	}
 	e.observeRounds(ctx, reps, time.Since(start), err)
-	more := err != nil || len(reps) >= e.opts.RoundGroup || e.store.Mode() != provider.ModeTransactional
-	return true, more, nil
+	return true, nil
 }
 
 // observeRounds tells the observer and the log about rounds that ran
@@ -429,14 +412,13 @@ func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Dur
 
 // loop is one worker: it runs steps while there is work and otherwise
 // sleeps until a wake-up, the next visible time or the safety poll. A step
-// that found work, and may have left some, wakes another idle worker,
-// which looks for more. stop
+// that found work wakes another idle worker, which looks for more. stop
 // ends the loop; work is the context of the work in flight.
-func (e *Engine) loop(stop, work context.Context, qs *queueState, step stepFunc) {
+func (e *Engine) loop(stop, work context.Context, qs *queueState, step func(context.Context) (bool, error)) {
 	q := qs.q
 	failures := 0
 	for stop.Err() == nil {
-		worked, more, err := step(work)
+		worked, err := step(work)
 		if err != nil {
 			// The store failed: back off so a database outage does not
 			// spin the worker.
@@ -447,9 +429,7 @@ func (e *Engine) loop(stop, work context.Context, qs *queueState, step stepFunc)
 		}
 		failures = 0
 		if worked {
-			if more {
-				qs.wakeOne()
-			}
+			qs.wakeOne()
 			continue
 		}
 		wait := e.opts.SafetyPoll

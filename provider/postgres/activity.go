@@ -151,20 +151,6 @@ const cancelActivitiesSQL = `
 DELETE FROM {{schema}}.activity_tasks
 WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
 
-// enqueueActivities runs the enqueue statement on db and reports whether it
-// queued any task.
-func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.EnqueueActivitiesParams) (bool, error) {
-	args, err := activityArgs(p)
-	if err != nil || args == nil {
-		return false, err
-	}
-	var inserted int64
-	if err := db.QueryRow(ctx, s.sql.enqueueActivities, args...).Scan(&inserted); err != nil {
-		return false, failf(err, "enqueue %d activity tasks", len(p.Tasks))
-	}
-	return inserted > 0, nil
-}
-
 // activityArgs are the parameters of enqueueActivitiesSQL for the tasks
 // of p (of two with one id the first wins); nil when there are none.
 func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {

@@ -55,6 +55,18 @@ type StartOptions struct {
 // when a worker picks up its start message, which is at once when an
 // engine is running on the store. opts may be nil.
 func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (string, error) {
+	if starter, ok := e.store.(provider.InstanceStarter); ok && opts != nil && opts.InstanceID != "" {
+		// A new named id is started in one write; one the store knows
+		// takes the look-up below, which applies the reuse policy.
+		id, msgs, err := e.newStartMessages(workflow, input, opts)
+		if err != nil {
+			return id, err
+		}
+		created, err := starter.EnqueueStart(ctx, &provider.EnqueueStartParams{InstanceID: id, Messages: msgs, Now: e.now()})
+		if err != nil || created {
+			return id, err
+		}
+	}
 	id, msgs, err := e.startMessages(ctx, workflow, input, opts)
 	if err != nil || len(msgs) == 0 {
 		return id, err
@@ -113,51 +125,20 @@ func (e *Engine) StartMany(ctx context.Context, reqs []StartRequest) ([]string, 
 // messages that start it; none when the instance exists and opts say to
 // return it.
 func (e *Engine) startMessages(ctx context.Context, workflow string, input any, opts *StartOptions) (string, []provider.Message, error) {
-	var o StartOptions
-	if opts != nil {
-		o = *opts
-	}
-	if _, ok := e.workflow(workflow); !ok {
-		return "", nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
-	}
-	// A generated id is new: it needs no look-up.
-	generated := o.InstanceID == ""
-	if generated {
-		o.InstanceID = e.opts.NewID()
-	}
-	if err := e.validateID("instance id", o.InstanceID); err != nil {
-		return "", nil, err
-	}
-	actor, err := e.actor(o.Actor)
+	c, err := e.checkStart(workflow, input, opts)
 	if err != nil {
 		return "", nil, err
 	}
-	for _, f := range []struct{ name, text string }{
-		{"business key", o.BusinessKey}, {"version", o.Version}, {"trace", o.Trace},
-	} {
-		if err := checkText(f.name, f.text); err != nil {
-			return "", nil, err
-		}
-	}
-	if err := checkTextMap("business part", o.BusinessParts); err != nil {
-		return "", nil, err
-	}
-	if err := checkTextMap("tag", o.Tags); err != nil {
-		return "", nil, err
-	}
-	payload, err := e.encode("workflow input", input)
-	if err != nil {
-		return "", nil, err
-	}
+	o := &c.opts
 	var msgs []provider.Message
 	var (
 		rec     *provider.InstanceRecord
 		pending bool
 	)
-	if !generated {
+	if !c.generated {
 		// A purge of the id that stopped half-way keeps every round off
 		// it: finish it, or the new run would never start.
-		ts, err := e.resumePurge(ctx, o.InstanceID, actor)
+		ts, err := e.resumePurge(ctx, o.InstanceID, c.actor)
 		if err != nil {
 			return "", nil, err
 		}
@@ -176,7 +157,7 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 			return o.InstanceID, nil, nil
 		case ReuseTerminateAndRestart:
 			if rec == nil || !rec.Status.Terminal() {
-				m, err := e.control(o.InstanceID, actor, &history.ExecutionTerminated{Reason: "restarted by " + actor})
+				m, err := e.control(o.InstanceID, c.actor, &history.ExecutionTerminated{Reason: "restarted by " + c.actor})
 				if err != nil {
 					return "", nil, err
 				}
@@ -186,17 +167,93 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 			return "", nil, fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
 		}
 	}
-	exec := e.opts.NewID()
-	start, err := provider.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
-		&history.ExecutionStarted{
-			Name: workflow, Version: o.Version, Input: payload, BusinessKey: o.BusinessKey,
-			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
-		})
+	start, err := e.startMessage(c, workflow)
 	if err != nil {
 		return "", nil, err
 	}
-	start.Actor = actor
 	return o.InstanceID, append(msgs, start), nil
+}
+
+// newStartMessages checks a start and returns the instance id and the
+// messages that start it when the instance is new: no look-up.
+func (e *Engine) newStartMessages(workflow string, input any, opts *StartOptions) (string, []provider.Message, error) {
+	c, err := e.checkStart(workflow, input, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	start, err := e.startMessage(c, workflow)
+	if err != nil {
+		return "", nil, err
+	}
+	return c.opts.InstanceID, []provider.Message{start}, nil
+}
+
+// checkedStart is a start whose options were checked.
+type checkedStart struct {
+	opts StartOptions
+	// generated is true when the instance id was generated: it is new.
+	generated bool
+	actor     string
+	payload   []byte
+}
+
+// checkStart checks a start's workflow, options and input, generating the
+// instance id when opts name none.
+func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*checkedStart, error) {
+	c := &checkedStart{}
+	if opts != nil {
+		c.opts = *opts
+	}
+	o := &c.opts
+	if _, ok := e.workflow(workflow); !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+	}
+	// A generated id is new: it needs no look-up.
+	c.generated = o.InstanceID == ""
+	if c.generated {
+		o.InstanceID = e.opts.NewID()
+	}
+	if err := e.validateID("instance id", o.InstanceID); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.actor, err = e.actor(o.Actor); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct{ name, text string }{
+		{"business key", o.BusinessKey}, {"version", o.Version}, {"trace", o.Trace},
+	} {
+		if err := checkText(f.name, f.text); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkTextMap("business part", o.BusinessParts); err != nil {
+		return nil, err
+	}
+	if err := checkTextMap("tag", o.Tags); err != nil {
+		return nil, err
+	}
+	if c.payload, err = e.encode("workflow input", input); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// startMessage returns the message that starts a new execution of a
+// checked start.
+func (e *Engine) startMessage(c *checkedStart, workflow string) (provider.Message, error) {
+	o := &c.opts
+	exec := e.opts.NewID()
+	start, err := provider.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
+		&history.ExecutionStarted{
+			Name: workflow, Version: o.Version, Input: c.payload, BusinessKey: o.BusinessKey,
+			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
+		})
+	if err != nil {
+		return provider.Message{}, err
+	}
+	start.Actor = c.actor
+	return start, nil
 }
 
 // RaiseOptions configure RaiseEvent; a nil *RaiseOptions, like the zero

@@ -258,6 +258,21 @@ type InspectStore interface {
 	ListQueuedActivities(ctx context.Context, p *ListQueuedActivitiesParams) ([]QueuedActivity, error)
 }
 
+// InstanceStarter starts a new instance in one write, without the
+// look-up a start of a named id otherwise needs: the engine's Start uses
+// it first and, when it reports that the instance exists, looks the
+// instance up to apply the start's reuse policy.
+type InstanceStarter interface {
+	// EnqueueStart atomically enqueues Messages (all of InstanceID) only
+	// when the store knows nothing of InstanceID: no record, no snapshot,
+	// no queued message, nothing but what a purge leaves. It returns true
+	// when it enqueued them, and false, writing nothing, when the instance
+	// exists in any form. Of concurrent calls for one id at most one
+	// returns true. Zero VisibleAt and EnqueuedAt take Now; new work is
+	// announced as EnqueueMessages announces it.
+	EnqueueStart(ctx context.Context, p *EnqueueStartParams) (bool, error)
+}
+
 // FullStore is a store with every capability, as the memory and PostgreSQL
 // providers are.
 type FullStore interface {
@@ -399,6 +414,24 @@ type Tx interface {
 	AbandonMessages(ctx context.Context, p *AbandonMessagesParams) error
 }
 
+// TxFlusher is a [Tx] that may defer the writes of a round to send
+// several in one round trip: the writes of the round's own instance,
+// [Steps.SaveProjections] (without human tasks), [Steps.EnqueueActivities],
+// [Steps.CancelActivities] and [Tx.AckMessages], may then return before
+// their statements run. They run, in the order called, at the next Flush,
+// read, dequeue, append or dead letter of the transaction, or before its
+// commit, whichever comes first, and that call returns their error (the
+// transaction is then to be rolled back, or the instance abandoned);
+// [Tx.AbandonMessages] discards those of the instance it abandons. The
+// runner calls Flush at the end of each instance's round, so that a
+// deferred write's failure is that round's. Deferring changes what is
+// written in no case: the transaction commits all of it or nothing.
+type TxFlusher interface {
+	Tx
+	// Flush runs the deferred writes and returns their first error.
+	Flush(ctx context.Context) error
+}
+
 // LeaseStore is a Store whose rounds run in peek-lock mode.
 type LeaseStore interface {
 	Store
@@ -496,6 +529,13 @@ type EnqueueMessagesParams struct {
 	// the lease's token is current (ErrLeaseLost otherwise), so a zombie
 	// round cannot queue work for an execution its successor has ended.
 	Lease *Lease
+}
+
+// EnqueueStartParams are the params of EnqueueStart.
+type EnqueueStartParams struct {
+	InstanceID string
+	Messages   []Message
+	Now        time.Time
 }
 
 // ListQueuedActivitiesParams are the params of ListQueuedActivities.

@@ -313,6 +313,13 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				return err
 			}
 			m.entry, m.rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, b.Head, now)
+			if f, ok := tx.(provider.TxFlusher); ok && err == nil {
+				// The round's deferred writes fail as the round's own.
+				if err = f.Flush(ctx); err != nil {
+					m.entry.close()
+					m.entry, m.rep = nil, nil
+				}
+			}
 			if err == nil {
 				continue
 			}

@@ -33,6 +33,9 @@ type chronicleSystem struct {
 	stop   context.CancelFunc
 	done   chan error
 	obs    *listenerObserver
+	// counter, with -statements, counts the statements of the store's
+	// pool, which the system then owns.
+	counter *statementCounter
 }
 
 // listenerObserver tells of every committed round of W3's listener that
@@ -63,8 +66,20 @@ func (o *listenerObserver) Round(s chronicle.RoundStats) {
 func (o *listenerObserver) Activity(chronicle.ActivityStats) {}
 
 func openChronicle(ctx context.Context, url string, c Config) (system, error) {
-	store, err := postgres.Open(ctx, url, postgres.Options{})
+	opts := postgres.Options{URL: url}
+	var counter *statementCounter
+	if c.Statements != nil {
+		var err error
+		if counter, err = openCountedPool(ctx, url); err != nil {
+			return nil, err
+		}
+		opts = postgres.Options{Pool: counter.pool}
+	}
+	store, err := postgres.New(ctx, opts)
 	if err != nil {
+		if counter != nil {
+			counter.pool.Close()
+		}
 		return nil, err
 	}
 	obs := &listenerObserver{}
@@ -77,10 +92,13 @@ func openChronicle(ctx context.Context, url string, c Config) (system, error) {
 	}
 	if err != nil {
 		store.Close()
+		if counter != nil {
+			counter.pool.Close()
+		}
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &chronicleSystem{store: store, engine: e, stop: stop, done: make(chan error, 1), obs: obs}
+	s := &chronicleSystem{store: store, engine: e, stop: stop, done: make(chan error, 1), obs: obs, counter: counter}
 	go func() { s.done <- e.Run(runCtx) }()
 	return s, nil
 }
@@ -164,5 +182,8 @@ func (s *chronicleSystem) close(context.Context) error {
 	s.stop()
 	err := <-s.done
 	s.store.Close()
+	if s.counter != nil {
+		s.counter.pool.Close()
+	}
 	return err
 }

@@ -36,6 +36,10 @@ type Config struct {
 	ChronicleOrchestrationWorkers, ChronicleActivityWorkers int
 	// Progress, when set, is told of each run as it ends.
 	Progress io.Writer
+	// Statements, when set, gets the statements Chronicle's store sent in
+	// each run, counted by kind (see statementCounter); the store then
+	// runs on a pool of its own that counts them.
+	Statements io.Writer
 }
 
 // Run is one run of a workload on one system.
@@ -230,6 +234,9 @@ func runOnce(ctx context.Context, srv *server, d driver, c Config, workload stri
 	m, runErr := runWorkload(ctx, sys, workload, n, c.Poll)
 	if closeErr := sys.close(ctx); runErr == nil && closeErr != nil {
 		runErr = fmt.Errorf("close: %w", closeErr)
+	}
+	if cs, ok := sys.(*chronicleSystem); ok && cs.counter != nil && runErr == nil {
+		runErr = cs.counter.write(c.Statements, fmt.Sprintf("%s %s", workload, d.name), n)
 	}
 	if runErr != nil {
 		return nil, runErr

@@ -31,12 +31,13 @@ WITH input AS (
 )
 SELECT count(*) FROM inserted`
 
-// claimActivitySQL leases the oldest claimable task of one queue, skipping
+// claimActivitySQL leases the oldest claimable tasks of one queue, at
+// most $5 (each with a token of its own), skipping
 // tasks another claim is taking right now; the token comes from a
 // sequence. It also returns the claim it took over, if any (a claimed task
 // is claimable only once its claim ran out). One queue, compared by
 // equality, makes the index on (queue, ready_at, seq) return the tasks in
-// the order wanted, so LIMIT 1 stops at the first; with queue = ANY (…)
+// the order wanted, so LIMIT stops after the first ones; with queue = ANY (…)
 // the index's order is lost, and a generic plan sorted the whole table
 // after a sequential scan.
 const claimActivitySQL = `
@@ -44,7 +45,7 @@ WITH old AS (
     SELECT id, token, owner, locked_until FROM {{schema}}.activity_tasks
     WHERE queue = $1 AND ready_at <= $2
     ORDER BY ready_at, seq
-    LIMIT 1
+    LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {{schema}}.activity_tasks AS t
@@ -150,11 +151,11 @@ const cancelActivitiesSQL = `
 DELETE FROM {{schema}}.activity_tasks
 WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
 
-// enqueueActivities runs the enqueue statement on db and reports whether it
-// queued any task.
-func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.EnqueueActivitiesParams) (bool, error) {
+// activityArgs are the parameters of enqueueActivitiesSQL for the tasks
+// of p (of two with one id the first wins); nil when there are none.
+func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 	if len(p.Tasks) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	n := len(p.Tasks)
 	var (
@@ -171,17 +172,12 @@ func (s *Store) enqueueActivities(ctx context.Context, db dbtx, p *provider.Enqu
 		t.SetDefaults(p.Now)
 		env, err := provider.MarshalActivityTask(&t)
 		if err != nil {
-			return false, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
+			return nil, fmt.Errorf("postgres: encode activity task %s: %w", t.ID, err)
 		}
 		ids, instances, executions, queues = append(ids, t.ID), append(instances, t.InstanceID), append(executions, t.ExecutionID), append(queues, t.Queue)
 		ready, envelopes = append(ready, t.VisibleAt), append(envelopes, env)
 	}
-	var inserted int64
-	err := db.QueryRow(ctx, s.sql.enqueueActivities, ids, instances, executions, queues, ready, envelopes).Scan(&inserted)
-	if err != nil {
-		return false, failf(err, "enqueue %d activity tasks", len(ids))
-	}
-	return inserted > 0, nil
+	return []any{ids, instances, executions, queues, ready, envelopes}, nil
 }
 
 // ClaimActivity implements provider.Store with one UPDATE … WHERE id =
@@ -213,31 +209,97 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 }
 
 // claimActivity claims the oldest claimable task of queue q; nil when
-// there is none.
+// there is none. Concurrent claims of one queue by one owner are combined
+// into one statement that claims a task for each of them (see combiner).
 func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
-	var (
-		env      []byte
-		token    string
-		taken    bool
-		oldOwner string
-		oldUntil *time.Time
-	)
-	err := s.rc.QueryRow(ctx, s.sql.claimActivity, q, p.Now, p.Owner, p.LockedUntil).Scan(&env, &token, &taken, &oldOwner, &oldUntil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+	s.mu.Lock()
+	key := claimKey{queue: q, owner: p.Owner}
+	c := s.claims[key]
+	if c == nil {
+		c = &combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{max: maxCombined}
+		s.claims[key] = c
+	}
+	s.mu.Unlock()
+	return c.do(ctx, p, func(ctx context.Context, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
+		s.claimActivities(ctx, q, calls)
+	})
+}
+
+// maxCombined bounds the calls one combined statement serves.
+const maxCombined = 64
+
+// claimKey names the claims that may be combined: those of one queue by
+// one owner.
+type claimKey struct{ queue, owner string }
+
+// claimActivities claims a task for each call, in one statement: at the
+// latest Now of the calls, until the latest LockedUntil (a claim never
+// holds for less than its caller asked). Calls whose ctx has ended get
+// its error and no task; calls beyond the tasks found get none.
+func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
+	live := calls[:0:0]
+	var now, until time.Time
+	for _, c := range calls {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			continue
+		}
+		live = append(live, c)
+		if c.in.Now.After(now) {
+			now = c.in.Now
+		}
+		if c.in.LockedUntil.After(until) {
+			until = c.in.LockedUntil
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, live[0].in.Owner, until, len(live))
+	if err != nil {
+		for _, c := range live {
+			c.err = failf(err, "claim activity task")
+		}
+		return
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var (
+			env      []byte
+			token    string
+			taken    bool
+			oldOwner string
+			oldUntil *time.Time
+		)
+		if err = rows.Scan(&env, &token, &taken, &oldOwner, &oldUntil); err != nil {
+			break
+		}
+		task, err := provider.UnmarshalActivityTask(env)
+		if err != nil {
+			// The task stays claimed until its claim runs out, as a
+			// claim that could not be decoded did before.
+			live[i].err = fmt.Errorf("postgres: claim activity task: %w", err)
+			i++
+			continue
+		}
+		l := &provider.ActivityLease{Task: task, Token: token, Owner: live[i].in.Owner, LockedUntil: until}
+		if taken {
+			l.Expired = &provider.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
+		}
+		live[i].out = l
+		i++
+	}
+	if err == nil {
+		err = rows.Err()
 	}
 	if err != nil {
-		return nil, failf(err, "claim activity task")
+		// The commit may have failed: no call may take a task whose
+		// claim is not known to be stored.
+		for _, c := range live {
+			c.out, c.err = nil, failf(err, "claim activity task")
+		}
 	}
-	task, err := provider.UnmarshalActivityTask(env)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: claim activity task: %w", err)
-	}
-	l := &provider.ActivityLease{Task: task, Token: token, Owner: p.Owner, LockedUntil: p.LockedUntil}
-	if taken {
-		l.Expired = &provider.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
-	}
-	return l, nil
 }
 
 // leaseLost is the error of a call whose token does not match.
@@ -258,8 +320,80 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActi
 }
 
 // CompleteActivity implements provider.Store: one statement deletes the task
-// while the token matches and, only then, enqueues the result.
+// while the token matches and, only then, enqueues the result. Concurrent
+// completions are combined into one transaction (see combiner), each
+// result enqueued only when its own task was deleted.
 func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	_, err := s.completions.do(ctx, p, s.completeActivities)
+	return err
+}
+
+// completeActivities completes the tasks of calls in one transaction and
+// round trip, each task with its own statement (a primary-key probe).
+// When the transaction fails, each is completed on its own, so that one
+// call's bad result fails only that call.
+func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provider.CompleteActivityParams, struct{}]) {
+	if len(calls) == 1 {
+		calls[0].err = s.completeActivity(ctx, calls[0].in)
+		return
+	}
+	now := calls[0].in.Now
+	for _, c := range calls {
+		if c.in.Now.After(now) {
+			now = c.in.Now
+		}
+	}
+	// One transaction and round trip: the results' instances locked
+	// first, in id order, then each task's own statement.
+	instances := make([]string, len(calls))
+	for i, c := range calls {
+		instances[i] = c.in.Result.InstanceID
+	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.lockInstances, instances)
+	for _, c := range calls {
+		a, err := newMessageArgs([]provider.Message{c.in.Result}, now)
+		if err != nil {
+			c.err = fmt.Errorf("postgres: complete activity task %s: %w", c.in.TaskID, err)
+			continue
+		}
+		b.Queue(s.sql.completeActivity, a.args(c.in.TaskID, c.in.Token)...)
+	}
+	br := s.rc.SendBatch(ctx, b)
+	_, err := br.Exec()
+	done := make([]int64, len(calls))
+	var inserted int64
+	for i, c := range calls {
+		if err != nil || c.err != nil {
+			continue
+		}
+		var n int64
+		err = br.QueryRow().Scan(&done[i], &n)
+		inserted += n
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		for i, c := range calls {
+			if c.err == nil && done[i] == 0 {
+				c.err = leaseLost(c.in.TaskID)
+			}
+		}
+		if inserted > 0 {
+			s.announce(provider.QueueOrchestration)
+		}
+		return
+	}
+	for _, c := range calls {
+		if c.err == nil {
+			c.err = s.completeActivity(c.ctx, c.in)
+		}
+	}
+}
+
+// completeActivity completes one task.
+func (s *Store) completeActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
 	a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)

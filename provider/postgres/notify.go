@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -17,7 +18,8 @@ const (
 
 // WorkHint implements provider.Notifier. The returned channel is closed when
 // this store enqueues work on q or releases an instance (at once, without
-// a round trip), when a NOTIFY of another store on the same schema arrives
+// a round trip; its own NOTIFY, which comes back to its listener, wakes
+// nobody again), when a NOTIFY of another store on the same schema arrives
 // (each store keeps one listening connection, opened by the first call),
 // and when that connection fails or reconnects, since hints may have been
 // missed meanwhile.
@@ -101,7 +103,11 @@ func (s *Store) sendNotifications(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, "SELECT pg_notify(c, '') FROM unnest($1::text[]) AS c", channels); err != nil {
+	payload := ""
+	if pid := s.listenerPID.Load(); pid != 0 {
+		payload = strconv.FormatUint(uint64(pid), 10)
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify(c, $2) FROM unnest($1::text[]) AS c", channels, payload); err != nil {
 		s.log.WarnContext(ctx, "work-hint notification lost; other processes find the work by polling",
 			slog.String("schema", s.schema), slog.Any("error", err))
 	}
@@ -190,6 +196,11 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected 
 		}
 		queues[ch] = q
 	}
+	// This store's NOTIFYs carry the listener's backend from now on; its
+	// own, whose announce woke the workers already, are not hints.
+	self := strconv.FormatUint(uint64(conn.PgConn().PID()), 10)
+	s.listenerPID.Store(conn.PgConn().PID())
+	defer s.listenerPID.Store(0)
 	// Notifications sent before LISTEN took effect are lost: let waiting
 	// workers look for themselves.
 	s.wakeAll()
@@ -197,6 +208,9 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected 
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
+		}
+		if n.Payload == self {
+			continue
 		}
 		if q, ok := queues[n.Channel]; ok {
 			s.wake(q)

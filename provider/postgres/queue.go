@@ -222,6 +222,34 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessages
 	return err
 }
 
+// EnqueueStart implements provider.InstanceStarter in one statement and
+// round trip: it inserts the instance's row, and its messages only when
+// that insert did. Every write that knows of an instance (an enqueue, a
+// round, a dead letter) creates its row, which only a purge deletes, so a
+// row that exists already means the instance does; a concurrent insert of
+// the row makes this one wait for its commit and then find it. With no row
+// to lock, the enqueue needs no lock against a purge (see
+// lockInstancesSQL).
+func (s *Store) EnqueueStart(ctx context.Context, p *provider.EnqueueStartParams) (bool, error) {
+	for i := range p.Messages {
+		if p.Messages[i].InstanceID != p.InstanceID {
+			return false, fmt.Errorf("postgres: start of %s: message %s is of instance %s", p.InstanceID, p.Messages[i].ID, p.Messages[i].InstanceID)
+		}
+	}
+	a, err := newMessageArgs(p.Messages, p.Now)
+	if err != nil {
+		return false, fmt.Errorf("postgres: start of %s: %w", p.InstanceID, err)
+	}
+	var created, inserted int64
+	if err := s.rc.QueryRow(ctx, s.sql.enqueueStart, a.args(p.InstanceID)...).Scan(&created, &inserted); err != nil {
+		return false, failf(err, "start of %s", p.InstanceID)
+	}
+	if inserted > 0 {
+		s.announce(provider.QueueOrchestration)
+	}
+	return created > 0, nil
+}
+
 // scanMessages reads rows of (envelope, attempts, last_error).
 func scanMessages(rows pgx.Rows) ([]provider.Message, error) {
 	defer rows.Close()

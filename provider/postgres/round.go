@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
@@ -58,8 +59,12 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
+	err = t.flush(ctx)
 	t.closed = true
 	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if err := ptx.Commit(ctx); err != nil {
 		// The outcome may be unknown: wake workers as if it committed.
 		t.mu.Lock()
@@ -90,9 +95,79 @@ type roundTx struct {
 	enqueuedMessages, enqueuedTasks bool
 	atDequeue                       [2]bool
 	wakeOnEnd                       bool
+	// pending are the writes deferred until the next flush (see Flush).
+	pending *pgx.Batch
 }
 
-var _ provider.Tx = (*roundTx)(nil)
+var (
+	_ provider.Tx        = (*roundTx)(nil)
+	_ provider.TxFlusher = (*roundTx)(nil)
+)
+
+// deferred queues writes on the round's pending batch: its calls return
+// at once, and the statements run, in order, at the next flush, where
+// their callbacks (a task id taken, say) report errors.
+type deferred struct{ t *roundTx }
+
+var _ dbtx = deferred{}
+
+func (d deferred) batch() *pgx.Batch {
+	if d.t.pending == nil {
+		d.t.pending = &pgx.Batch{}
+	}
+	return d.t.pending
+}
+
+// Exec implements dbtx; the command tag is empty.
+func (d deferred) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	d.batch().Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+// SendBatch implements dbtx: b's statements, with their callbacks, join
+// the pending batch; the results are empty.
+func (d deferred) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
+	d.batch().QueuedQueries = append(d.batch().QueuedQueries, b.QueuedQueries...)
+	return deferredResults{}
+}
+
+// Query implements dbtx; nothing reads through deferred.
+func (d deferred) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errDeferredRead
+}
+
+// QueryRow implements dbtx; nothing reads through deferred.
+func (d deferred) QueryRow(context.Context, string, ...any) pgx.Row {
+	return errRow{errDeferredRead}
+}
+
+var errDeferredRead = errors.New("postgres: a read among deferred writes")
+
+// deferredResults are the results of a deferred batch: none yet.
+type deferredResults struct{}
+
+func (deferredResults) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, errDeferredRead }
+func (deferredResults) Query() (pgx.Rows, error)         { return nil, errDeferredRead }
+func (deferredResults) QueryRow() pgx.Row                { return errRow{errDeferredRead} }
+func (deferredResults) Close() error                     { return nil }
+func (deferredResults) Tx() pgx.Tx                       { return nil }
+
+// flush sends the pending writes in one round trip; callers hold t.mu.
+func (t *roundTx) flush(ctx context.Context) error {
+	b := t.pending
+	if b == nil || b.Len() == 0 {
+		return nil
+	}
+	t.pending = nil
+	return failf(t.tx.SendBatch(ctx, b).Close(), "round writes")
+}
+
+// Flush implements provider.TxFlusher: the projections, enqueues, cancels
+// and acks of a round are deferred, and sent in one round trip by Flush,
+// by the next read or dequeue, or before the commit.
+func (t *roundTx) Flush(ctx context.Context) error {
+	return t.step(func() error { return t.flush(ctx) })
+}
 
 // step serializes the calls on the round's connection.
 func (t *roundTx) step(fn func() error) error {
@@ -163,6 +238,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		}
 		if p.InstanceID != "" && t.holds(p.InstanceID) {
 			return nil
+		}
+		if err := t.flush(ctx); err != nil {
+			return err
 		}
 		skip := slices.Clone(t.locked)
 		for {
@@ -283,6 +361,9 @@ func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParam
 func (t *roundTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
 	var events []history.Event
 	err := t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
 		var err error
 		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, p.FromSeq)
 		return err
@@ -293,6 +374,9 @@ func (t *roundTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams
 // GetSnapshot implements provider.Steps.
 func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []byte, seq int64, err error) {
 	err = t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
 		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
 			return failf(err, "snapshot of %s", instanceID)
 		}
@@ -303,36 +387,64 @@ func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []by
 
 // AppendHistory implements provider.Steps.
 func (t *roundTx) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
-	return t.step(func() error { return t.s.appendHistory(ctx, t.tx, p) })
+	return t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		return t.s.appendHistory(ctx, t.tx, p)
+	})
 }
 
-// SaveProjections implements provider.Steps.
+// SaveProjections implements provider.Steps. It is deferred (see Flush)
+// unless it writes human tasks, whose taken ids it reports at once.
 func (t *roundTx) SaveProjections(ctx context.Context, p *provider.Projections) error {
-	return t.step(func() error { return t.s.saveProjections(ctx, t.tx, p) })
+	return t.step(func() error {
+		if len(p.Tasks) > 0 {
+			if err := t.flush(ctx); err != nil {
+				return err
+			}
+			return t.s.saveProjections(ctx, t.tx, p)
+		}
+		return t.s.saveProjections(ctx, deferred{t}, p)
+	})
 }
 
 // EnqueueMessages implements provider.Steps; new work is announced after
-// the commit.
+// the commit. It is not deferred: its messages may be another instance's,
+// whose row it locks at once against a purge (see lockInstancesSQL).
 func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
 		added, err := t.s.enqueueMessages(ctx, t.tx, p)
 		t.enqueuedMessages = t.enqueuedMessages || added
 		return err
 	})
 }
 
-// EnqueueActivities implements provider.Steps.
+// EnqueueActivities implements provider.Steps, deferred (see Flush).
 func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return t.step(func() error {
-		added, err := t.s.enqueueActivities(ctx, t.tx, p)
-		t.enqueuedTasks = t.enqueuedTasks || added
-		return err
+		args, err := activityArgs(p)
+		if err != nil || args == nil {
+			return err
+		}
+		deferred{t}.batch().Queue(t.s.sql.enqueueActivities, args...).QueryRow(func(row pgx.Row) error {
+			var inserted int64
+			if err := row.Scan(&inserted); err != nil {
+				return fmt.Errorf("enqueue %d activity tasks: %w", len(p.Tasks), err)
+			}
+			t.enqueuedTasks = t.enqueuedTasks || inserted > 0
+			return nil
+		})
+		return nil
 	})
 }
 
-// CancelActivities implements provider.Steps.
+// CancelActivities implements provider.Steps, deferred (see Flush).
 func (t *roundTx) CancelActivities(ctx context.Context, p *provider.CancelActivitiesParams) error {
-	return t.step(func() error { return t.s.cancelActivities(ctx, t.tx, p) })
+	return t.step(func() error { return t.s.cancelActivities(ctx, deferred{t}, p) })
 }
 
 // DeadLetterMessages implements provider.Tx.
@@ -341,11 +453,14 @@ func (t *roundTx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetter
 		if err := t.requireLock(p.InstanceID); err != nil {
 			return err
 		}
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
 		return t.s.deadLetterMessages(ctx, t.tx, p.InstanceID, p.Letters)
 	})
 }
 
-// AckMessages implements provider.Tx.
+// AckMessages implements provider.Tx, deferred (see Flush).
 func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams) error {
 	return t.step(func() error {
 		if err := t.requireLock(p.InstanceID); err != nil {
@@ -354,8 +469,8 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 		if len(p.MessageIDs) == 0 {
 			return nil
 		}
-		_, err := t.tx.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
-		return failf(err, "ack messages of %s", p.InstanceID)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
+		return err
 	})
 }
 
@@ -373,6 +488,9 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		if t.locked[len(t.locked)-1] != p.InstanceID {
 			return fmt.Errorf("postgres: abandon of %s, which is not the instance dequeued last", p.InstanceID)
 		}
+		// The writes still deferred follow the instance's dequeue (which
+		// flushed those before it): the rollback would undo them.
+		t.pending = nil
 		b := &pgx.Batch{}
 		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
 		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -44,6 +45,15 @@ type Store struct {
 	notifier       *listener
 	kick           chan struct{}
 	notifyInterval time.Duration
+	// listenerPID is the backend of the work-hint listener's connection
+	// (0 while it has none): the payload of this store's NOTIFYs, by
+	// which the listener knows its own store's, whose workers announce
+	// already woke.
+	listenerPID atomic.Uint32
+	// claims combine concurrent activity claims of one queue and owner;
+	// completions concurrent activity completions.
+	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]
+	completions combiner[*provider.CompleteActivityParams, struct{}]
 
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
@@ -55,6 +65,8 @@ var (
 	_ provider.TxStore   = (*Store)(nil)
 	_ provider.FullStore = (*Store)(nil)
 	_ provider.Notifier  = (*Store)(nil)
+
+	_ provider.InstanceStarter = (*Store)(nil)
 )
 
 // New returns a store on the pool or URL of opts. With MigrateOnStart it
@@ -70,6 +82,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
 		sql:       newStatements(opts.Schema),
 		locked:    map[string]int{},
+		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},
 		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
 		channels: map[provider.Queue]string{
 			provider.QueueOrchestration: channelName(opts.Schema, provider.QueueOrchestration),
@@ -172,7 +185,7 @@ type dbtx interface {
 // statements are the provider's SQL with the schema filled in. pgx
 // prepares and caches each distinct text per connection.
 type statements struct {
-	enqueueMessages, completeActivity                          string
+	enqueueMessages, completeActivity, enqueueStart            string
 	dequeueLock, dequeueLockByID, dequeueFetch, clearHold      string
 	ackMessages, abandonMessages, holdInstance, listMessages   string
 	nextOrchestration, nextActivity                            string
@@ -207,6 +220,10 @@ func newStatements(schema string) *statements {
 			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $7 AND token = $8 RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
+		enqueueStart: q(fmt.Sprintf(enqueueMessagesSQL,
+			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($7) ON CONFLICT DO NOTHING RETURNING 1),",
+			"WHERE EXISTS (SELECT 1 FROM created)",
+			"(SELECT count(*) FROM created),")),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
 		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
 		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),

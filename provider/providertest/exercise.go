@@ -38,10 +38,13 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("DiscardChildStart", func(t *testing.T) { t.Parallel(); testDiscardChildStart(t, factory) })
 	t.Run("ActivityExpiry", func(t *testing.T) { t.Parallel(); testActivityExpiry(t, factory) })
 	t.Run("Checkpoints", func(t *testing.T) { t.Parallel(); testCheckpoints(t, factory) })
+	t.Run("EnqueueStart", func(t *testing.T) { t.Parallel(); testEnqueueStart(t, factory) })
+	t.Run("ConcurrentActivities", func(t *testing.T) { t.Parallel(); testConcurrentActivities(t, factory) })
 	switch probe.store.Mode() {
 	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
 		t.Run("AbandonInRound", func(t *testing.T) { t.Parallel(); testAbandonInRound(t, factory) })
+		t.Run("TxFlusher", func(t *testing.T) { t.Parallel(); testTxFlusher(t, factory) })
 	case provider.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}

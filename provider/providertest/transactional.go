@@ -285,3 +285,55 @@ func (r *fullRound) requireRolledBack(t *testing.T, b *bundle) {
 	require.Equal(t, []string{"m-1", "m-2", "m-3"}, messageIDs(d.Messages))
 	require.Nil(t, b.take(t, at(time.Hour), 10, ""), "message enqueued by a rolled-back round")
 }
+
+// testTxFlusher covers provider.TxFlusher: the writes a round deferred
+// are sent by Flush, and an abandon discards those of the instance it
+// abandons, never those an earlier instance of the group flushed.
+func testTxFlusher(t *testing.T, factory Factory) {
+	t.Run("AbandonKeepsWhatAnEarlierInstanceFlushed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		b.enqueue(t, base, signal(t, "m-a", "inst-a"))
+		b.enqueue(t, at(time.Millisecond), signal(t, "m-b", "inst-b"))
+		taskA, taskB := activity("inst-a", "exec-1", 2, ""), activity("inst-b", "exec-1", 2, "")
+		err := b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			f, ok := tx.(provider.TxFlusher)
+			if !ok {
+				t.Skip("providertest: SKIPPED: the store's Tx does not implement provider.TxFlusher")
+			}
+			for _, c := range []struct {
+				instance string
+				task     provider.ActivityTask
+			}{{"inst-a", taskA}, {"inst-b", taskB}} {
+				d, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: at(time.Second), Owner: node, Limit: 10})
+				if err != nil {
+					return err
+				}
+				require.NotNil(t, d)
+				require.Equal(t, c.instance, d.InstanceID)
+				if err := tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{c.task}, Now: at(time.Second)}); err != nil {
+					return err
+				}
+				if err := tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: c.instance, MessageIDs: messageIDs(d.Messages)}); err != nil {
+					return err
+				}
+				if c.instance == "inst-a" {
+					if err := f.Flush(ctx); err != nil {
+						return err
+					}
+				}
+			}
+			return tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{
+				InstanceID: "inst-b", MessageIDs: []string{"m-b"}, VisibleAt: at(time.Minute), Error: "abandoned",
+			})
+		})
+		require.NoError(t, err)
+		l := b.claim(t, at(2*time.Second))
+		require.NotNil(t, l, "the flushed task of the first instance was lost")
+		require.Equal(t, taskA.ID, l.Task.ID)
+		require.Nil(t, b.claim(t, at(2*time.Second)), "the abandoned instance's deferred task was written")
+		msgs := b.drain(t, at(time.Hour))
+		require.Equal(t, []string{"m-b"}, messageIDs(msgs), "the first instance's ack was lost, or the abandoned one's kept")
+		require.Equal(t, 1, msgs[0].Attempts)
+	})
+}

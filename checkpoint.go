@@ -288,15 +288,36 @@ func (e *Engine) runCheckpoints(ctx context.Context) {
 			sweep()
 			lastSweep = e.now()
 		}
-		wctx := ctx
 		if ctx.Err() != nil {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
+			// Run writes the last checkpoint once its workers have
+			// stopped, so that it covers their last rounds.
+			return
 		}
-		if _, err := e.Checkpoint(wctx); err != nil {
+		if _, err := e.Checkpoint(ctx); err != nil {
 			e.log.Warn("checkpoint failed; it will be retried", slog.Any("error", err))
 		}
+	}
+}
+
+// finalCheckpoint writes, when Run stops, the checkpoint of the heads its
+// workers committed since the last one: after the workers have stopped,
+// so that a round that committed just before the stop is covered, and by
+// stopBy, so that Run keeps to its ShutdownTimeout.
+func (e *Engine) finalCheckpoint(ctx context.Context, stopBy time.Time) {
+	if e.cp == nil {
+		return
+	}
+	if _, err := e.checkpointStore(); err != nil {
+		return
+	}
+	if !time.Now().Before(stopBy) {
+		e.log.Warn("no time left for the last checkpoint; the next sweep covers its heads")
+		return
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), stopBy)
+	defer cancel()
+	if _, err := e.Checkpoint(wctx); err != nil {
+		e.log.Warn("the last checkpoint failed; the next sweep covers its heads", slog.Any("error", err))
 	}
 }
 

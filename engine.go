@@ -230,12 +230,14 @@ func (e *Engine) Run(ctx context.Context) error {
 			}()
 		}
 	}
+	cpDone := make(chan struct{})
 	if e.cp != nil {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer close(cpDone)
 			e.runCheckpoints(ctx)
 		}()
+	} else {
+		close(cpDone)
 	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
 		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))
@@ -245,7 +247,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Wait()
 		close(done)
 	}()
+	stopBy := time.Now().Add(e.opts.ShutdownTimeout)
 	e.drainWork(done, cancelWork)
+	<-cpDone
+	e.finalCheckpoint(ctx, stopBy)
 	e.runner.Forget()
 	e.log.Info("engine stopped", slog.String("node", e.opts.NodeID))
 	return nil

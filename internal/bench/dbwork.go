@@ -114,31 +114,40 @@ var ErrStatsUnavailable = errors.New("bench: the server cannot flush statistics 
 // its work is counted once it is gone. Connections in use are not reached:
 // call it when the pool's users have stopped.
 func FlushStats(ctx context.Context, pool *pgxpool.Pool) error {
-	var (
-		errs []error
-		pids []uint32
-	)
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		pids = append(pids, c.Conn().PgConn().PID())
-		_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		c.Release()
-		if undefinedFunction(err) {
-			return ErrStatsUnavailable
-		}
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bench: flush statistics: %w", err)
-	}
 	name := pool.Config().ConnConfig.RuntimeParams["application_name"]
-	if name == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, statsExitWait)
+	wctx, cancel := context.WithTimeout(ctx, statsExitWait)
 	defer cancel()
+	flushed := map[uint32]bool{}
 	for {
+		// Connections that came back to the pool since the last look (a
+		// listener's, say, released as its store stopped) are flushed
+		// and counted as the pool's.
+		var errs []error
+		for _, c := range pool.AcquireAllIdle(ctx) {
+			pid := c.Conn().PgConn().PID()
+			if !flushed[pid] {
+				_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+				if undefinedFunction(err) {
+					c.Release()
+					return ErrStatsUnavailable
+				}
+				errs = append(errs, err)
+				flushed[pid] = err == nil
+			}
+			c.Release()
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("bench: flush statistics: %w", err)
+		}
+		if name == "" {
+			return nil
+		}
+		pids := make([]uint32, 0, len(flushed))
+		for pid := range flushed {
+			pids = append(pids, pid)
+		}
 		var others int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		err := pool.QueryRow(wctx, `SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = $1 AND pid <> ALL ($2::int[]) AND pid <> pg_backend_pid()`,
 			name, pids).Scan(&others)
 		if err != nil {
@@ -148,8 +157,8 @@ WHERE datname = current_database() AND application_name = $1 AND pid <> ALL ($2:
 			return nil
 		}
 		select {
-		case <-ctx.Done():
-			return fmt.Errorf("bench: %d closed connections named %q have not exited: %w", others, name, ctx.Err())
+		case <-wctx.Done():
+			return fmt.Errorf("bench: %d closed connections named %q have not exited: %w", others, name, wctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"pgregory.net/rapid"
@@ -401,20 +400,11 @@ func (m *wfMachine) zombieAcrossPurge(t *rapid.T) {
 	a.mu.Lock()
 	a.pause = pz
 	a.mu.Unlock()
-	type result struct {
-		rep *round.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := a.runner.RunOnce(m.ctx)
-		done <- result{rep, err}
-	}()
-	var res result
+	done, resume := m.roundInBackground(a, pz)
+	var res roundResult
 	select {
 	case <-pz.paused:
 		m.counts.zombieRounds++
-		resume := sync.OnceValue(func() result { close(pz.resumed); return <-done })
 		defer resume()
 		a.mu.Lock()
 		id := a.paused
@@ -429,14 +419,7 @@ func (m *wfMachine) zombieAcrossPurge(t *rapid.T) {
 		a.pause = nil
 		a.mu.Unlock()
 	}
-	m.setCutOff(false)
-	m.count(res.rep)
-	if !m.allowedRoundError(res.err) {
-		t.Fatalf("zombie round on %s: %v", a.name, res.err)
-	}
-	if res.err != nil {
-		m.counts.zombieRejected++
-	}
+	m.zombieEnded(t, a, res)
 }
 
 // acrossPurge is what happens while a round of id is paused: its lease

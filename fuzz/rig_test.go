@@ -501,22 +501,13 @@ func (r *rig) pausedRound(t *rapid.T) {
 		a.pause = pz
 		a.mu.Unlock()
 	}
-	type result struct {
-		rep *round.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := a.runner.RunOnce(r.ctx)
-		done <- result{rep, err}
-	}()
-	var res result
+	done, resume := r.roundInBackground(a, pz)
+	var res roundResult
 	select {
 	case <-pz.paused:
 		r.counts.zombieRounds++
 		// Let the round go on and end also when the check fails, so that
 		// it never writes into the store of a later check.
-		resume := sync.OnceValue(func() result { close(pz.resumed); return <-done })
 		defer resume()
 		err := r.whilePaused(t, b)
 		res = resume()
@@ -536,6 +527,30 @@ func (r *rig) pausedRound(t *rapid.T) {
 		default:
 		}
 	}
+	r.zombieEnded(t, a, res)
+}
+
+// roundResult is what a round run in the background returned.
+type roundResult struct {
+	rep *round.Report
+	err error
+}
+
+// roundInBackground runs a round of node a that pz may pause; it returns
+// the channel of its result and resume, which lets a paused round go on
+// and returns its result (once; later calls return the same).
+func (r *rig) roundInBackground(a *node, pz *pause) (<-chan roundResult, func() roundResult) {
+	done := make(chan roundResult, 1)
+	go func() {
+		rep, err := a.runner.RunOnce(r.ctx)
+		done <- roundResult{rep, err}
+	}()
+	return done, sync.OnceValue(func() roundResult { close(pz.resumed); return <-done })
+}
+
+// zombieEnded counts what a paused round of node a did once let go, and
+// fails on an error no zombie may meet.
+func (r *rig) zombieEnded(t *rapid.T, a *node, res roundResult) {
 	r.setCutOff(false)
 	r.count(res.rep)
 	if !r.allowedRoundError(res.err) {

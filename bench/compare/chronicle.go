@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/internal/bench"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
@@ -88,7 +88,7 @@ func openChronicle(ctx context.Context, url string, c Config) (system, error) {
 		OrchestrationWorkers: c.ChronicleOrchestrationWorkers, ActivityWorkers: c.ChronicleActivityWorkers,
 	})
 	if err == nil {
-		err = registerChronicle(e)
+		err = bench.Register(e)
 	}
 	if err != nil {
 		store.Close()
@@ -101,39 +101,6 @@ func openChronicle(ctx context.Context, url string, c Config) (system, error) {
 	s := &chronicleSystem{store: store, engine: e, stop: stop, done: make(chan error, 1), obs: obs, counter: counter}
 	go func() { s.done <- e.Run(runCtx) }()
 	return s, nil
-}
-
-// registerChronicle registers W1's, W2's and W3's workflows and their
-// activity, which does no work.
-func registerChronicle(e *chronicle.Engine) error {
-	step := func(_ context.Context, n int) (int, error) { return n + 1, nil }
-	return errors.Join(
-		chronicle.RegisterActivity(e, "step", step),
-		chronicle.RegisterWorkflow(e, "sequence", func(ctx *chronicle.Context, n int) (int, error) {
-			for range 3 {
-				var err error
-				if n, err = chronicle.CallActivity[int](ctx, "step", n, nil); err != nil {
-					return 0, err
-				}
-			}
-			return n, nil
-		}),
-		chronicle.RegisterWorkflow(e, "fanout", func(ctx *chronicle.Context, n int) (int, error) {
-			fs := make([]chronicle.Future, 20)
-			for i := range fs {
-				fs[i] = ctx.CallActivity("step", n+i, nil)
-			}
-			return n, ctx.WhenAll(fs...)
-		}),
-		chronicle.RegisterWorkflow(e, "listener", func(ctx *chronicle.Context, n int) (int, error) {
-			for range n {
-				if _, err := chronicle.WaitEvent[int](ctx, "ping", nil); err != nil {
-					return 0, err
-				}
-			}
-			return n, nil
-		}),
-	)
 }
 
 func (s *chronicleSystem) start(ctx context.Context, workload, id string, input int) error {

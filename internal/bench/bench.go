@@ -179,7 +179,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	if err != nil {
 		return nil, err
 	}
-	if err := register(e); err != nil {
+	if err := Register(e); err != nil {
 		return nil, err
 	}
 	if c.Workload == Start {
@@ -420,7 +420,11 @@ func watchHeap(ctx context.Context) <-chan uint64 {
 	return out
 }
 
-func register(e *chronicle.Engine) error {
+// Register registers the workloads' workflows and their activity, which
+// does no work: "sequence" (W1: three activities in turn), "fanout" (W2:
+// twenty in parallel) and "listener" (W3: waits for n "ping" signals).
+// The comparison benchmark registers the same.
+func Register(e *chronicle.Engine) error {
 	noop := func(_ context.Context, n int) (int, error) { return n + 1, nil }
 	return firstErr(
 		chronicle.RegisterActivity(e, "step", noop),

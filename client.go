@@ -54,6 +54,15 @@ type StartOptions struct {
 // Start starts a workflow instance and returns its id. The instance runs
 // when a worker picks up its start message, which is at once when an
 // engine is running on the store. opts may be nil.
+//
+// The workflow must be registered on the engine (ErrUnknownWorkflow
+// otherwise; a [Client] starts workflows it does not know), and input
+// must be of the type its function takes: a value assignable to it, a
+// pointer to one, nil for a type that has nil, a [RawPayload] (taken as
+// it is), or a generic value (a map[string]any or []any) that decodes to
+// it strictly, as encoding/json would. Anything else is refused with
+// ErrInvalidArgument before anything is written. A typed [Workflow]
+// checks the input when the program compiles.
 func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (string, error) {
 	if starter, ok := e.store.(provider.InstanceStarter); ok && opts != nil && opts.InstanceID != "" {
 		// A new named id is started in one write; one the store knows
@@ -205,8 +214,9 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 		c.opts = *opts
 	}
 	o := &c.opts
-	if _, ok := e.workflow(workflow); !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+	input, err := e.startInput(workflow, input)
+	if err != nil {
+		return nil, err
 	}
 	// A generated id is new: it needs no look-up.
 	c.generated = o.InstanceID == ""
@@ -216,7 +226,6 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 	if err := e.validateID("instance id", o.InstanceID); err != nil {
 		return nil, err
 	}
-	var err error
 	if c.actor, err = e.actor(o.Actor); err != nil {
 		return nil, err
 	}

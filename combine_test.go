@@ -105,7 +105,7 @@ func TestStartManyStartsAllOrNothing(t *testing.T) {
 	}
 
 	// One bad request, and nothing starts.
-	bad := []chronicle.StartRequest{{Workflow: "wf", Options: &chronicle.StartOptions{InstanceID: "x1"}}, {Workflow: "nope"}}
+	bad := []chronicle.StartRequest{{Workflow: "wf", Input: 0, Options: &chronicle.StartOptions{InstanceID: "x1"}}, {Workflow: "nope"}}
 	_, err = b.engine.StartMany(b.ctx, bad)
 	require.ErrorIs(t, err, chronicle.ErrUnknownWorkflow)
 	require.ErrorContains(t, err, "start 1")
@@ -113,9 +113,9 @@ func TestStartManyStartsAllOrNothing(t *testing.T) {
 	require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
 
 	// A taken id, or one named twice.
-	_, err = b.engine.StartMany(b.ctx, []chronicle.StartRequest{{Workflow: "wf", Options: &chronicle.StartOptions{InstanceID: "x2"}}, {Workflow: "wf", Options: &chronicle.StartOptions{InstanceID: "named"}}})
+	_, err = b.engine.StartMany(b.ctx, []chronicle.StartRequest{{Workflow: "wf", Input: 0, Options: &chronicle.StartOptions{InstanceID: "x2"}}, {Workflow: "wf", Input: 0, Options: &chronicle.StartOptions{InstanceID: "named"}}})
 	require.ErrorIs(t, err, chronicle.ErrInstanceExists)
-	_, err = b.engine.StartMany(b.ctx, []chronicle.StartRequest{{Workflow: "wf", Options: &chronicle.StartOptions{InstanceID: "x3"}}, {Workflow: "wf", Options: &chronicle.StartOptions{InstanceID: "x3"}}})
+	_, err = b.engine.StartMany(b.ctx, []chronicle.StartRequest{{Workflow: "wf", Input: 0, Options: &chronicle.StartOptions{InstanceID: "x3"}}, {Workflow: "wf", Input: 0, Options: &chronicle.StartOptions{InstanceID: "x3"}}})
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	for _, id := range []string{"x2", "x3"} {
 		_, err = b.engine.Describe(b.ctx, id)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,8 @@ import (
 // Engine runs workflows on a store: register workflows and activities,
 // call [Engine.Run] to start its workers, and use the client methods
 // ([Engine.Start], [Engine.RaiseEvent], ...) from anywhere. Any number of
-// engines (nodes) may share one store.
+// engines (nodes) may share one store. A process that starts and operates
+// instances without running their code uses a [Client] instead.
 type Engine struct {
 	store provider.Store
 	opts  Options
@@ -27,6 +29,12 @@ type Engine struct {
 	mu         sync.RWMutex
 	workflows  map[string]replay.WorkflowFunc
 	activities map[string]round.ActivityFunc
+	// inputs holds the input type of each registered workflow, which
+	// Start checks inputs against.
+	inputs map[string]reflect.Type
+	// clientOnly is set for the engine behind a Client: it starts
+	// workflows it has not registered (it cannot register any).
+	clientOnly bool
 
 	replayer  *replay.Replayer
 	projector *projector.Projector
@@ -51,7 +59,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	opts = opts.WithDefaults()
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
-		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{},
+		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{}, inputs: map[string]reflect.Type{},
 		cp: newCheckpointer(opts.Checkpoints, store),
 	}
 	e.replayer = replay.New(replay.Options{
@@ -135,6 +143,7 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 		return fmt.Errorf("%w: workflow %s", ErrAlreadyRegistered, name)
 	}
 	e.workflows[name] = wrapped
+	e.inputs[name] = reflect.TypeFor[In]()
 	return nil
 }
 

@@ -12,50 +12,50 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 )
 
-type order struct {
+type shopOrder struct {
 	ID    string
 	Items int
 }
 
-type receipt struct {
+type shopReceipt struct {
 	OrderID string
 	Total   int
 	Note    string
 }
 
-type reason struct{ Text string }
+type shopReason struct{ Text string }
 
-type decision struct {
+type shopDecision struct {
 	Approved bool
 	By       string
 }
 
 var (
-	orders   = chronicle.Workflow[order, receipt]("order")
-	cancel   = chronicle.Signal[reason]("cancel")
-	approval = chronicle.HumanTask[order, decision]("approve-order")
+	shopOrders   = chronicle.Workflow[shopOrder, shopReceipt]("order")
+	shopCancel   = chronicle.Signal[shopReason]("cancel")
+	shopApproval = chronicle.HumanTask[shopOrder, shopDecision]("approve-order")
 )
 
-// fulfil waits for a manager's approval of big orders, or a cancellation.
-func fulfil(ctx *chronicle.Context, o order) (receipt, error) {
+// shopFulfil waits for a manager's approval of big orders, or a cancellation.
+func shopFulfil(ctx *chronicle.Context, o shopOrder) (shopReceipt, error) {
 	if o.Items > 10 {
-		task := approval.Create(ctx, o, &chronicle.TaskOptions{TaskID: "approve-" + o.ID, Roles: []string{"manager"}})
-		d, err := approval.Wait(ctx, task)
+		task := shopApproval.Create(ctx, o, &chronicle.TaskOptions{TaskID: "approve-" + o.ID, Roles: []string{"manager"}})
+		d, err := shopApproval.Wait(ctx, task)
 		if err != nil {
-			return receipt{}, err
+			return shopReceipt{}, err
 		}
 		if !d.Approved {
-			return receipt{OrderID: o.ID, Note: "refused by " + d.By}, nil
+			return shopReceipt{OrderID: o.ID, Note: "refused by " + d.By}, nil
 		}
 	}
-	r, err := cancel.Wait(ctx, nil)
+	r, err := shopCancel.Wait(ctx, nil)
 	if err != nil {
-		return receipt{}, err
+		return shopReceipt{}, err
 	}
 	if r.Text != "" {
-		return receipt{OrderID: o.ID, Note: "cancelled: " + r.Text}, nil
+		return shopReceipt{OrderID: o.ID, Note: "cancelled: " + r.Text}, nil
 	}
-	return receipt{OrderID: o.ID, Total: 5 * o.Items}, nil
+	return shopReceipt{OrderID: o.ID, Total: 5 * o.Items}, nil
 }
 
 // Start refused inputs of another type than the registered workflow's
@@ -64,20 +64,20 @@ func fulfil(ctx *chronicle.Context, o order) (receipt, error) {
 func TestStartChecksTheRegisteredInputType(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	require.NoError(t, orders.Register(b.engine, fulfil))
+	require.NoError(t, shopOrders.Register(b.engine, shopFulfil))
 	ctx := b.ctx
 
 	for _, bad := range []struct {
 		input any
 		want  string
 	}{
-		{"ORD-1", "workflow order takes input of type chronicle_test.order, not string"},
-		{receipt{OrderID: "ORD-1"}, "not chronicle_test.receipt"},
+		{"ORD-1", "workflow order takes input of type chronicle_test.shopOrder, not string"},
+		{shopReceipt{OrderID: "ORD-1"}, "not chronicle_test.shopReceipt"},
 		{nil, "not nil"},
-		{(*order)(nil), "not a nil *chronicle_test.order"},
+		{(*shopOrder)(nil), "not a nil *chronicle_test.shopOrder"},
 		{map[string]any{"ID": "ORD-1", "Itms": 2}, `unknown field "Itms"`},
-		{map[string]any{"ID": 7}, "does not decode to chronicle_test.order"},
-		{[]any{1, 2}, "does not decode to chronicle_test.order"},
+		{map[string]any{"ID": 7}, "does not decode to chronicle_test.shopOrder"},
+		{[]any{1, 2}, "does not decode to chronicle_test.shopOrder"},
 	} {
 		_, err := b.engine.Start(ctx, "order", bad.input, nil)
 		require.ErrorIs(t, err, chronicle.ErrInvalidArgument, "%#v", bad.input)
@@ -85,7 +85,7 @@ func TestStartChecksTheRegisteredInputType(t *testing.T) {
 		_, err = b.engine.StartMany(ctx, []chronicle.StartRequest{{Workflow: "order", Input: bad.input}})
 		require.ErrorIs(t, err, chronicle.ErrInvalidArgument, "%#v", bad.input)
 	}
-	_, err := b.engine.Start(ctx, "orders", order{}, nil)
+	_, err := b.engine.Start(ctx, "orders", shopOrder{}, nil)
 	require.ErrorIs(t, err, chronicle.ErrUnknownWorkflow, "an engine still refuses names it does not know")
 
 	// Nothing was written by the refused starts.
@@ -96,21 +96,21 @@ func TestStartChecksTheRegisteredInputType(t *testing.T) {
 
 	// A value, a pointer and a generic value (JSON a person typed, say)
 	// that fits are started.
-	b.start(t, "order", "value", order{ID: "A", Items: 1})
-	b.start(t, "order", "pointer", &order{ID: "B", Items: 2})
+	b.start(t, "order", "value", shopOrder{ID: "A", Items: 1})
+	b.start(t, "order", "pointer", &shopOrder{ID: "B", Items: 2})
 	b.start(t, "order", "generic", map[string]any{"id": "C", "items": 3})
 	b.drain(t)
 	for _, id := range []string{"value", "pointer", "generic"} {
-		require.NoError(t, cancel.Raise(ctx, b.engine, id, reason{}, nil))
+		require.NoError(t, shopCancel.Raise(ctx, b.engine, id, shopReason{}, nil))
 	}
 	b.drain(t)
-	require.Equal(t, receipt{OrderID: "A", Total: 5}, result[receipt](t, b, "value"))
-	require.Equal(t, receipt{OrderID: "B", Total: 10}, result[receipt](t, b, "pointer"))
-	require.Equal(t, receipt{OrderID: "C", Total: 15}, result[receipt](t, b, "generic"))
+	require.Equal(t, shopReceipt{OrderID: "A", Total: 5}, result[shopReceipt](t, b, "value"))
+	require.Equal(t, shopReceipt{OrderID: "B", Total: 10}, result[shopReceipt](t, b, "pointer"))
+	require.Equal(t, shopReceipt{OrderID: "C", Total: 15}, result[shopReceipt](t, b, "generic"))
 
 	// A workflow of any input takes anything; nil where nil fits.
 	register(t, b.engine, "anything", func(_ *chronicle.Context, v any) (string, error) { return fmt.Sprint(v), nil })
-	register(t, b.engine, "pointer", func(_ *chronicle.Context, o *order) (bool, error) { return o == nil, nil })
+	register(t, b.engine, "pointer", func(_ *chronicle.Context, o *shopOrder) (bool, error) { return o == nil, nil })
 	b.start(t, "anything", "any-string", "x")
 	b.start(t, "anything", "any-nil", nil)
 	b.start(t, "pointer", "nil-pointer", nil)
@@ -122,35 +122,35 @@ func TestStartChecksTheRegisteredInputType(t *testing.T) {
 func TestTypedWorkflowSignalAndTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	require.NoError(t, orders.Register(b.engine, fulfil))
-	require.ErrorIs(t, orders.Register(b.engine, fulfil), chronicle.ErrAlreadyRegistered)
+	require.NoError(t, shopOrders.Register(b.engine, shopFulfil))
+	require.ErrorIs(t, shopOrders.Register(b.engine, shopFulfil), chronicle.ErrAlreadyRegistered)
 	ctx := b.ctx
 
-	run, err := orders.Start(ctx, b.engine, order{ID: "ORD-1", Items: 2}, &chronicle.StartOptions{InstanceID: "ORD-1"})
+	run, err := shopOrders.Start(ctx, b.engine, shopOrder{ID: "ORD-1", Items: 2}, &chronicle.StartOptions{InstanceID: "ORD-1"})
 	require.NoError(t, err)
 	require.Equal(t, "ORD-1", run.ID)
 	b.drain(t)
-	require.NoError(t, cancel.Raise(ctx, b.engine, "ORD-1", reason{Text: "changed my mind"}, nil))
+	require.NoError(t, shopCancel.Raise(ctx, b.engine, "ORD-1", shopReason{Text: "changed my mind"}, nil))
 	b.drain(t)
 	got, err := run.Wait(ctx)
 	require.NoError(t, err)
-	require.Equal(t, receipt{OrderID: "ORD-1", Note: "cancelled: changed my mind"}, got)
+	require.Equal(t, shopReceipt{OrderID: "ORD-1", Note: "cancelled: changed my mind"}, got)
 
 	// A big order waits for a manager.
-	big, err := orders.Start(ctx, b.engine, order{ID: "ORD-2", Items: 20}, &chronicle.StartOptions{InstanceID: "ORD-2"})
+	big, err := shopOrders.Start(ctx, b.engine, shopOrder{ID: "ORD-2", Items: 20}, &chronicle.StartOptions{InstanceID: "ORD-2"})
 	require.NoError(t, err)
 	b.drain(t)
-	p, err := approval.Payload(ctx, b.engine, "approve-ORD-2")
+	p, err := shopApproval.Payload(ctx, b.engine, "approve-ORD-2")
 	require.NoError(t, err)
-	require.Equal(t, order{ID: "ORD-2", Items: 20}, p)
+	require.Equal(t, shopOrder{ID: "ORD-2", Items: 20}, p)
 	ana := chronicle.User{ID: "ana", Roles: []string{"manager"}}
-	require.NoError(t, approval.Complete(ctx, b.engine, "approve-ORD-2", decision{Approved: true, By: "ana"}, ana))
+	require.NoError(t, shopApproval.Complete(ctx, b.engine, "approve-ORD-2", shopDecision{Approved: true, By: "ana"}, ana))
 	b.drain(t)
-	require.NoError(t, cancel.Raise(ctx, b.engine, "ORD-2", reason{}, nil))
+	require.NoError(t, shopCancel.Raise(ctx, b.engine, "ORD-2", shopReason{}, nil))
 	b.drain(t)
-	got, err = orders.Wait(ctx, b.engine, big.ID)
+	got, err = shopOrders.Wait(ctx, b.engine, big.ID)
 	require.NoError(t, err)
-	require.Equal(t, receipt{OrderID: "ORD-2", Total: 100}, got)
+	require.Equal(t, shopReceipt{OrderID: "ORD-2", Total: 100}, got)
 
 	// A handle of another workflow, or a task of another name, is refused
 	// before anything is waited for or written.
@@ -159,20 +159,20 @@ func TestTypedWorkflowSignalAndTask(t *testing.T) {
 	})
 	b.start(t, "review", "R-1", "claim")
 	b.drain(t)
-	_, err = orders.Wait(ctx, b.engine, "R-1")
+	_, err = shopOrders.Wait(ctx, b.engine, "R-1")
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	require.ErrorContains(t, err, `instance R-1 runs workflow "review", not "order"`)
-	err = approval.Complete(ctx, b.engine, "review-1", decision{Approved: true}, ana)
+	err = shopApproval.Complete(ctx, b.engine, "review-1", shopDecision{Approved: true}, ana)
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	require.ErrorContains(t, err, `task review-1 is a "review" task, not "approve-order"`)
-	_, err = approval.Payload(ctx, b.engine, "review-1")
+	_, err = shopApproval.Payload(ctx, b.engine, "review-1")
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 	task, err := b.engine.GetTask(ctx, "review-1")
 	require.NoError(t, err)
 	require.Equal(t, chronicle.TaskOpen, task.Status)
-	_, err = orders.Wait(ctx, b.engine, "nobody")
+	_, err = shopOrders.Wait(ctx, b.engine, "nobody")
 	require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
-	_, err = chronicle.Handle[receipt]{ID: "ORD-1"}.Wait(ctx)
+	_, err = chronicle.Handle[shopReceipt]{ID: "ORD-1"}.Wait(ctx)
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 
 	// A failed instance is a *WorkflowError.
@@ -229,13 +229,13 @@ func TestTypedChildAndStartMany(t *testing.T) {
 func TestClientWithoutTheCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	require.NoError(t, orders.Register(b.engine, fulfil))
+	require.NoError(t, shopOrders.Register(b.engine, shopFulfil))
 	client, err := chronicle.NewClient(b.store, chronicle.ClientOptions{Clock: b.clock})
 	require.NoError(t, err)
 	ctx := b.ctx
 
 	// An engine that does not have the code refuses the name.
-	_, err = b.newEngine(t).Start(ctx, "order", order{ID: "X"}, nil)
+	_, err = b.newEngine(t).Start(ctx, "order", shopOrder{ID: "X"}, nil)
 	require.ErrorIs(t, err, chronicle.ErrUnknownWorkflow)
 
 	// The untyped call takes the name and any input, encoded as it is.
@@ -246,15 +246,15 @@ func TestClientWithoutTheCode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, chronicle.StatusPending, inst.Status)
 	require.Equal(t, "order", inst.Workflow)
-	run, err := orders.Start(ctx, client, order{ID: "ORD-8", Items: 30}, &chronicle.StartOptions{InstanceID: "ORD-8"})
+	run, err := shopOrders.Start(ctx, client, shopOrder{ID: "ORD-8", Items: 30}, &chronicle.StartOptions{InstanceID: "ORD-8"})
 	require.NoError(t, err)
 	b.drain(t)
 
-	require.NoError(t, cancel.Raise(ctx, client, "ORD-7", reason{}, &chronicle.RaiseOptions{IdempotencyKey: "k1"}))
+	require.NoError(t, shopCancel.Raise(ctx, client, "ORD-7", shopReason{}, &chronicle.RaiseOptions{IdempotencyKey: "k1"}))
 	b.drain(t)
-	got, err := orders.Wait(ctx, client, "ORD-7")
+	got, err := shopOrders.Wait(ctx, client, "ORD-7")
 	require.NoError(t, err)
-	require.Equal(t, receipt{OrderID: "ORD-7", Total: 15}, got)
+	require.Equal(t, shopReceipt{OrderID: "ORD-7", Total: 15}, got)
 	events, err := client.History(ctx, "ORD-7")
 	require.NoError(t, err)
 	require.Equal(t, history.KindExecutionStarted, events[0].Kind)
@@ -269,14 +269,14 @@ func TestClientWithoutTheCode(t *testing.T) {
 	err = client.CompleteTaskJSON(ctx, tasks[0].TaskID, []byte(`{"Aproved": true}`), boss)
 	var tre *chronicle.TaskResultError
 	require.ErrorAs(t, err, &tre)
-	require.NoError(t, approval.Complete(ctx, client, tasks[0].TaskID, decision{Approved: false, By: "boss"}, boss))
+	require.NoError(t, shopApproval.Complete(ctx, client, tasks[0].TaskID, shopDecision{Approved: false, By: "boss"}, boss))
 	b.drain(t)
 	got, err = run.Wait(ctx)
 	require.NoError(t, err)
-	require.Equal(t, receipt{OrderID: "ORD-8", Note: "refused by boss"}, got)
+	require.Equal(t, shopReceipt{OrderID: "ORD-8", Note: "refused by boss"}, got)
 
 	// Operations.
-	_, err = client.Start(ctx, "order", order{ID: "ORD-9"}, &chronicle.StartOptions{InstanceID: "ORD-9"})
+	_, err = client.Start(ctx, "order", shopOrder{ID: "ORD-9"}, &chronicle.StartOptions{InstanceID: "ORD-9"})
 	require.NoError(t, err)
 	b.drain(t)
 	require.NoError(t, client.Suspend(ctx, "ORD-9", "audit", nil))
@@ -285,7 +285,7 @@ func TestClientWithoutTheCode(t *testing.T) {
 	b.drain(t)
 	require.NoError(t, client.Terminate(ctx, "ORD-9", "duplicate", &chronicle.ControlOptions{Actor: "ops"}))
 	b.drain(t)
-	_, err = orders.Wait(ctx, client, "ORD-9")
+	_, err = shopOrders.Wait(ctx, client, "ORD-9")
 	var we *chronicle.WorkflowError
 	require.ErrorAs(t, err, &we)
 	require.Equal(t, chronicle.StatusTerminated, we.Status)
@@ -321,19 +321,19 @@ func TestClientStartsBeforeTheWorkerHasTheCode(t *testing.T) {
 	b := setup(t)
 	client, err := chronicle.NewClient(b.store, chronicle.ClientOptions{Clock: b.clock})
 	require.NoError(t, err)
-	_, err = orders.Start(b.ctx, client, order{ID: "early", Items: 1}, &chronicle.StartOptions{InstanceID: "early"})
+	_, err = shopOrders.Start(b.ctx, client, shopOrder{ID: "early", Items: 1}, &chronicle.StartOptions{InstanceID: "early"})
 	require.NoError(t, err)
 	b.drain(t)
 	letters, err := client.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "early"})
 	require.NoError(t, err)
 	require.Len(t, letters, 1)
 
-	require.NoError(t, orders.Register(b.engine, fulfil))
+	require.NoError(t, shopOrders.Register(b.engine, shopFulfil))
 	require.NoError(t, client.RedriveDeadLetter(b.ctx, letters[0].ID, "ops"))
 	b.drain(t)
-	require.NoError(t, cancel.Raise(b.ctx, client, "early", reason{}, nil))
+	require.NoError(t, shopCancel.Raise(b.ctx, client, "early", shopReason{}, nil))
 	b.drain(t)
-	got, err := orders.Wait(b.ctx, client, "early")
+	got, err := shopOrders.Wait(b.ctx, client, "early")
 	require.NoError(t, err)
 	require.Equal(t, 5, got.Total)
 }

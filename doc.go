@@ -54,6 +54,21 @@
 // Any number of engines may share one store; each instance runs on one of
 // them at a time.
 //
+// # Typed handles and clients
+//
+// A [Workflow], [Signal] or [HumanTask] is a name with types attached,
+// declared once and used by workers and clients alike, so that the
+// compiler checks what they exchange:
+//
+//	var Approvals = chronicle.Workflow[Application, Decision]("approve")
+//
+//	Approvals.Register(engine, Approve)
+//	run, err := Approvals.Start(ctx, engine, app, nil)
+//	decision, err := run.Wait(ctx)
+//
+// A process that starts and operates instances without their code uses a
+// [Client] from [NewClient]; an [*Engine] is a Client too.
+//
 // Optional settings of a call are an options struct passed by pointer as
 // its last argument ([StartOptions], [RaiseOptions], [ControlOptions],
 // [ActivityOptions], [WaitOptions], ...); nil means the defaults, which are

@@ -108,7 +108,8 @@ func (e *Engine) activity(name string) (round.ActivityFunc, bool) {
 }
 
 // RegisterWorkflow registers a workflow function under name. Its input and
-// result are encoded with the engine's codec.
+// result are encoded with the engine's codec; [Engine.Start] refuses an
+// input that is not an In. [Workflow.Register] is the typed form.
 func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context, in In) (Out, error)) error {
 	if err := validateID("workflow name", name); err != nil {
 		return err

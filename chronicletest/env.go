@@ -88,6 +88,7 @@ type config struct {
 	opts     chronicle.Options
 	maxSteps int
 	deadOK   bool
+	idPrefix string
 }
 
 // Option configures [New].
@@ -105,11 +106,17 @@ func Store(store provider.Store) Option { return func(c *config) { c.store = sto
 
 // EngineOptions sets the options of the engine. The environment owns the
 // clock (opts.Clock must be nil) and fills in, when they are zero: NodeID
-// ([NodeID]), NewID (a counter: "id-1", "id-2", ...), RetryJitter
+// ([NodeID]), NewID (a counter: "id-1", "id-2", ..., see [IDPrefix]), RetryJitter
 // ([RetryJitter]) and Logger (the test's log, at Info level). An Observer
 // is called after the environment's own. CacheSize -1 replays every round
 // from history, which tests that code and history agree at every step.
 func EngineOptions(opts chronicle.Options) Option { return func(c *config) { c.opts = opts } }
+
+// IDPrefix sets the prefix of the ids the environment's counter makes.
+// Default "id-". Environments that share a store (a rolling deploy
+// simulated with two environments, one per version of the code) need
+// different prefixes: two signals with one idempotency key are one signal.
+func IDPrefix(prefix string) Option { return func(c *config) { c.idPrefix = prefix } }
 
 // MaxSteps bounds how many steps (rounds and activity attempts run, and
 // moves of the clock) one run of the environment may take before it fails
@@ -129,7 +136,7 @@ func AllowDeadLetters() Option { return func(c *config) { c.deadOK = true } }
 // letters when the test ends.
 func New(t T, opts ...Option) *Env {
 	t.Helper()
-	c := config{start: DefaultStart, maxSteps: DefaultMaxSteps}
+	c := config{start: DefaultStart, maxSteps: DefaultMaxSteps, idPrefix: "id-"}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -156,7 +163,8 @@ func New(t T, opts ...Option) *Env {
 	}
 	if o.NewID == nil {
 		var n atomic.Int64
-		o.NewID = func() string { return "id-" + strconv.FormatInt(n.Add(1), 10) }
+		prefix := c.idPrefix
+		o.NewID = func() string { return prefix + strconv.FormatInt(n.Add(1), 10) }
 	}
 	if o.RetryJitter == nil {
 		o.RetryJitter = func() float64 { return RetryJitter }

@@ -326,3 +326,21 @@ func mustRegister(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestSignalAtTheTimeoutInstant: an action runs before the work due at
+// its time, but a signal raised at the instant a wait times out still
+// loses to the timer, which was queued first (docs/semantics.md); a
+// microsecond earlier it wins.
+func TestSignalAtTheTimeoutInstant(t *testing.T) {
+	t.Parallel()
+	for at, want := range map[time.Duration]string{7 * day: "expired", 7*day - time.Microsecond: "approved"} {
+		env := chronicletest.New(t)
+		mustRegister(t, chronicle.RegisterWorkflow(env.Engine(), "approval", approval))
+		id := env.Start("approval", "x", nil)
+		env.RaiseEventAt(at, id, "decision", "approved", nil)
+		env.Wait(id)
+		if got := chronicletest.Result[string](env, id); got != want {
+			t.Errorf("signal at %s: result %q, want %q", at, got, want)
+		}
+	}
+}

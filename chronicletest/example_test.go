@@ -1,6 +1,7 @@
 package chronicletest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -69,6 +70,66 @@ func Example() {
 	// completed renewed: R-1001
 	// virtual time: 337h0m0s
 	// charged with: [{ada pro}]
+}
+
+// A retry sequence: the first expectation answers the first call with an
+// error, the engine retries after the policy's nominal delay, and the
+// second expectation answers.
+func ExampleMockActivity() {
+	t := &exampleT{}
+	defer t.end()
+	env := chronicletest.New(t)
+	err := chronicle.RegisterWorkflow(env.Engine(), "greet", func(ctx *chronicle.Context, name string) (string, error) {
+		return chronicle.CallActivity[string](ctx, "hello", name, &chronicle.ActivityOptions{
+			Retry: chronicle.RetryPolicy{InitialInterval: 10 * time.Second},
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chronicletest.MockActivity[string, string](env, "hello").ReturnError(errors.New("busy")).Once()
+	hello := chronicletest.MockActivity[string, string](env, "hello").
+		Do(func(ctx context.Context, name string) (string, error) {
+			info, _ := chronicle.ActivityInfoFrom(ctx)
+			return fmt.Sprintf("hello %s (attempt %d, %s in)", name, info.Attempt, env.Elapsed()), nil
+		}).
+		Once()
+
+	id := env.Start("greet", "ada", nil)
+	env.Wait(id)
+	fmt.Println(chronicletest.Result[string](env, id))
+	fmt.Println(hello.Calls(), env.ActivityAttempts("hello"))
+	// Output:
+	// hello ada (attempt 2, 10s in)
+	// 1 2
+}
+
+// A signal that arrives three days in, and what the instance shows before
+// and after.
+func ExampleEnv_RaiseEventAt() {
+	t := &exampleT{}
+	defer t.end()
+	env := chronicletest.New(t)
+	err := chronicle.RegisterWorkflow(env.Engine(), "approval", func(ctx *chronicle.Context, _ string) (string, error) {
+		if err := ctx.SetCustomStatus("waiting"); err != nil {
+			return "", err
+		}
+		return chronicle.WaitEvent[string](ctx, "decision", &chronicle.WaitOptions{Timeout: 7 * 24 * time.Hour})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := env.Start("approval", "", &chronicle.StartOptions{InstanceID: "REQ-1"})
+	env.RaiseEventAt(72*time.Hour, id, "decision", "approved", nil)
+
+	env.RunFor(24 * time.Hour)
+	status, _ := chronicletest.CustomStatus[string](env, id)
+	fmt.Println(env.Elapsed(), env.Describe(id).Status, status)
+	inst := env.Wait(id)
+	fmt.Println(inst.CompletedAt.Sub(env.StartTime()), inst.Status, chronicletest.Result[string](env, id))
+	// Output:
+	// 24h0m0s running waiting
+	// 72h0m0s completed approved
 }
 
 // exampleT stands in for a *testing.T in the example: it prints failures

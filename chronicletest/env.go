@@ -20,7 +20,7 @@ import (
 
 // DefaultStart is the time the clock of an [Env] reads when it is created,
 // unless [StartAt] says otherwise: fixed, so that histories are the same on
-// every run.
+// every run. Tests change the start with StartAt, never this variable.
 var DefaultStart = time.Date(2026, time.January, 5, 9, 0, 0, 0, time.UTC)
 
 // DefaultMaxSteps bounds the steps of one run (see [MaxSteps]).
@@ -54,7 +54,8 @@ var _ T = testing.TB(nil)
 // Env is a test environment: an engine on a store, a virtual clock and the
 // actions scheduled on it. Create it with [New]. Its methods fail the test
 // (t.Fatal) when the engine or the store returns an error; they must be
-// called from the test's goroutine, except Now and Engine.
+// called from the test's goroutine (activities and mocks run there too),
+// except Engine, Now and Elapsed.
 type Env struct {
 	t      T
 	ctx    context.Context
@@ -75,10 +76,9 @@ type Env struct {
 
 // action is something scheduled to run at a virtual time.
 type action struct {
-	at   time.Time
-	seq  int
-	name string
-	fn   func()
+	at  time.Time
+	seq int
+	fn  func()
 }
 
 // config collects the options of New.
@@ -100,8 +100,10 @@ func StartAt(t time.Time) Option { return func(c *config) { c.start = t } }
 
 // Store runs the environment on store instead of a new memory store: a
 // memory store in peek-lock mode, say, or a PostgreSQL store on a schema
-// of its own (see provider/postgres/pgtest). The store must be empty and
-// used by this environment alone, since the clock is the environment's.
+// of its own (see provider/postgres/pgtest). The store should start empty.
+// Several environments may share one store to play several nodes, a
+// rolling deploy say: give them different [IDPrefix]es, and start each at
+// the time the others reached ([StartAt]), since each has its own clock.
 func Store(store provider.Store) Option { return func(c *config) { c.store = store } }
 
 // EngineOptions sets the options of the engine. The environment owns the
@@ -225,14 +227,14 @@ func (e *Env) Start(workflow string, input any, opts *chronicle.StartOptions) st
 // during a run, before the work that is due at the same time; an action
 // whose time has passed runs at the start of the next run. Actions due at
 // the same time run in the order they were scheduled.
-func (e *Env) At(d time.Duration, fn func()) { e.schedule(e.start.Add(d), "action", fn) }
+func (e *Env) At(d time.Duration, fn func()) { e.schedule(e.start.Add(d), fn) }
 
 // After schedules fn as At does, d after the current virtual time.
-func (e *Env) After(d time.Duration, fn func()) { e.schedule(e.clock.Now().Add(d), "action", fn) }
+func (e *Env) After(d time.Duration, fn func()) { e.schedule(e.clock.Now().Add(d), fn) }
 
-func (e *Env) schedule(at time.Time, name string, fn func()) {
+func (e *Env) schedule(at time.Time, fn func()) {
 	e.actionSeq++
-	e.actions = append(e.actions, &action{at: at.UTC().Truncate(time.Microsecond), seq: e.actionSeq, name: name, fn: fn})
+	e.actions = append(e.actions, &action{at: at.UTC().Truncate(time.Microsecond), seq: e.actionSeq, fn: fn})
 	slices.SortStableFunc(e.actions, func(a, b *action) int {
 		if c := a.at.Compare(b.at); c != 0 {
 			return c

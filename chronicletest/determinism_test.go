@@ -59,6 +59,10 @@ func TestHistoriesAreTheSameOnEveryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		lastHash[i] = events[len(events)-1].Hash
+		read, err := history.ReadJSONL(bytes.NewReader(exports[i]))
+		if err != nil || len(read) != len(events) || !bytes.Equal(read[len(read)-1].Hash, lastHash[i]) {
+			t.Fatalf("the export reads back as %d events (%v), want the %d of history", len(read), err, len(events))
+		}
 	}
 	if !bytes.Equal(exports[0], exports[1]) || !bytes.Equal(lastHash[0], lastHash[1]) {
 		t.Fatalf("two runs exported different histories:\n%s\n---\n%s", exports[0], exports[1])

@@ -344,3 +344,26 @@ func TestSignalAtTheTimeoutInstant(t *testing.T) {
 		}
 	}
 }
+
+// TestProjection reads a custom projection the rounds keep.
+func TestProjection(t *testing.T) {
+	t.Parallel()
+	env := chronicletest.New(t)
+	mustRegister(t, chronicle.RegisterWorkflow(env.Engine(), "charge", charge))
+	type attempts struct{ Scheduled, Completed int }
+	mustRegister(t, chronicle.RegisterProjection(env.Engine(), "activities", 1, func(s attempts, e *chronicle.Event) (attempts, error) {
+		switch e.Kind {
+		case history.KindActivityScheduled:
+			s.Scheduled++
+		case history.KindActivityCompleted:
+			s.Completed++
+		}
+		return s, nil
+	}))
+	chronicletest.MockActivity[int, string](env, "charge").Return("R-1")
+	id := env.Start("charge", 1, nil)
+	env.RunUntilIdle()
+	if got := chronicletest.Projection[attempts](env, "activities", id); got != (attempts{Scheduled: 1, Completed: 1}) {
+		t.Fatalf("projection %+v", got)
+	}
+}

@@ -83,9 +83,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Observer receives metrics of rounds and activities. Default: none.
 	Observer Observer
-	// RetryJitter returns numbers in [0,1) that spread activity retry
-	// delays (half of each delay is random). Default: math/rand. Tests pass
-	// a constant.
+	// RetryJitter returns numbers in [0,1] that spread activity retry
+	// delays: a retry waits d/2 + d/2×jitter, where d is the retry
+	// policy's nominal delay, so 1 waits exactly d and 0 halves it.
+	// Default: math/rand, in [0,1). Tests pass a constant; the
+	// chronicletest environment passes 1.
 	RetryJitter func() float64
 	// NewID makes the ids the client API draws: instance ids left empty,
 	// execution ids, message ids and default idempotency keys. Default:

@@ -51,7 +51,8 @@ func WithRetryDefaults(p, def history.RetryPolicy) history.RetryPolicy {
 // RetryDelay returns whether a task that failed its attempt-th attempt with
 // failure is retried, and after how long: InitialInterval ×
 // Multiplier^(attempt-1), capped at MaxInterval, of which a random half is
-// jitter (jitter is a number in [0,1)).
+// jitter (jitter is a number in [0,1]: 1 keeps the whole delay, 0 halves
+// it).
 func RetryDelay(p history.RetryPolicy, attempt int, failure *history.Failure, jitter float64) (bool, time.Duration) {
 	if failure.NonRetryable || slices.Contains(p.NonRetryable, failure.Type) || attempt >= p.MaxAttempts {
 		return false, 0
@@ -109,7 +110,8 @@ type ActivityWorkerOptions struct {
 	// DefaultRetry fills zero fields of tasks' retry policies. Default
 	// [DefaultRetryPolicy].
 	DefaultRetry history.RetryPolicy
-	// Jitter returns numbers in [0,1) for retry jitter; default math/rand.
+	// Jitter returns numbers in [0,1] for retry jitter (see RetryDelay);
+	// default math/rand.
 	Jitter func() float64
 	// Logger defaults to discarding.
 	Logger *slog.Logger

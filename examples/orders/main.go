@@ -1,0 +1,276 @@
+// Command orders runs four orders through one durable order workflow on
+// the embedded memory store and prints what happens, the outcomes and two
+// histories.
+//
+// The workflow (workflow.go) shows:
+//
+//   - a saga: stock is reserved and the payment taken, and both are undone,
+//     last first, when the order is cancelled, rejected or expires;
+//   - an activity retried by its retry policy (the payment gateway times
+//     out once);
+//   - a human task with a due time (a sales manager approves large
+//     orders) and a durable auto-cancel timer;
+//   - a cancellation signal from the customer;
+//   - a 14-day return window before the order is settled (the demo
+//     shortens it to two seconds).
+//
+// Run it with `go run ./examples/orders`; it takes about two seconds.
+// kit_test.go tests the same workflow with the chronicletest kit, on a
+// virtual clock, with the real 14-day window.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/timeline"
+	"github.com/chronicleflow/chronicle/provider/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := demo(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "orders:", err)
+		os.Exit(1)
+	}
+}
+
+// Short windows for the demo; the shop's are a day, three days and 14
+// days.
+const (
+	demoApprovalDue     = time.Second
+	demoApprovalTimeout = 1500 * time.Millisecond
+	demoReturnWindow    = 2 * time.Second
+)
+
+// orders are the demo's orders. Ada's payment times out once; Charles's
+// order is approved; Grace cancels while hers awaits approval; nobody
+// approves Alan's.
+var orders = []Order{
+	{ID: "ORD-1001", Customer: "Ada", Address: "12 Analytical Row, London", Items: []Item{{SKU: "NOTEBOOK-A5", Quantity: 3}}, Total: 8990},
+	{ID: "ORD-1002", Customer: "Charles", Address: "1 Difference Lane, London", Items: []Item{{SKU: "LATHE-200", Quantity: 1}}, Total: 129900},
+	{ID: "ORD-1003", Customer: "Grace", Address: "7 Compiler Close, Arlington", Items: []Item{{SKU: "TERMINAL-3270", Quantity: 2}}, Total: 245000},
+	{ID: "ORD-1004", Customer: "Alan", Address: "3 Bletchley Road, Milton Keynes", Items: []Item{{SKU: "BOMBE-KIT", Quantity: 1}}, Total: 180000},
+}
+
+// outcome is what the demo produced; its test checks it.
+type outcome struct {
+	Results   map[string]Result
+	Histories map[string][]history.Event
+	Books     books
+}
+
+func demo(ctx context.Context, w io.Writer) (*outcome, error) {
+	out := newConsole(w)
+	out.printf("Chronicle demo: orders\n======================\n\n" +
+		"Four orders run through the durable \"order\" workflow: reserve stock, take the\n" +
+		"payment, get a manager's approval for orders of €1,000 or more (a task due in\n" +
+		"a day, cancelled after three), ship, and settle once the 14-day return window\n" +
+		"has passed. The demo shortens the windows to seconds.\n")
+
+	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "shop", ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	inbox := make(chan Notice, 16)
+	s := newShop(func(who, format string, args ...any) { out.log(who, format, args...) }, inbox, map[string]int{"Ada": 1})
+	wf := &workflows{
+		say:   func(format string, args ...any) { out.log("workflow", format, args...) },
+		retry: chronicle.RetryPolicy{MaxAttempts: 5, InitialInterval: 200 * time.Millisecond, Multiplier: 2},
+	}
+	if err := register(engine, s, wf); err != nil {
+		return nil, err
+	}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stopRun()
+		wg.Wait()
+	}()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = engine.Run(runCtx) // returns nil once runCtx ends
+	}()
+	officeErr := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		if err := backOffice(runCtx, engine, out, inbox); err != nil {
+			officeErr <- err
+			stopRun()
+		}
+	}()
+
+	out.section("What happens")
+	for _, o := range orders {
+		o.ApprovalDue, o.ApprovalTimeout, o.ReturnWindow = demoApprovalDue, demoApprovalTimeout, demoReturnWindow
+		if _, err := engine.Start(ctx, orderWorkflow, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer}); err != nil {
+			return nil, err
+		}
+		out.log("client", "%s ordered %s for %s", o.Customer, o.ID, cents(o.Total))
+	}
+	res := &outcome{Results: map[string]Result{}, Histories: map[string][]history.Event{}}
+	for _, o := range orders {
+		inst, err := engine.Wait(runCtx, o.ID)
+		if err != nil {
+			select {
+			case oerr := <-officeErr:
+				return nil, oerr
+			default:
+				return nil, fmt.Errorf("wait for %s: %w", o.ID, err)
+			}
+		}
+		var r Result
+		if err := inst.Result(&r); err != nil {
+			return nil, err
+		}
+		res.Results[o.ID] = r
+		if res.Histories[o.ID], err = engine.History(ctx, o.ID); err != nil {
+			return nil, err
+		}
+	}
+	stopRun()
+	wg.Wait()
+	select {
+	case err := <-officeErr:
+		return nil, err
+	default:
+	}
+	res.Books = s.books()
+
+	out.section("Outcomes")
+	for _, o := range orders {
+		r := res.Results[o.ID]
+		out.printf("%s  %-14s %s", o.ID, r.Status, cents(o.Total))
+		if r.Reason != "" {
+			out.printf("  %s", r.Reason)
+		}
+		if r.Tracking != "" {
+			out.printf("  shipped as %s, paid by %s", r.Tracking, r.Payment)
+		}
+		out.printf("\n")
+	}
+	out.printf("\nStill reserved: %s\nStill charged:  %s\nSettled:        %s\n",
+		list(res.Books.Reserved), list(res.Books.Charged), list(res.Books.Settled))
+
+	out.section("Histories")
+	out.printf("ORD-1001: the payment's two attempts are one ActivityScheduled and one\n" +
+		"ActivityCompleted \"attempt 2\"; the return window is a timer.\n" +
+		"ORD-1003: the customer's cancel-order signal wins over the approval task and\n" +
+		"the auto-cancel timer; the saga refunds, then releases the stock.\n")
+	for _, id := range []string{"ORD-1001", "ORD-1003"} {
+		out.printf("\n%s (%d events)\n", id, len(res.Histories[id]))
+		if err := out.timeline(res.Histories[id]); err != nil {
+			return nil, err
+		}
+	}
+	return res, out.err()
+}
+
+// backOffice plays the people who get the shop's notices: the sales
+// manager approves ORD-1002 and is on holiday for ORD-1004; Grace, told her
+// order awaits approval, cancels ORD-1003.
+func backOffice(ctx context.Context, engine *chronicle.Engine, out *console, inbox <-chan Notice) error {
+	manager := chronicle.User{ID: "mia", Roles: []string{"sales-manager"}}
+	for {
+		var n Notice
+		select {
+		case <-ctx.Done():
+			return nil
+		case n = <-inbox:
+		}
+		switch n.Order {
+		case "ORD-1002":
+			out.log("manager", "mia approves %s (task %s)", n.Order, shortID(n.TaskID))
+			if err := engine.CompleteTask(ctx, n.TaskID, Approval{Approved: true, Note: "regular customer"}, manager); err != nil {
+				return err
+			}
+		case "ORD-1003":
+			out.log("customer", "Grace cancels %s while it awaits approval", n.Order)
+			if err := engine.RaiseEvent(ctx, n.Order, cancelSignal, Cancellation{Reason: "found it cheaper"},
+				&chronicle.RaiseOptions{IdempotencyKey: "cancel-" + n.Order, Actor: "grace"}); err != nil {
+				return err
+			}
+		default:
+			out.log("manager", "nobody looks at %s: the manager is on holiday", n.Order)
+		}
+	}
+}
+
+func list(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8] + "…"
+	}
+	return id
+}
+
+// console serializes the demo's output, which activities, the back office
+// and workflow code write from their own goroutines.
+type console struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	werr  error
+}
+
+func newConsole(w io.Writer) *console { return &console{w: w, start: time.Now()} }
+
+func (c *console) printf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.write(fmt.Sprintf(format, args...))
+}
+
+// log prints a line of narration: seconds since the start, who, what.
+func (c *console) log(who, format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.write(fmt.Sprintf("%5.2fs  %-11s %s\n", time.Since(c.start).Seconds(), "["+who+"]", fmt.Sprintf(format, args...)))
+}
+
+func (c *console) section(title string) {
+	c.printf("\n%s\n%s\n\n", title, strings.Repeat("-", len(title)))
+}
+
+func (c *console) timeline(events []history.Event) error {
+	var b strings.Builder
+	if err := timeline.Write(&b, events, timeline.Options{Prefix: "  "}); err != nil {
+		return err
+	}
+	c.printf("%s", b.String())
+	return nil
+}
+
+func (c *console) write(s string) {
+	if c.werr == nil {
+		_, c.werr = io.WriteString(c.w, s)
+	}
+}
+
+func (c *console) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.werr != nil {
+		return fmt.Errorf("write report: %w", c.werr)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+)
+
+// TestDemo runs the demo on the wall clock (about two seconds: the
+// shortened return window) and checks what it claims to show.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := demo(ctx, &out)
+	if err != nil {
+		t.Fatalf("%v; output so far:\n%s", err, out.String())
+	}
+	want := map[string]string{"ORD-1001": statusSettled, "ORD-1002": statusSettled, "ORD-1003": statusCancelled, "ORD-1004": statusExpired}
+	for id, status := range want {
+		if got := res.Results[id].Status; got != status {
+			t.Errorf("%s is %q, want %q", id, got, status)
+		}
+	}
+	// Only the settled orders keep their stock and payment.
+	if !equal(res.Books.Reserved, []string{"STK-ORD-1001", "STK-ORD-1002"}) ||
+		!equal(res.Books.Charged, []string{"PAY-ORD-1001", "PAY-ORD-1002"}) ||
+		!equal(res.Books.Settled, []string{"ORD-1001", "ORD-1002"}) {
+		t.Errorf("books %+v", res.Books)
+	}
+	for id, events := range res.Histories {
+		if err := history.Verify(events); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	for _, s := range []string{
+		"attempt 1 to charge €89.90 for ORD-1001: timeout",
+		"attempt 2: charged Ada €89.90",
+		"Grace cancels ORD-1003",
+		"ORD-1004  expired",
+		"CompensationStarted",
+	} {
+		if !bytes.Contains(out.Bytes(), []byte(s)) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+}

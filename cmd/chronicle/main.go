@@ -388,7 +388,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 	}
 	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec]}
 	if c.signKey != "" {
-		s, err := readSigner(c.signKey)
+		s, err := chronicle.ReadSigningKey(c.signKey)
 		if err != nil {
 			return nil, err
 		}

@@ -84,7 +84,10 @@
 // change with [Context.Version]; a change that breaks an old history is
 // reported as a [*NondeterminismError] naming the seq where code and
 // history part, and the instance's message is dead-lettered after its
-// retries, with history untouched.
+// retries, with history untouched. Find such a change before it is
+// deployed: [Engine.ReplayHistories] replays exported histories
+// ([HistoryDir]) or a store's ([StoreHistories]) against the registered
+// code, and chronicletest.Replay makes that a test.
 //
 // # What else is there
 //

@@ -10,60 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 )
 
-// Key files. A signing key file is one line "KEYID BASE64-SEED" (the
-// 32-byte Ed25519 seed), readable by its owner only; a keyring file holds
-// public keys, one "KEYID BASE64-PUBLIC-KEY" a line (see history.Keyring).
-
-// readSigner reads a signing key file.
-func readSigner(file string) (chronicle.Signer, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("signing key %s: want one line \"KEYID BASE64-SEED\"", file)
-		}
-		seed, err := base64.StdEncoding.DecodeString(fields[1])
-		if err != nil || len(seed) != ed25519.SeedSize {
-			return nil, fmt.Errorf("signing key %s: the seed is not %d bytes of base64", file, ed25519.SeedSize)
-		}
-		return chronicle.NewEd25519Signer(fields[0], ed25519.NewKeyFromSeed(seed))
-	}
-	return nil, fmt.Errorf("signing key %s is empty", file)
-}
-
-// readKeyring reads keyring files into one keyring.
-func readKeyring(files []string) (*chronicle.Keyring, error) {
-	k := &chronicle.Keyring{}
-	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		err = k.Parse(bufio.NewReader(f))
-		_ = f.Close() // read-only
-		if err != nil {
-			return nil, fmt.Errorf("keyring %s: %w", file, err)
-		}
-	}
-	if k.Len() == 0 {
-		return nil, errors.New("the keyring files hold no key")
-	}
-	return k, nil
-}
+// Key files: keygen writes them in the format chronicle.ReadSigningKey
+// and chronicle.ReadKeyring read (keyfile.go of package chronicle).
 
 // keygenJSON is keygen's JSON output.
 type keygenJSON struct {

@@ -80,6 +80,21 @@
 // history yet" and goes on, as Engine.VerifyAll does; so do the
 // projections commands with --all.
 //
+//	replay PATH... | --all
+//
+// Replays exported histories (each PATH a .jsonl file that history export
+// or purge --archive wrote, or a folder of them, searched recursively), or
+// with --all every instance of the store, against the registered workflow
+// code (Engine.ReplayHistories), and prints per history "ok", "DIVERGED
+// ... at seq N history holds X, code asked for Y" or "FAILED" with the
+// reason, then a total; the exit code is 1 when a history diverged or
+// failed. This binary registers only the demo's workflows (on the memory
+// store), so on another store, or for histories of other workflows, each
+// history fails with "unknown workflow": a product replays its own
+// histories from a program or test that registers its workflows, with
+// Engine.ReplayHistories and ReplaySummary.WriteText (the same output) or
+// chronicletest.Replay (docs/testing.md).
+//
 //	tasks list [--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]
 //
 // Lists human tasks. --role may be repeated or take a comma list; it

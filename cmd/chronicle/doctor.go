@@ -74,7 +74,7 @@ func runDoctor(c *cli, cmd *command, args []string) error {
 	var keys *chronicle.Keyring
 	if len(keyFiles) > 0 {
 		var err error
-		if keys, err = readKeyring(keyFiles); err != nil {
+		if keys, err = chronicle.ReadKeyring(keyFiles...); err != nil {
 			return err
 		}
 	}

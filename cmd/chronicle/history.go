@@ -191,7 +191,7 @@ func runHistoryVerify(c *cli, cmd *command, args []string) error {
 		return usagef(cmd, "give exactly one of ID, --all and --archive FILE")
 	}
 	if len(keyFiles) > 0 {
-		keys, err := readKeyring(keyFiles)
+		keys, err := chronicle.ReadKeyring(keyFiles...)
 		if err != nil {
 			return err
 		}

@@ -213,6 +213,7 @@ func commands() []*command {
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
 		{"history verify", "ID | --all | --archive FILE [--key KEYRING]...", "verify hash chains of stored or exported histories, and with --key their signed checkpoints", runHistoryVerify},
+		{"replay", "PATH... | --all", "replay exported histories (files, folders) or every instance of the store against the workflows this binary registers (the demo's); name each divergence", runReplay},
 		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
 		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
@@ -387,7 +388,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 	}
 	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec]}
 	if c.signKey != "" {
-		s, err := readSigner(c.signKey)
+		s, err := chronicle.ReadSigningKey(c.signKey)
 		if err != nil {
 			return nil, err
 		}

@@ -165,6 +165,14 @@ func TestCommands(t *testing.T) {
 		{"history_show", ok, []string{"history", "show", "LOAN-2001"}},
 		{"history_show_json", ok, []string{"history", "show", "KYC-3001", "--json"}},
 		{"history_show_unknown", failed, []string{"history", "show", "CLM-9999"}},
+		// replay (files: TestReplayCommand)
+		{"replay_all", ok, []string{"replay", "--all"}},
+		{"replay_all_json", ok, []string{"replay", "--all", "--json"}},
+		{"replay_nothing", usage, []string{"replay"}},
+		{"replay_both", usage, []string{"replay", "--all", "x.jsonl"}},
+		{"replay_missing_file", failed, []string{"replay", "$TMP/none.jsonl"}},
+		{"replay_empty_folder", failed, []string{"replay", "$TMP"}},
+
 		{"history_export", ok, []string{"history", "export", "KYC-3001"}},
 		{"history_export_file", ok, []string{"history", "export", "CLM-1001", "--out", "$TMP/CLM-1001.jsonl"}},
 		{"history_export_file_json", ok, []string{"--json", "history", "export", "CLM-1001", "--out", "$TMP/CLM-1001.jsonl"}},

@@ -42,7 +42,7 @@ func runUI(c *cli, cmd *command, args []string) error {
 	}
 	opts := console.Options{Actions: *actions, Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
 	if len(keyFiles) > 0 {
-		keys, err := readKeyring(keyFiles)
+		keys, err := chronicle.ReadKeyring(keyFiles...)
 		if err != nil {
 			return err
 		}

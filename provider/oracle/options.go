@@ -62,7 +62,9 @@ type Options struct {
 	// runs in (zero means it).
 	Mode provider.Mode
 	// Logger receives the store's warnings (listener failures, lost
-	// wake-ups, schema version). Default: discard.
+	// wake-ups, schema version). Default: slog.Default(), as the
+	// PostgreSQL and MongoDB stores; pass slog.New(slog.DiscardHandler)
+	// to silence it.
 	Logger *slog.Logger
 	// ListenWait is how long one DBMS_AQ.DEQUEUE call of the work-hint
 	// listener waits for a wake message (whole seconds, at least one):
@@ -107,7 +109,7 @@ func (o Options) withDefaults() (Options, error) {
 		problems = append(problems, fmt.Sprintf("Mode %s is not supported: the oracle provider runs transactional rounds only", o.Mode))
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	switch {
 	case o.ListenWait == 0:

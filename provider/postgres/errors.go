@@ -21,12 +21,47 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeUndefinedTable       = "42P01"
+	codeUndefinedColumn      = "42703"
+	codeInvalidSchemaName    = "3F000"
 )
+
+// ErrNotMigrated is matched by a *[NotMigratedError].
+var ErrNotMigrated = errors.New("postgres: schema not migrated")
+
+// NotMigratedError reports that the store's schema lacks a table or
+// column this package uses: a migration was not applied. Run `chronicle
+// migrate` (or [Store.Migrate], or set [Options].MigrateOnStart).
+type NotMigratedError struct {
+	// Missing is what the server found missing (its message:
+	// `relation "chronicle.checkpoints" does not exist`).
+	Missing string
+	// Migration names the embedded migration that creates it
+	// ("0003_checkpoints.sql"), or is empty when it is not known.
+	Migration string
+	// Err is the server's error (a *pgconn.PgError).
+	Err error
+}
+
+// Error implements error.
+func (e *NotMigratedError) Error() string {
+	if e.Migration != "" {
+		return fmt.Sprintf("postgres: %s: migration %s is not applied to the schema; run chronicle migrate (Store.Migrate)", e.Missing, e.Migration)
+	}
+	return fmt.Sprintf("postgres: %s: the schema is not migrated to version %d; run chronicle migrate (Store.Migrate)", e.Missing, LatestSchemaVersion())
+}
+
+// Is reports whether target is [ErrNotMigrated].
+func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrated }
+
+// Unwrap returns the server's error.
+func (e *NotMigratedError) Unwrap() error { return e.Err }
 
 // translate maps a driver error to the contract's errors: it is the one
 // place where pgx errors become round errors. No rows is
 // [provider.ErrNotFound], a unique violation [provider.ErrConflict], transaction
-// collisions [ErrRetryable]; anything else is returned as it is, so
+// collisions [ErrRetryable], a missing table, column or schema a
+// [*NotMigratedError]; anything else is returned as it is, so
 // errors.Is sees context errors and errors.As sees *pgconn.PgError.
 func translate(err error) error {
 	if err == nil {
@@ -42,6 +77,8 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %s (%s)", provider.ErrConflict, pgErr.Message, pgErr.ConstraintName)
 		case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable:
 			return fmt.Errorf("%w: %w", ErrRetryable, err)
+		case codeUndefinedTable, codeUndefinedColumn, codeInvalidSchemaName:
+			return &NotMigratedError{Missing: pgErr.Message, Migration: missingMigration(pgErr), Err: err}
 		}
 	}
 	return err

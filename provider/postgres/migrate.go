@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -60,7 +61,7 @@ func LatestSchemaVersion() int { return len(migrations) }
 // migrate once and the others wait, then find nothing to do. Migrating an
 // up-to-date schema does nothing. It returns the version reached.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
-	return migrate(ctx, s.pool, s.schema)
+	return migrate(ctx, s.pool, s.schema, len(migrations))
 }
 
 // SchemaVersion returns the version of the store's schema: the highest
@@ -86,7 +87,8 @@ func migrationLockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, err error) {
+// migrate applies the migrations up to version upTo.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) (version int, err error) {
 	ident := pgx.Identifier{schema}.Sanitize()
 	err = pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(schema)); err != nil {
@@ -104,7 +106,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (version in
 		if version > len(migrations) {
 			return fmt.Errorf("schema %s is at version %d, newer than this package's %d", schema, version, len(migrations))
 		}
-		for _, m := range migrations[version:] {
+		for _, m := range migrations[min(version, upTo):upTo] {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", ident)); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
 			}
@@ -125,11 +127,74 @@ func schemaVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (int,
 	var version int
 	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+	if errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeInvalidSchemaName) {
 		return 0, nil // undefined table or schema: nothing applied
 	}
 	if err != nil {
 		return 0, fmt.Errorf("postgres: read schema version of %s: %w", schema, translate(err))
 	}
 	return version, nil
+}
+
+// createdBy maps what the migrations create to the migration that creates
+// it: "table" for CREATE TABLE, "table.column" and ".column" for ADD
+// COLUMN.
+var createdBy = func() map[string]string {
+	tables := regexp.MustCompile(`(?i)CREATE TABLE \{\{schema\}\}\.(\w+)`)
+	columns := regexp.MustCompile(`(?i)ALTER TABLE \{\{schema\}\}\.(\w+) ADD COLUMN (\w+)`)
+	out := map[string]string{}
+	for _, m := range migrations {
+		for _, t := range tables.FindAllStringSubmatch(m.sql, -1) {
+			out[strings.ToLower(t[1])] = m.name
+		}
+		for _, c := range columns.FindAllStringSubmatch(m.sql, -1) {
+			out[strings.ToLower(c[1]+"."+c[2])] = m.name
+			out["."+strings.ToLower(c[2])] = m.name
+		}
+	}
+	return out
+}()
+
+// quoted finds the quoted names of a server message: relation
+// "s.checkpoints", column "purged" of relation "checkpoint_leaves".
+var quoted = regexp.MustCompile(`"([^"]+)"`)
+
+// missingMigration names the migration that creates what a 42P01
+// (undefined table), 42703 (undefined column) or 3F000 (undefined schema)
+// error finds missing, "" when it is not one of the migrations' objects.
+func missingMigration(e *pgconn.PgError) string {
+	names := quoted.FindAllStringSubmatch(e.Message, -1)
+	switch e.Code {
+	case codeInvalidSchemaName:
+		return migrations[0].name
+	case codeUndefinedTable:
+		if len(names) > 0 {
+			rel := names[0][1]
+			if _, table, ok := strings.Cut(rel, "."); ok {
+				rel = table
+			}
+			return createdBy[strings.ToLower(rel)]
+		}
+	case codeUndefinedColumn:
+		// `column "purged" of relation "checkpoint_leaves" does not
+		// exist`, `column "purged" does not exist` or `column
+		// l.purged does not exist`.
+		col := ""
+		if len(names) > 0 {
+			col = names[0][1]
+		} else if f := strings.Fields(e.Message); len(f) >= 2 {
+			col = f[1]
+		}
+		if _, c, ok := strings.Cut(col, "."); ok {
+			col = c
+		}
+		col = strings.ToLower(col)
+		if len(names) > 1 {
+			if m := createdBy[strings.ToLower(names[1][1])+"."+col]; m != "" {
+				return m
+			}
+		}
+		return createdBy["."+col]
+	}
+	return ""
 }

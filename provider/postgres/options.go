@@ -39,8 +39,10 @@ type Options struct {
 	// Mode must be provider.ModeTransactional, the only mode this provider
 	// runs in (zero means it).
 	Mode provider.Mode
-	// Logger receives the store's warnings (listener failures, schema
-	// version). Default: discard.
+	// Logger receives the store's warnings (listener failures, a schema
+	// not at [LatestSchemaVersion]). Default: slog.Default(), as the
+	// MongoDB and Oracle stores; pass slog.New(slog.DiscardHandler) to
+	// silence it.
 	Logger *slog.Logger
 	// NotifyInterval is the least time between two NOTIFYs of one queue's
 	// channel: new work is announced to other processes after the commit
@@ -74,7 +76,7 @@ func (o Options) withDefaults() (Options, error) {
 		problems = append(problems, fmt.Sprintf("Mode %s is not supported: the postgres provider runs transactional rounds only", o.Mode))
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	switch {
 	case o.NotifyInterval == 0:

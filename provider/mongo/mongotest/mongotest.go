@@ -3,8 +3,11 @@
 // mongo provider.
 //
 // Two servers are known. The peek-lock server, named by
-// CHRONICLE_TEST_FERRETDB_URL (default mongodb://127.0.0.1:27017/, the
-// FerretDB that `make services` starts), has no transactions: stores on
+// CHRONICLE_TEST_FERRETDB_URL, else by the file .services/ferretdb.url of
+// the checkout (where `make services` writes the URL of the FerretDB it
+// started: another port than 27017 when that one is held by a server the
+// checkout did not start), else mongodb://127.0.0.1:27017/, has no
+// transactions: stores on
 // it run peek-lock rounds. When it cannot be reached, tests are skipped
 // with a loud message, except under CI=true, where they fail. The
 // transactional server, a replica set named by CHRONICLE_TEST_MONGO_URL,
@@ -21,6 +24,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,8 +44,35 @@ const (
 )
 
 // DefaultFerretURL is the peek-lock test server used when EnvFerretURL is
-// unset.
+// unset and no URL file is found.
 const DefaultFerretURL = "mongodb://127.0.0.1:27017/"
+
+// URLFile is where `make services` (scripts/services.sh) writes the URL of
+// the FerretDB it started, relative to the checkout's root.
+const URLFile = ".services/ferretdb.url"
+
+// ferretURL returns the peek-lock test server's URL and where it was
+// found: the environment variable, else the URL file in dir or the
+// nearest folder above it that has one, else the default.
+func ferretURL(getenv func(string) string, dir string) (url, from string) {
+	if url := getenv(EnvFerretURL); url != "" {
+		return url, EnvFerretURL
+	}
+	for d := dir; d != ""; {
+		path := filepath.Join(d, URLFile)
+		if data, err := os.ReadFile(path); err == nil {
+			if url := strings.TrimSpace(string(data)); url != "" {
+				return url, path
+			}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	return DefaultFerretURL, "the default"
+}
 
 var (
 	mu      sync.Mutex
@@ -52,12 +84,10 @@ var (
 // (failing it under CI=true) when the server cannot be reached.
 func URL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv(EnvFerretURL)
-	if url == "" {
-		url = DefaultFerretURL
-	}
+	dir, _ := os.Getwd() // the package's folder under go test
+	url, from := ferretURL(os.Getenv, dir)
 	if _, err := client(url); err != nil {
-		msg := fmt.Sprintf("!!! MongoDB wire test server (FerretDB) %s is unreachable (%v): run `make services` or set %s", url, err, EnvFerretURL)
+		msg := fmt.Sprintf("!!! MongoDB wire test server (FerretDB) %s (from %s) is unreachable (%v): run `make services` or set %s", url, from, err, EnvFerretURL)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg + "; CI=true, so this fails instead of skipping")
 		}

@@ -1,7 +1,7 @@
 package chronicletest
 
 import (
-	"testing"
+	"context"
 
 	"github.com/chronicleflow/chronicle"
 )
@@ -19,9 +19,9 @@ import (
 // workflows, over histories exported from production, so that `go test`
 // before a deploy finds the instances the new code would dead-letter;
 // docs/testing.md shows how.
-func Replay(t testing.TB, e *chronicle.Engine, dir string) *chronicle.ReplaySummary {
+func Replay(t T, e *chronicle.Engine, dir string) *chronicle.ReplaySummary {
 	t.Helper()
-	sum, err := e.ReplayHistories(t.Context(), chronicle.HistoryDir(dir))
+	sum, err := e.ReplayHistories(context.Background(), chronicle.HistoryDir(dir))
 	if err != nil {
 		t.Fatalf("replay %s: %v", dir, err)
 		return nil

@@ -81,32 +81,32 @@ func replayEngine(t *testing.T, fn func(*chronicle.Context, string) (string, err
 	return e
 }
 
-// fakeT records what Replay reports instead of failing the test.
-type fakeT struct {
+// replayT records what Replay reports instead of failing the test.
+type replayT struct {
 	testing.TB
 	mu     sync.Mutex
 	errors []string
 	fatal  string
 }
 
-func (f *fakeT) Helper()             {}
-func (f *fakeT) Logf(string, ...any) {}
-func (f *fakeT) Errorf(format string, args ...any) {
+func (f *replayT) Helper()             {}
+func (f *replayT) Logf(string, ...any) {}
+func (f *replayT) Errorf(format string, args ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.errors = append(f.errors, fmt.Sprintf(format, args...))
 }
-func (f *fakeT) Fatalf(format string, args ...any) {
+func (f *replayT) Fatalf(format string, args ...any) {
 	f.mu.Lock()
 	f.fatal = fmt.Sprintf(format, args...)
 	f.mu.Unlock()
 	runtime.Goexit()
 }
 
-// replayOn runs Replay with a fakeT, in a goroutine of its own so that
+// replayOn runs Replay with a replayT, in a goroutine of its own so that
 // Fatalf can end it as testing does.
-func replayOn(t *testing.T, e *chronicle.Engine, dir string) (*fakeT, *chronicle.ReplaySummary) {
-	f := &fakeT{TB: t}
+func replayOn(t *testing.T, e *chronicle.Engine, dir string) (*replayT, *chronicle.ReplaySummary) {
+	f := &replayT{TB: t}
 	var sum *chronicle.ReplaySummary
 	done := make(chan struct{})
 	go func() {

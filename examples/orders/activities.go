@@ -81,7 +81,7 @@ func register(e *chronicle.Engine, s *shop, w *workflows) error {
 		chronicle.RegisterActivity(e, notifyActivity, s.notify),
 		chronicle.RegisterActivity(e, shipOrderActivity, s.shipOrder),
 		chronicle.RegisterActivity(e, settleOrderActivity, s.settleOrder),
-		chronicle.RegisterWorkflow(e, orderWorkflow, w.order),
+		orderWorkflow.Register(e, w.order),
 	)
 }
 

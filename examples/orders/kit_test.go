@@ -40,7 +40,7 @@ type shopMocks struct {
 func newOrderEnv(t *testing.T) (*chronicletest.Env, *shopMocks) {
 	t.Helper()
 	env := chronicletest.New(t)
-	if err := chronicle.RegisterWorkflow(env.Engine(), orderWorkflow, (&workflows{}).order); err != nil {
+	if err := orderWorkflow.Register(env.Engine(), (&workflows{}).order); err != nil {
 		t.Fatal(err)
 	}
 	m := &shopMocks{}
@@ -68,8 +68,45 @@ func newOrderEnv(t *testing.T) (*chronicletest.Env, *shopMocks) {
 	return env, m
 }
 
-func startOrder(env *chronicletest.Env, o Order) string {
-	return env.Start(orderWorkflow, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer})
+// startOrder starts an order as the shop does; it runs when the
+// environment runs.
+func startOrder(t *testing.T, env *chronicletest.Env, o Order) string {
+	t.Helper()
+	run, err := orderWorkflow.Start(env.Context(), env.Engine(), o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
+}
+
+// result returns the result of a completed order.
+func result(t *testing.T, env *chronicletest.Env, id string) Result {
+	t.Helper()
+	r, err := orderWorkflow.Result(env.Describe(id))
+	if err != nil {
+		t.Fatalf("result of %s: %v", id, err)
+	}
+	return r
+}
+
+// cancelAt has the customer cancel the order d into the test.
+func cancelAt(t *testing.T, env *chronicletest.Env, d time.Duration, id string, c Cancellation, opts *chronicle.RaiseOptions) {
+	env.At(d, func() {
+		if err := cancelSignal.Raise(env.Context(), env.Engine(), id, c, opts); err != nil {
+			t.Fatalf("cancel %s at %s: %v", id, env.Elapsed(), err)
+		}
+	})
+}
+
+// decideAt has the manager complete the order's approval task d into the
+// test.
+func decideAt(t *testing.T, env *chronicletest.Env, d time.Duration, id string, a Approval) {
+	env.At(d, func() {
+		task := env.Task(id, string(approvalTask))
+		if err := approvalTask.Complete(env.Context(), env.Engine(), task.TaskID, a, manager); err != nil {
+			t.Fatalf("decide %s at %s: %v", id, env.Elapsed(), err)
+		}
+	})
 }
 
 func mockPayment(env *chronicletest.Env, o Order) *chronicletest.Expectation[PaymentRequest, string] {
@@ -105,7 +142,7 @@ func TestSettledAfterFourteenDayReturnWindow(t *testing.T) {
 		}).Times(2)
 	mockPayment(env, smallOrder).Once()
 
-	id := startOrder(env, smallOrder)
+	id := startOrder(t, env, smallOrder)
 	env.RunFor(day)
 	env.AssertCustomStatus(id, "in return window")
 	if !equal(m.journal, []string{"reserve ORD-1", "ship ORD-1"}) {
@@ -114,7 +151,7 @@ func TestSettledAfterFourteenDayReturnWindow(t *testing.T) {
 	inst := env.Wait(id)
 	t.Logf("14-day return window and retries: %s of virtual time in %s", env.Elapsed(), time.Since(wall))
 
-	r := chronicletest.Result[Result](env, id)
+	r := result(t, env, id)
 	if r != (Result{Status: statusSettled, Payment: "PAY-ORD-1", Tracking: "TRK-ORD-1"}) {
 		t.Fatalf("result %+v", r)
 	}
@@ -146,19 +183,24 @@ func TestCustomerCancelsAwaitingApproval(t *testing.T) {
 	env, m := newOrderEnv(t)
 	mockPayment(env, largeOrder).Once()
 
-	id := startOrder(env, largeOrder)
+	id := startOrder(t, env, largeOrder)
 	env.At(time.Hour, func() {
 		env.AssertCustomStatus(id, "awaiting approval")
-		task := env.Task(id, approvalTask)
+		task := env.Task(id, string(approvalTask))
 		if want := env.StartTime().Add(approvalDue); !task.Due.Equal(want) {
 			t.Errorf("task due %s, want %s", task.Due, want)
 		}
+		// What the manager sees, decoded as the task's payload type.
+		req, err := approvalTask.Payload(env.Context(), env.Engine(), task.TaskID)
+		if want := (ApprovalRequest{Order: "ORD-2", Customer: "Grace", Total: 245000}); err != nil || req != want {
+			t.Errorf("task payload %+v, %v; want %+v", req, err, want)
+		}
 	})
-	env.RaiseEventAt(2*time.Hour, id, cancelSignal, Cancellation{Reason: "found it cheaper"}, &chronicle.RaiseOptions{Actor: "grace"})
+	cancelAt(t, env, 2*time.Hour, id, Cancellation{Reason: "found it cheaper"}, &chronicle.RaiseOptions{Actor: "grace"})
 	inst := env.Wait(id)
 	t.Logf("cancellation and compensation: %s of virtual time in %s", env.Elapsed(), time.Since(wall))
 
-	r := chronicletest.Result[Result](env, id)
+	r := result(t, env, id)
 	if r.Status != statusCancelled || r.Reason != "cancelled by the customer: found it cheaper" {
 		t.Fatalf("result %+v", r)
 	}
@@ -191,16 +233,16 @@ func TestApprovalAutoCancelled(t *testing.T) {
 	env, m := newOrderEnv(t)
 	mockPayment(env, largeOrder).Once()
 
-	id := startOrder(env, largeOrder)
+	id := startOrder(t, env, largeOrder)
 	// The task is past due after a day, and still open.
 	env.RunFor(2 * day)
-	if task := env.Task(id, approvalTask); !task.Due.Before(env.Now()) {
+	if task := env.Task(id, string(approvalTask)); !task.Due.Before(env.Now()) {
 		t.Fatalf("task due %s, not past at %s", task.Due, env.Now())
 	}
 	inst := env.Wait(id)
 	t.Logf("3-day auto-cancel: %s of virtual time in %s", env.Elapsed(), time.Since(wall))
 
-	r := chronicletest.Result[Result](env, id)
+	r := result(t, env, id)
 	if r.Status != statusExpired || r.Reason != "not approved within 72h0m0s" {
 		t.Fatalf("result %+v", r)
 	}
@@ -220,14 +262,14 @@ func TestManagerApproves(t *testing.T) {
 	env, m := newOrderEnv(t)
 	mockPayment(env, largeOrder).Once()
 
-	id := startOrder(env, largeOrder)
-	env.ClaimTaskAt(2*time.Hour, id, approvalTask, manager)
-	env.CompleteTaskAt(3*time.Hour, id, approvalTask, Approval{Approved: true, Note: "regular customer"}, manager)
+	id := startOrder(t, env, largeOrder)
+	env.ClaimTaskAt(2*time.Hour, id, string(approvalTask), manager)
+	decideAt(t, env, 3*time.Hour, id, Approval{Approved: true, Note: "regular customer"})
 	env.RunFor(4 * time.Hour)
 	env.AssertCustomStatus(id, "in return window")
 	inst := env.Wait(id)
 
-	if r := chronicletest.Result[Result](env, id); r.Status != statusSettled {
+	if r := result(t, env, id); r.Status != statusSettled {
 		t.Fatalf("result %+v", r)
 	}
 	if !inst.CompletedAt.Equal(env.StartTime().Add(3*time.Hour + returnWindow)) {
@@ -244,10 +286,10 @@ func TestManagerRejects(t *testing.T) {
 	t.Parallel()
 	env, m := newOrderEnv(t)
 	mockPayment(env, largeOrder).Once()
-	id := startOrder(env, largeOrder)
-	env.CompleteTaskAt(time.Hour, id, approvalTask, Approval{Approved: false, Note: "address unverified"}, manager)
+	id := startOrder(t, env, largeOrder)
+	decideAt(t, env, time.Hour, id, Approval{Approved: false, Note: "address unverified"})
 	env.Wait(id)
-	r := chronicletest.Result[Result](env, id)
+	r := result(t, env, id)
 	if r.Status != statusRejected || r.Reason != "rejected by the sales manager: address unverified" {
 		t.Fatalf("result %+v", r)
 	}
@@ -268,10 +310,10 @@ func TestPaymentFailsForGood(t *testing.T) {
 			attempts = append(attempts, env.Elapsed())
 			return "", errors.New("card declined")
 		}).Times(5)
-	id := startOrder(env, smallOrder)
+	id := startOrder(t, env, smallOrder)
 	env.Wait(id)
 
-	r := chronicletest.Result[Result](env, id)
+	r := result(t, env, id)
 	if r.Status != statusPaymentFailed || r.Reason != "card declined" {
 		t.Fatalf("result %+v", r)
 	}
@@ -293,10 +335,10 @@ func TestCancelledBeforeShipping(t *testing.T) {
 	env, m := newOrderEnv(t)
 	chronicletest.MockActivity[PaymentRequest, string](env, chargePaymentActivity).ReturnError(errors.New("payment gateway timeout")).Once()
 	mockPayment(env, smallOrder).Once()
-	id := startOrder(env, smallOrder)
-	env.RaiseEventAt(10*time.Second, id, cancelSignal, Cancellation{Reason: "changed my mind"}, nil)
+	id := startOrder(t, env, smallOrder)
+	cancelAt(t, env, 10*time.Second, id, Cancellation{Reason: "changed my mind"}, nil)
 	env.Wait(id)
-	if r := chronicletest.Result[Result](env, id); r.Status != statusCancelled {
+	if r := result(t, env, id); r.Status != statusCancelled {
 		t.Fatalf("result %+v", r)
 	}
 	if !equal(m.journal, []string{"reserve ORD-1", "refund PAY-ORD-1", "release STK-ORD-1"}) {

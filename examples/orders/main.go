@@ -54,6 +54,17 @@ const (
 	demoReturnWindow    = 2 * time.Second
 )
 
+// demoWorkflows returns the order workflow as the demo registers it,
+// narrating with say (nil is silent) and retrying the payment after 200ms,
+// 400ms, ... The recorded histories in testdata/histories were written by
+// it, and replay_test.go replays them against it.
+func demoWorkflows(say func(format string, args ...any)) *workflows {
+	return &workflows{
+		say:   say,
+		retry: chronicle.RetryPolicy{MaxAttempts: 5, InitialInterval: 200 * time.Millisecond, Multiplier: 2},
+	}
+}
+
 // orders are the demo's orders. Ada's payment times out once; Charles's
 // order is approved; Grace cancels while hers awaits approval; nobody
 // approves Alan's.
@@ -85,10 +96,7 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	}
 	inbox := make(chan Notice, 16)
 	s := newShop(func(who, format string, args ...any) { out.log(who, format, args...) }, inbox, map[string]int{"Ada": 1})
-	wf := &workflows{
-		say:   func(format string, args ...any) { out.log("workflow", format, args...) },
-		retry: chronicle.RetryPolicy{MaxAttempts: 5, InitialInterval: 200 * time.Millisecond, Multiplier: 2},
-	}
+	wf := demoWorkflows(func(format string, args ...any) { out.log("workflow", format, args...) })
 	if err := register(engine, s, wf); err != nil {
 		return nil, err
 	}
@@ -114,30 +122,31 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	}()
 
 	out.section("What happens")
+	// orderWorkflow is typed: Start takes an Order, and the handles it
+	// returns wait for a Result.
+	runs := make([]chronicle.Handle[Result], 0, len(orders))
 	for _, o := range orders {
 		o.ApprovalDue, o.ApprovalTimeout, o.ReturnWindow = demoApprovalDue, demoApprovalTimeout, demoReturnWindow
-		if _, err := engine.Start(ctx, orderWorkflow, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer}); err != nil {
+		run, err := orderWorkflow.Start(ctx, engine, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer})
+		if err != nil {
 			return nil, err
 		}
+		runs = append(runs, run)
 		out.log("client", "%s ordered %s for %s", o.Customer, o.ID, cents(o.Total))
 	}
 	res := &outcome{Results: map[string]Result{}, Histories: map[string][]history.Event{}}
-	for _, o := range orders {
-		inst, err := engine.Wait(runCtx, o.ID)
+	for _, run := range runs {
+		r, err := run.Wait(runCtx)
 		if err != nil {
 			select {
 			case oerr := <-officeErr:
 				return nil, oerr
 			default:
-				return nil, fmt.Errorf("wait for %s: %w", o.ID, err)
+				return nil, fmt.Errorf("wait for %s: %w", run.ID, err)
 			}
 		}
-		var r Result
-		if err := inst.Result(&r); err != nil {
-			return nil, err
-		}
-		res.Results[o.ID] = r
-		if res.Histories[o.ID], err = engine.History(ctx, o.ID); err != nil {
+		res.Results[run.ID] = r
+		if res.Histories[run.ID], err = engine.History(ctx, run.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -194,12 +203,12 @@ func backOffice(ctx context.Context, engine *chronicle.Engine, out *console, inb
 		switch n.Order {
 		case "ORD-1002":
 			out.log("manager", "mia approves %s (task %s)", n.Order, shortID(n.TaskID))
-			if err := engine.CompleteTask(ctx, n.TaskID, Approval{Approved: true, Note: "regular customer"}, manager); err != nil {
+			if err := approvalTask.Complete(ctx, engine, n.TaskID, Approval{Approved: true, Note: "regular customer"}, manager); err != nil {
 				return err
 			}
 		case "ORD-1003":
 			out.log("customer", "Grace cancels %s while it awaits approval", n.Order)
-			if err := engine.RaiseEvent(ctx, n.Order, cancelSignal, Cancellation{Reason: "found it cheaper"},
+			if err := cancelSignal.Raise(ctx, engine, n.Order, Cancellation{Reason: "found it cheaper"},
 				&chronicle.RaiseOptions{IdempotencyKey: "cancel-" + n.Order, Actor: "grace"}); err != nil {
 				return err
 			}

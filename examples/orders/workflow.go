@@ -72,10 +72,19 @@ const (
 	statusPaymentFailed = "payment-failed"
 )
 
-// Names recorded in history.
+// The order workflow, the customer's cancellation signal and the sales
+// manager's approval task, with the types they exchange: starting an
+// order with anything but an Order, raising a cancellation with anything
+// but a Cancellation or completing the approval with anything but an
+// Approval does not compile. Their names are recorded in history.
 const (
-	orderWorkflow = "order"
+	orderWorkflow = chronicle.Workflow[Order, Result]("order")
+	cancelSignal  = chronicle.Signal[Cancellation]("cancel-order")
+	approvalTask  = chronicle.HumanTask[ApprovalRequest, Approval]("approve-order")
+)
 
+// Activity names, recorded in history.
+const (
 	reserveStockActivity  = "reserve-stock"
 	releaseStockActivity  = "release-stock"
 	chargePaymentActivity = "charge-payment"
@@ -83,9 +92,6 @@ const (
 	notifyActivity        = "notify"
 	shipOrderActivity     = "ship-order"
 	settleOrderActivity   = "settle-order"
-
-	cancelSignal = "cancel-order"
-	approvalTask = "approve-order"
 )
 
 // The shop's rules.
@@ -129,8 +135,10 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 	o = withDefaults(o)
 	// The customer may cancel until the order ships. The wait is opened
 	// first, so a cancellation is seen whenever it arrives: signals are
-	// recorded when they arrive and this future holds the first one.
-	cancelled := ctx.WaitEvent(cancelSignal, nil)
+	// recorded when they arrive and this future holds the first one. (A
+	// future, unlike cancelSignal.Wait, can be selected on; cancellation
+	// decodes it.)
+	cancelled := ctx.WaitEvent(string(cancelSignal), nil)
 
 	saga := ctx.NewSaga()
 	// undo runs the compensations registered so far, last first.
@@ -183,7 +191,7 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 		if err := ctx.SetCustomStatus("awaiting approval"); err != nil {
 			return Result{}, err
 		}
-		task := ctx.CreateTask(approvalTask, ApprovalRequest{Order: o.ID, Customer: o.Customer, Total: o.Total}, &chronicle.TaskOptions{
+		task := approvalTask.Create(ctx, ApprovalRequest{Order: o.ID, Customer: o.Customer, Total: o.Total}, &chronicle.TaskOptions{
 			Roles: []string{"sales-manager"},
 			Due:   ctx.Now().Add(o.ApprovalDue),
 		})

@@ -12,11 +12,17 @@
 //     orders) and a durable auto-cancel timer;
 //   - a cancellation signal from the customer;
 //   - a 14-day return window before the order is settled (the demo
-//     shortens it to two seconds).
+//     shortens it to two seconds);
+//   - typed handles: the workflow is a chronicle.Workflow[Order, Result],
+//     the cancellation a chronicle.Signal[Cancellation] and the approval a
+//     chronicle.HumanTask[ApprovalRequest, Approval], so the compiler
+//     checks what the shop, the customer and the manager pass.
 //
 // Run it with `go run ./examples/orders`; it takes about two seconds.
 // kit_test.go tests the same workflow with the chronicletest kit, on a
-// virtual clock, with the real 14-day window.
+// virtual clock, with the real 14-day window; replay_test.go replays the
+// histories this demo recorded (testdata/histories) against the code, as
+// a replay test in CI does before a deploy.
 package main
 
 import (

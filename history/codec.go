@@ -114,6 +114,9 @@ func EncodeAttributes(a Attributes) ([]byte, error) {
 	if !a.EventKind().Valid() {
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalid, a.EventKind())
 	}
+	if b, ok := appendAttributes(make([]byte, 0, 64), a); ok {
+		return b, nil
+	}
 	return Encode(a)
 }
 
@@ -124,6 +127,11 @@ func DecodeAttributes(k Kind, payload []byte) (Attributes, error) {
 	info, ok := kindInfo[k]
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown event kind %q", ErrCorrupt, k)
+	}
+	if len(payload) <= MaxEncodedSize {
+		if a, ok := decodeAttributes(k, payload); ok {
+			return a, nil
+		}
 	}
 	a := info.new()
 	if err := Decode(payload, a); err != nil {

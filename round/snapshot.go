@@ -2,7 +2,6 @@ package round
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -169,20 +168,7 @@ type openTaskWire struct {
 // bytes. It leaves out Seen, so that what a round stores does not grow
 // with the execution's history: [Snapshot.RememberKeys] rebuilds it.
 func MarshalSnapshot(s *Snapshot) ([]byte, error) {
-	w := snapshotWire{Snapshot: s}
-	for _, seq := range slices.Sorted(maps.Keys(s.Activities)) {
-		w.Activities = append(w.Activities, pendingName{seq, s.Activities[seq]})
-	}
-	for _, seq := range slices.Sorted(maps.Keys(s.Timers)) {
-		w.Timers = append(w.Timers, pendingTime{seq, s.Timers[seq]})
-	}
-	for _, seq := range slices.Sorted(maps.Keys(s.SubWorkflows)) {
-		w.SubWorkflows = append(w.SubWorkflows, pendingName{seq, s.SubWorkflows[seq]})
-	}
-	for _, id := range slices.Sorted(maps.Keys(s.Tasks)) {
-		w.Tasks = append(w.Tasks, openTaskWire{id, *s.Tasks[id]})
-	}
-	return history.Encode(&w)
+	return appendSnapshot(make([]byte, 0, 256), s), nil
 }
 
 // RememberKeys adds to Seen the idempotency keys of events, which are

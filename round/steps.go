@@ -57,7 +57,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	}
 	rs := &roundState{
 		ops: ops, id: id, now: now, loaded: *l, baseSeq: l.entry.snap.LastSeq, snap: l.entry.snap,
-		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{}, pins: map[string]string{},
+		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{},
 	}
 	defer func() {
 		if err != nil {
@@ -150,6 +150,9 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			continue
 		}
 		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
+			if rs.pins == nil {
+				rs.pins = map[string]string{}
+			}
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
@@ -231,7 +234,7 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 			e.ExecutionID = snap.ExecutionID
 		}
 		if e.Actor == "" {
-			e.Actor = history.WorkerActor(r.opts.Node)
+			e.Actor = r.actor
 		}
 		r.seal(snap, &e)
 		if err := snap.Apply(&e, rs.work); err != nil {

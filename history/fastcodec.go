@@ -351,31 +351,26 @@ func (r *mpReader) float64() float64 {
 	return math.Float64frombits(r.uint(8))
 }
 
-// fields reads a map's keys in order: each must be one of names, after
-// the previous one. It calls value with the index of each key, to read
-// the value.
-func (r *mpReader) fields(names []string, value func(i int)) {
-	n := r.mapLen()
-	next := 0
-	for ; n > 0 && r.ok; n-- {
-		key := r.strBytes()
-		i := next
-		for i < len(names) && names[i] != string(key) {
-			i++
+// key reads the next key of a map whose keys must be names, in order:
+// it returns the key's index, after the index of the previous key (next
+// holds the index the next key may have at least), or -1 when the key is
+// none of those.
+func (r *mpReader) key(names []string, next *int) int {
+	key := r.strBytes()
+	for i := *next; i < len(names); i++ {
+		if names[i] == string(key) {
+			*next = i + 1
+			return i
 		}
-		if i == len(names) {
-			r.ok = false
-			return
-		}
-		value(i)
-		next = i + 1
 	}
+	r.ok = false
+	return -1
 }
 
 // decodeAttributes decodes a payload of kind k that its hand-written
 // encoder wrote; ok is false for anything else.
 func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
-	r := &mpReader{buf: payload, ok: true}
+	r := mpReader{buf: payload, ok: true}
 	var a Attributes
 	switch k {
 	case KindTurnStarted:
@@ -385,39 +380,48 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 		a = &TurnStarted{}
 	case KindActivityScheduled:
 		s := &ActivityScheduled{}
-		r.fields(activityScheduledFields, func(i int) {
-			switch i {
+		next := 0
+		for n := r.mapLen(); n > 0 && r.ok; n-- {
+			switch r.key(activityScheduledFields, &next) {
 			case 0:
 				s.Name = r.str()
 			case 1:
 				s.Input = r.bin()
 			case 2:
-				decodeRetry(r, &s.Retry)
+				decodeRetry(&r, &s.Retry)
 			case 3:
 				s.Queue = r.str()
 			case 4:
-				s.Timeout = durationOf(r.int())
+				s.Timeout = time.Duration(r.int())
 			}
-		})
+		}
 		a = s
 	case KindActivityCompleted:
 		c := &ActivityCompleted{}
-		r.fields(activityCompletedFields, func(i int) {
-			if i == 0 {
+		next := 0
+		for n := r.mapLen(); n > 0 && r.ok; n-- {
+			switch r.key(activityCompletedFields, &next) {
+			case 0:
 				c.Result = r.bin()
-			} else {
+			case 1:
 				c.Attempts = int(r.int())
 			}
-		})
+		}
 		a = c
 	case KindExecutionCompleted:
 		c := &ExecutionCompleted{}
-		r.fields(executionCompletedFields, func(int) { c.Output = r.bin() })
+		next := 0
+		for n := r.mapLen(); n > 0 && r.ok; n-- {
+			if r.key(executionCompletedFields, &next) == 0 {
+				c.Output = r.bin()
+			}
+		}
 		a = c
 	case KindExecutionStarted:
 		s := &ExecutionStarted{}
-		r.fields(executionStartedFields, func(i int) {
-			switch i {
+		next := 0
+		for n := r.mapLen(); n > 0 && r.ok; n-- {
+			switch r.key(executionStartedFields, &next) {
 			case 0:
 				s.Name = r.str()
 			case 1:
@@ -428,8 +432,9 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 				s.BusinessKey = r.str()
 			case 4:
 				p := &ParentRef{}
-				r.fields(parentRefFields, func(i int) {
-					switch i {
+				pnext := 0
+				for n := r.mapLen(); n > 0 && r.ok; n-- {
+					switch r.key(parentRefFields, &pnext) {
 					case 0:
 						p.InstanceID = r.str()
 					case 1:
@@ -437,14 +442,14 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 					case 2:
 						p.ScheduledSeq = r.int()
 					}
-				})
+				}
 				s.Parent = p
 			case 5:
 				s.Trace = r.str()
 			case 6:
 				s.ContinuedFrom = r.str()
 			}
-		})
+		}
 		a = s
 	default:
 		return nil, false
@@ -455,17 +460,16 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 	return a, true
 }
 
-func durationOf(n int64) time.Duration { return time.Duration(n) }
-
 func decodeRetry(r *mpReader, p *RetryPolicy) {
-	r.fields(retryPolicyFields, func(i int) {
-		switch i {
+	next := 0
+	for n := r.mapLen(); n > 0 && r.ok; n-- {
+		switch r.key(retryPolicyFields, &next) {
 		case 0:
 			p.MaxAttempts = int(r.int())
 		case 1:
-			p.InitialInterval = durationOf(r.int())
+			p.InitialInterval = time.Duration(r.int())
 		case 2:
-			p.MaxInterval = durationOf(r.int())
+			p.MaxInterval = time.Duration(r.int())
 		case 3:
 			p.Multiplier = r.float64()
 		case 4:
@@ -479,7 +483,7 @@ func decodeRetry(r *mpReader, p *RetryPolicy) {
 				p.NonRetryable[j] = r.str()
 			}
 		}
-	})
+	}
 }
 
 // The keys of the hand-decoded types, in declaration order.

@@ -2,9 +2,11 @@ package history
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -123,5 +125,17 @@ func TestFastDecodeFallsBack(t *testing.T) {
 		slow := kindInfo[a.EventKind()].new()
 		require.NoError(t, Decode(data, slow), "the fast decoder accepted % x", data)
 		require.Equal(t, slow, fast, "% x", data)
+	})
+}
+
+// TestDeterministicIDIsUUIDv5 checks DeterministicID against the uuid
+// package's name-based id it computes by hand.
+func TestDeterministicIDIsUUIDv5(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		id, disc := rapid.String().Draw(t, "instance"), rapid.String().Draw(t, "discriminator")
+		seq := rapid.Int64().Draw(t, "seq")
+		want := uuid.NewSHA1(namespace, []byte(id+"\x00"+strconv.FormatInt(seq, 10)+"\x00"+disc)).String()
+		require.Equal(t, want, DeterministicID(id, seq, disc))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -224,6 +225,7 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		return err
 	}
 	entry.turnState = out.Cached
+	rs.appended = slices.Grow(rs.appended, len(out.Events))
 	for i := range out.Events {
 		e := out.Events[i]
 		if e.Seq != snap.LastSeq+1 {

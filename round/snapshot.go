@@ -1,8 +1,10 @@
 package round
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -168,8 +170,19 @@ type openTaskWire struct {
 // bytes. It leaves out Seen, so that what a round stores does not grow
 // with the execution's history: [Snapshot.RememberKeys] rebuilds it.
 func MarshalSnapshot(s *Snapshot) ([]byte, error) {
-	return appendSnapshot(make([]byte, 0, 256), s), nil
+	buf := snapshotBuffers.Get().(*[]byte)
+	b := appendSnapshot((*buf)[:0], s)
+	out := bytes.Clone(b)
+	if cap(b) <= 64<<10 {
+		*buf = b
+		snapshotBuffers.Put(buf)
+	}
+	return out, nil
 }
+
+// snapshotBuffers hold the scratch buffers MarshalSnapshot encodes into,
+// so that a snapshot costs one allocation of its own size.
+var snapshotBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // RememberKeys adds to Seen the idempotency keys of events, which are
 // events of the current execution the snapshot has folded (those a round

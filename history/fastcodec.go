@@ -495,3 +495,33 @@ var (
 	parentRefFields          = []string{"instance_id", "execution_id", "scheduled_seq"}
 	retryPolicyFields        = []string{"max_attempts", "initial_interval", "max_interval", "multiplier", "non_retryable"}
 )
+
+// decodeScalar decodes an integer into *int or *int64, or a string into
+// *string, when data is exactly one in the layout [Encode] writes; it
+// reports false, having changed nothing, for anything else.
+func decodeScalar(data []byte, v any) bool {
+	r := mpReader{buf: data, ok: true}
+	switch p := v.(type) {
+	case *int:
+		n := r.int()
+		if !r.ok || r.off != len(data) || p == nil {
+			return false
+		}
+		*p = int(n)
+	case *int64:
+		n := r.int()
+		if !r.ok || r.off != len(data) || p == nil {
+			return false
+		}
+		*p = n
+	case *string:
+		b := r.strBytes()
+		if !r.ok || r.off != len(data) || p == nil {
+			return false
+		}
+		*p = string(b)
+	default:
+		return false
+	}
+	return true
+}

@@ -203,8 +203,11 @@ func (s *Snapshot) RememberKeys(events []history.Event) {
 // never panics.
 func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	w := snapshotWire{Snapshot: &Snapshot{}}
-	if err := history.Decode(data, &w); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
+	if len(data) > history.MaxEncodedSize || !decodeSnapshotWire(data, &w) {
+		w = snapshotWire{Snapshot: &Snapshot{}}
+		if err := history.Decode(data, &w); err != nil {
+			return nil, fmt.Errorf("decode snapshot: %w", err)
+		}
 	}
 	s := w.Snapshot
 	if s == nil {

@@ -5,6 +5,9 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // appendSnapshot appends the encoding of s that MarshalSnapshot stores:
@@ -260,4 +263,339 @@ func mpTime(b []byte, t time.Time) []byte {
 	}
 	b = binary.BigEndian.AppendUint32(append(b, 0xc7, 12, 0xff), uint32(t.Nanosecond()))
 	return binary.BigEndian.AppendUint64(b, secs)
+}
+
+// decodeSnapshotWire reads into w a snapshot in the layout appendSnapshot
+// writes, without business parts, open tasks or seen keys; ok is false
+// for anything else (then UnmarshalSnapshot decodes it reflectively). A
+// round that starts cold decodes its stored snapshot, and about half of
+// memory W1's rounds at 20,000 workflows are cold. Times come back in
+// UTC where the reflective decoder gives the local zone; UnmarshalSnapshot
+// puts both in UTC.
+func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
+	r := mpReader{buf: data, ok: true}
+	s := w.Snapshot
+	next := 0
+	for n := r.mapLen(); n > 0 && r.ok; n-- {
+		switch r.key(snapshotFields, &next) {
+		case 0:
+			s.InstanceID = r.str()
+		case 1:
+			s.ExecutionID = r.str()
+		case 2:
+			s.ExecutionStartSeq = r.int()
+		case 3:
+			s.Executions = r.strings()
+		case 4:
+			s.Name = r.str()
+		case 5:
+			s.Version = r.str()
+		case 6:
+			s.Status = provider.Status(r.str())
+		case 7:
+			s.Ended = r.bool()
+		case 8:
+			s.BusinessKey = r.str()
+		case 9:
+			p := &history.ParentRef{}
+			pnext := 0
+			for n := r.mapLen(); n > 0 && r.ok; n-- {
+				switch r.key(parentFields, &pnext) {
+				case 0:
+					p.InstanceID = r.str()
+				case 1:
+					p.ExecutionID = r.str()
+				case 2:
+					p.ScheduledSeq = r.int()
+				}
+			}
+			s.Parent = p
+		case 10:
+			s.CustomStatus = r.bin()
+		case 11:
+			s.CreatedAt = r.time()
+		case 12:
+			s.UpdatedAt = r.time()
+		case 13:
+			s.CompletedAt = r.time()
+		case 14:
+			s.Output = r.bin()
+		case 15:
+			f := &history.Failure{}
+			fnext := 0
+			for n := r.mapLen(); n > 0 && r.ok; n-- {
+				switch r.key(failureFields, &fnext) {
+				case 0:
+					f.Message = r.str()
+				case 1:
+					f.Type = r.str()
+				case 2:
+					f.NonRetryable = r.bool()
+				case 3:
+					f.Details = r.bin()
+				}
+			}
+			s.Failure = f
+		case 16:
+			s.LastError = r.str()
+		case 17:
+			s.LastSeq = r.int()
+		case 18:
+			s.LastHash = r.bin()
+		case 19:
+			w.Activities = r.pendingNames()
+		case 20:
+			n := r.arrayLen()
+			if n == 0 || n > len(r.buf)-r.off {
+				return false
+			}
+			w.Timers = make([]pendingTime, n)
+			for i := range w.Timers {
+				if r.mapLen() != 2 || string(r.strBytes()) != "seq" {
+					return false
+				}
+				w.Timers[i].Seq = r.int()
+				if string(r.strBytes()) != "at" {
+					return false
+				}
+				w.Timers[i].At = r.time()
+			}
+		case 21:
+			w.SubWorkflows = r.pendingNames()
+		}
+	}
+	return r.ok && r.off == len(data)
+}
+
+// The keys decodeSnapshotWire reads, in declaration order.
+var (
+	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
+		"business_key", "parent", "custom_status", "created_at", "updated_at", "completed_at", "output", "failure",
+		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows"}
+	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
+	failureFields = []string{"message", "type", "non_retryable", "details"}
+)
+
+// mpReader reads the layout appendSnapshot writes; any other byte makes
+// it fail (ok false).
+type mpReader struct {
+	buf []byte
+	off int
+	ok  bool
+}
+
+func (r *mpReader) byte() byte {
+	if !r.ok || r.off >= len(r.buf) {
+		r.ok = false
+		return 0
+	}
+	c := r.buf[r.off]
+	r.off++
+	return c
+}
+
+func (r *mpReader) take(n int) []byte {
+	if !r.ok || n < 0 || n > len(r.buf)-r.off {
+		r.ok = false
+		return nil
+	}
+	p := r.buf[r.off : r.off+n]
+	r.off += n
+	return p
+}
+
+func (r *mpReader) uint(size int) uint64 {
+	p := r.take(size)
+	if !r.ok {
+		return 0
+	}
+	switch size {
+	case 1:
+		return uint64(p[0])
+	case 2:
+		return uint64(binary.BigEndian.Uint16(p))
+	case 4:
+		return uint64(binary.BigEndian.Uint32(p))
+	}
+	return binary.BigEndian.Uint64(p)
+}
+
+func (r *mpReader) mapLen() int {
+	switch c := r.byte(); {
+	case c&0xf0 == 0x80:
+		return int(c & 0x0f)
+	case c == 0xde:
+		return int(r.uint(2))
+	}
+	r.ok = false
+	return 0
+}
+
+func (r *mpReader) arrayLen() int {
+	switch c := r.byte(); {
+	case c&0xf0 == 0x90:
+		return int(c & 0x0f)
+	case c == 0xdc:
+		return int(r.uint(2))
+	}
+	r.ok = false
+	return 0
+}
+
+func (r *mpReader) strBytes() []byte {
+	var n int
+	switch c := r.byte(); {
+	case c&0xe0 == 0xa0:
+		n = int(c & 0x1f)
+	case c == 0xd9:
+		n = int(r.uint(1))
+	case c == 0xda:
+		n = int(r.uint(2))
+	case c == 0xdb:
+		n = int(r.uint(4))
+	default:
+		r.ok = false
+	}
+	return r.take(n)
+}
+
+func (r *mpReader) str() string { return string(r.strBytes()) }
+
+// strings reads a non-empty string slice.
+func (r *mpReader) strings() []string {
+	n := r.arrayLen()
+	if n == 0 || n > len(r.buf)-r.off {
+		r.ok = false
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = r.str()
+	}
+	return ss
+}
+
+// bin reads a non-empty byte slice into a copy of its own.
+func (r *mpReader) bin() []byte {
+	var n int
+	switch r.byte() {
+	case 0xc4:
+		n = int(r.uint(1))
+	case 0xc5:
+		n = int(r.uint(2))
+	case 0xc6:
+		n = int(r.uint(4))
+	default:
+		r.ok = false
+	}
+	if n == 0 {
+		r.ok = false
+	}
+	return slices.Clone(r.take(n))
+}
+
+func (r *mpReader) bool() bool {
+	switch r.byte() {
+	case 0xc3:
+		return true
+	case 0xc2:
+		return false
+	}
+	r.ok = false
+	return false
+}
+
+func (r *mpReader) int() int64 {
+	c := r.byte()
+	switch {
+	case c <= 0x7f:
+		return int64(c)
+	case c >= 0xe0:
+		return int64(int8(c))
+	}
+	switch c {
+	case 0xcc:
+		return int64(r.uint(1))
+	case 0xcd:
+		return int64(r.uint(2))
+	case 0xce:
+		return int64(r.uint(4))
+	case 0xcf:
+		u := r.uint(8)
+		if u > math.MaxInt64 {
+			r.ok = false
+		}
+		return int64(u)
+	case 0xd0:
+		return int64(int8(r.uint(1)))
+	case 0xd1:
+		return int64(int16(r.uint(2)))
+	case 0xd2:
+		return int64(int32(r.uint(4)))
+	case 0xd3:
+		return int64(r.uint(8))
+	}
+	r.ok = false
+	return 0
+}
+
+// time reads the timestamp extension in the forms mpTime writes.
+func (r *mpReader) time() time.Time {
+	switch r.byte() {
+	case 0xd6:
+		if r.byte() != 0xff {
+			break
+		}
+		return time.Unix(int64(r.uint(4)), 0).UTC()
+	case 0xd7:
+		if r.byte() != 0xff {
+			break
+		}
+		data := r.uint(8)
+		return time.Unix(int64(data&0x00000003ffffffff), int64(data>>34)).UTC()
+	case 0xc7:
+		if r.byte() != 12 || r.byte() != 0xff {
+			break
+		}
+		nsec := r.uint(4)
+		return time.Unix(int64(r.uint(8)), int64(nsec)).UTC()
+	}
+	r.ok = false
+	return time.Time{}
+}
+
+// key reads the next key of a map whose keys must be names, in order,
+// and returns its index (-1, failing, for any other key).
+func (r *mpReader) key(names []string, next *int) int {
+	key := r.strBytes()
+	for i := *next; i < len(names); i++ {
+		if names[i] == string(key) {
+			*next = i + 1
+			return i
+		}
+	}
+	r.ok = false
+	return -1
+}
+
+func (r *mpReader) pendingNames() []pendingName {
+	n := r.arrayLen()
+	if n == 0 || n > len(r.buf)-r.off {
+		r.ok = false
+		return nil
+	}
+	ps := make([]pendingName, n)
+	for i := range ps {
+		if r.mapLen() != 2 || string(r.strBytes()) != "seq" {
+			r.ok = false
+			return nil
+		}
+		ps[i].Seq = r.int()
+		if string(r.strBytes()) != "name" {
+			r.ok = false
+			return nil
+		}
+		ps[i].Name = r.str()
+	}
+	return ps
 }

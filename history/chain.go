@@ -11,10 +11,13 @@ const HashSize = sha256.Size
 
 // ComputeHash returns SHA-256(PrevHash ‖ canonical(e without Hash)).
 func ComputeHash(e *Event) []byte {
-	h := sha256.New()
-	h.Write(e.PrevHash)
-	h.Write(canonical(e))
-	return h.Sum(nil)
+	// One buffer on the stack holds PrevHash and the canonical bytes of
+	// an ordinary event; only a large payload needs the heap.
+	var buf [512]byte
+	b := append(buf[:0], e.PrevHash...)
+	b = appendCanonical(b, e, 10)
+	sum := sha256.Sum256(b)
+	return append(make([]byte, 0, HashSize), sum[:]...)
 }
 
 // Seal chains events onto a log whose last event has hash prev (nil for an

@@ -114,6 +114,9 @@ func EncodeAttributes(a Attributes) ([]byte, error) {
 	if !a.EventKind().Valid() {
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalid, a.EventKind())
 	}
+	if b, ok := appendAttributes(make([]byte, 0, 64), a); ok {
+		return b, nil
+	}
 	return Encode(a)
 }
 
@@ -124,6 +127,11 @@ func DecodeAttributes(k Kind, payload []byte) (Attributes, error) {
 	info, ok := kindInfo[k]
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown event kind %q", ErrCorrupt, k)
+	}
+	if len(payload) <= MaxEncodedSize {
+		if a, ok := decodeAttributes(k, payload); ok {
+			return a, nil
+		}
 	}
 	a := info.new()
 	if err := Decode(payload, a); err != nil {
@@ -166,6 +174,16 @@ func putCodec(c *codecState) {
 // Encode encodes v with MessagePack, the encoding of stored payloads and
 // envelopes.
 func Encode(v any) ([]byte, error) {
+	// Integers and strings, the commonest payloads, are written by hand:
+	// the same bytes, without the reflective encoder's type lookup.
+	switch x := v.(type) {
+	case int:
+		return mpInt(make([]byte, 0, 9), int64(x)), nil
+	case int64:
+		return mpInt(make([]byte, 0, 9), x), nil
+	case string:
+		return mpStr(make([]byte, 0, 5+len(x)), x), nil
+	}
 	c := codecPool.Get().(*codecState)
 	c.buf.Reset()
 	c.enc.Reset(&c.buf)
@@ -190,6 +208,9 @@ func Decode(data []byte, v any) (err error) {
 	}
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty input", ErrCorrupt)
+	}
+	if decodeScalar(data, v) {
+		return nil
 	}
 	if err := checkMsgpack(data); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"crypto/sha1"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,7 +57,19 @@ var namespace = uuid.MustParse("6f1c3a8e-2b7d-4f5e-9a61-3c0d8e4b7a20")
 // DeterministicID derives an id from an instance id, a sequence number and
 // a discriminator; replaying the same history yields the same id.
 func DeterministicID(instanceID string, seq int64, discriminator string) string {
-	return uuid.NewSHA1(namespace, []byte(instanceID+"\x00"+strconv.FormatInt(seq, 10)+"\x00"+discriminator)).String()
+	// uuid.NewSHA1(namespace, instanceID NUL seq NUL discriminator),
+	// hashed from a buffer on the stack: rounds derive several ids each.
+	var buf [256]byte
+	b := append(buf[:0], namespace[:]...)
+	b = append(append(b, instanceID...), 0)
+	b = append(strconv.AppendInt(b, seq, 10), 0)
+	b = append(b, discriminator...)
+	sum := sha1.Sum(b)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = (u[6] & 0x0f) | 0x50 // version 5
+	u[8] = (u[8] & 0x3f) | 0x80 // RFC 4122 variant
+	return u.String()
 }
 
 // CleanText returns s with every NUL byte and invalid UTF-8 sequence

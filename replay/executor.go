@@ -542,7 +542,7 @@ func (x *executor) live(now time.Time) ([]history.Event, *executor, error) {
 	if err := x.runTurn(turn.Seq, now, nil); err != nil {
 		return nil, nil, err
 	}
-	events := append([]history.Event{turn}, x.produced...)
+	events := append(append(make([]history.Event, 0, 1+len(x.produced)), turn), x.produced...)
 	for i := range x.produced {
 		if err := x.applyCommand(&x.produced[i]); err != nil {
 			return nil, nil, err

@@ -34,6 +34,11 @@ import (
 // queued behind such a batch may then be applied after a message that
 // took effect after it.
 func effectOrder(msgs []provider.Message, limit int) []provider.Message {
+	if len(msgs) < limit && inEffectOrder(msgs) {
+		// Nothing moves and nothing is left for later: the batch as it
+		// came, without a copy (the common case, a single message).
+		return msgs
+	}
 	type keyed struct {
 		at time.Time
 		m  provider.Message
@@ -67,4 +72,25 @@ func effectOrder(msgs []provider.Message, limit int) []provider.Message {
 		out[i] = keys[i].m
 	}
 	return out
+}
+
+// inEffectOrder reports whether msgs already are in the order they took
+// effect (see effectOrder).
+func inEffectOrder(msgs []provider.Message) bool {
+	var arrived, last time.Time
+	for i := range msgs {
+		m := &msgs[i]
+		if m.EnqueuedAt.After(arrived) {
+			arrived = m.EnqueuedAt
+		}
+		at := arrived
+		if m.VisibleAt.After(at) {
+			at = m.VisibleAt
+		}
+		if i > 0 && at.Before(last) {
+			return false
+		}
+		last = at
+	}
+	return true
 }

@@ -128,6 +128,8 @@ type Runner struct {
 	opts  RunnerOptions
 	cache *cache
 	log   *slog.Logger
+	// actor is the Actor of the events this runner's worker writes.
+	actor string
 }
 
 // NewRunner returns a runner for store.
@@ -184,6 +186,7 @@ func NewRunner(store provider.Store, opts RunnerOptions) (*Runner, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	r.opts, r.cache, r.log = opts, newCache(opts.CacheSize), opts.Logger
+	r.actor = history.WorkerActor(opts.Node)
 	return r, nil
 }
 
@@ -809,7 +812,7 @@ func (r *Runner) messageEvent(snap *Snapshot, m *provider.Message, now time.Time
 		e.ExecutionID = snap.ExecutionID
 	}
 	if e.Actor == "" {
-		e.Actor = history.WorkerActor(r.opts.Node)
+		e.Actor = r.actor
 	}
 	r.seal(snap, &e)
 	return e

@@ -1,9 +1,10 @@
 package round
 
 import (
+	"bytes"
 	"fmt"
-	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -169,21 +170,19 @@ type openTaskWire struct {
 // bytes. It leaves out Seen, so that what a round stores does not grow
 // with the execution's history: [Snapshot.RememberKeys] rebuilds it.
 func MarshalSnapshot(s *Snapshot) ([]byte, error) {
-	w := snapshotWire{Snapshot: s}
-	for _, seq := range slices.Sorted(maps.Keys(s.Activities)) {
-		w.Activities = append(w.Activities, pendingName{seq, s.Activities[seq]})
+	buf := snapshotBuffers.Get().(*[]byte)
+	b := appendSnapshot((*buf)[:0], s)
+	out := bytes.Clone(b)
+	if cap(b) <= 64<<10 {
+		*buf = b
+		snapshotBuffers.Put(buf)
 	}
-	for _, seq := range slices.Sorted(maps.Keys(s.Timers)) {
-		w.Timers = append(w.Timers, pendingTime{seq, s.Timers[seq]})
-	}
-	for _, seq := range slices.Sorted(maps.Keys(s.SubWorkflows)) {
-		w.SubWorkflows = append(w.SubWorkflows, pendingName{seq, s.SubWorkflows[seq]})
-	}
-	for _, id := range slices.Sorted(maps.Keys(s.Tasks)) {
-		w.Tasks = append(w.Tasks, openTaskWire{id, *s.Tasks[id]})
-	}
-	return history.Encode(&w)
+	return out, nil
 }
+
+// snapshotBuffers hold the scratch buffers MarshalSnapshot encodes into,
+// so that a snapshot costs one allocation of its own size.
+var snapshotBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // RememberKeys adds to Seen the idempotency keys of events, which are
 // events of the current execution the snapshot has folded (those a round
@@ -204,8 +203,11 @@ func (s *Snapshot) RememberKeys(events []history.Event) {
 // never panics.
 func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	w := snapshotWire{Snapshot: &Snapshot{}}
-	if err := history.Decode(data, &w); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
+	if len(data) > history.MaxEncodedSize || !decodeSnapshotWire(data, &w) {
+		w = snapshotWire{Snapshot: &Snapshot{}}
+		if err := history.Decode(data, &w); err != nil {
+			return nil, fmt.Errorf("decode snapshot: %w", err)
+		}
 	}
 	s := w.Snapshot
 	if s == nil {

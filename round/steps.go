@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -57,7 +58,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	}
 	rs := &roundState{
 		ops: ops, id: id, now: now, loaded: *l, baseSeq: l.entry.snap.LastSeq, snap: l.entry.snap,
-		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{}, pins: map[string]string{},
+		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{},
 	}
 	defer func() {
 		if err != nil {
@@ -150,6 +151,9 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			continue
 		}
 		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
+			if rs.pins == nil {
+				rs.pins = map[string]string{}
+			}
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
@@ -221,6 +225,7 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		return err
 	}
 	entry.turnState = out.Cached
+	rs.appended = slices.Grow(rs.appended, len(out.Events))
 	for i := range out.Events {
 		e := out.Events[i]
 		if e.Seq != snap.LastSeq+1 {
@@ -231,7 +236,7 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 			e.ExecutionID = snap.ExecutionID
 		}
 		if e.Actor == "" {
-			e.Actor = history.WorkerActor(r.opts.Node)
+			e.Actor = r.actor
 		}
 		r.seal(snap, &e)
 		if err := snap.Apply(&e, rs.work); err != nil {

@@ -32,12 +32,15 @@ func (in *instance) firstSeq() int64 {
 }
 
 // instanceHeap orders instances with queued messages by readyAt, then by
-// their oldest message.
+// their oldest message. It compares readyKey, the readyAt that reindex
+// computed when it last placed the instance: every change of what
+// readyAt reads (messages, lease, hold) is followed by a reindex, which
+// the heap needs anyway, and a comparison no longer scans messages.
 type instanceHeap []*instance
 
 func (h instanceHeap) Len() int { return len(h) }
 func (h instanceHeap) Less(i, j int) bool {
-	a, b := h[i].readyAt(), h[j].readyAt()
+	a, b := h[i].readyKey, h[j].readyKey
 	if !a.Equal(b) {
 		return a.Before(b)
 	}
@@ -65,6 +68,9 @@ func (h *instanceHeap) Pop() any {
 // when it has messages, no transaction holds it and no purge has begun.
 func (s *Store) reindex(in *instance) {
 	want := len(in.msgs) > 0 && in.lockedBy == nil && in.purging == nil
+	if want {
+		in.readyKey = in.readyAt()
+	}
 	switch {
 	case want && in.heapIndex < 0:
 		heap.Push(&s.ready, in)

@@ -157,6 +157,7 @@ type instance struct {
 	keys      map[history.Key]bool
 	msgs      []*message // queued, in enqueue order
 	heapIndex int        // index in Store.ready, -1 when absent
+	readyKey  time.Time  // readyAt when reindex last placed it in Store.ready
 	lockedBy  *tx
 	lease     *leaseState
 	holdUntil time.Time

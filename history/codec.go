@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chronicleflow/chronicle/internal/mpack"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -178,11 +179,11 @@ func Encode(v any) ([]byte, error) {
 	// the same bytes, without the reflective encoder's type lookup.
 	switch x := v.(type) {
 	case int:
-		return mpInt(make([]byte, 0, 9), int64(x)), nil
+		return mpack.AppendInt(make([]byte, 0, 9), int64(x)), nil
 	case int64:
-		return mpInt(make([]byte, 0, 9), x), nil
+		return mpack.AppendInt(make([]byte, 0, 9), x), nil
 	case string:
-		return mpStr(make([]byte, 0, 5+len(x)), x), nil
+		return mpack.AppendStr(make([]byte, 0, 5+len(x)), x), nil
 	}
 	c := codecPool.Get().(*codecState)
 	c.buf.Reset()

@@ -61,6 +61,8 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		return s.pending(m, func(seq int64) bool { _, ok := s.Timers[seq]; return ok })
 	case history.ClassSubWorkflow:
 		return s.pending(m, func(seq int64) bool { _, ok := s.SubWorkflows[seq]; return ok })
+	case history.ClassSignal:
+		return s.pending(m, func(seq int64) bool { _, ok := s.Signals[seq]; return ok })
 	case history.ClassTask:
 		attrs, err := history.DecodeAttributes(m.Kind, m.Payload)
 		if err != nil {

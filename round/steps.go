@@ -68,7 +68,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 		return nil, nil, err
 	}
 	rs.endedAtLoad = rs.snap.Ended
-	if err := r.deriveEndedWork(rs); err != nil {
+	if err := r.deriveEndedWork(ctx, rs); err != nil {
 		return nil, nil, err
 	}
 	if err := r.classifyMessages(ctx, rs, msgs); err != nil {
@@ -115,17 +115,31 @@ func (rs *roundState) since(ctx context.Context, from int64) ([]history.Event, e
 
 // deriveEndedWork derives, on a cold round whose mode repairs open work,
 // what an execution that had already ended still owed (its parent's
-// notice, the cancellation of its activities): a peek-lock round may have
-// crashed between its append and its enqueue. It runs before the round's
-// messages, which can start the next execution and so hide the ended one
-// from the snapshot; deriveWork merges it.
-func (r *Runner) deriveEndedWork(rs *roundState) error {
+// notice, the cancellation of its activities, the signals it sent): a
+// peek-lock round may have crashed between its append and its enqueue. It
+// runs before the round's messages, which can start the next execution and
+// so hide the ended one from the snapshot; deriveWork merges it.
+func (r *Runner) deriveEndedWork(ctx context.Context, rs *roundState) error {
 	snap := rs.snap
 	if !rs.cold || !rs.ops.repairsOpenWork() || !snap.Ended {
 		return nil
 	}
 	rs.ended = &Work{Cancels: []provider.CancelActivitiesParams{{InstanceID: rs.id, ExecutionID: snap.ExecutionID}}}
 	rs.ended.parentPending = snap.Parent != nil && snap.Status.Terminal()
+	if len(snap.Signals) > 0 {
+		// Signals the execution sent before it ended, whose outcome it
+		// never recorded: the round that sent them may have died before
+		// its enqueue.
+		events, err := rs.since(ctx, snap.ExecutionStartSeq)
+		if err != nil {
+			return err
+		}
+		resends, err := snap.signalResends(events)
+		if err != nil {
+			return err
+		}
+		rs.ended.Messages = append(rs.ended.Messages, resends...)
+	}
 	return rs.ended.finish(snap)
 }
 
@@ -153,6 +167,15 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
+		if src := signalSource(&m); src != nil {
+			handled, err := r.classifySignal(ctx, rs, &m, src)
+			if err != nil {
+				return err
+			}
+			if handled {
+				continue
+			}
+		}
 		verdict, reason, why := snap.Classify(&m)
 		switch verdict {
 		case Duplicate:

@@ -3,6 +3,7 @@ package round
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -178,4 +179,18 @@ func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider
 		return ended(snap.ExecutionID)
 	}
 	return false, nil
+}
+
+// dropOwnResends removes from open work the resends of the signals this
+// round sent: their first message is in the round's work already.
+func (rs *roundState) dropOwnResends(open *Work) {
+	own := map[string]bool{}
+	for i := range rs.appended {
+		if e := &rs.appended[i]; e.Kind == history.KindSignalSent {
+			own[SignalResendID(rs.id, e.ExecutionID, e.Seq)] = true
+		}
+	}
+	if len(own) > 0 {
+		open.Messages = slices.DeleteFunc(open.Messages, func(m provider.Message) bool { return own[m.ID] })
+	}
 }

@@ -287,6 +287,7 @@ func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if err != nil {
 		return err
 	}
+	rs.dropOwnResends(open)
 	rs.work.merge(open)
 	if rs.ended != nil {
 		rs.work.merge(rs.ended)

@@ -47,7 +47,7 @@ func SignalResendID(senderID, senderExecutionID string, seq int64) string {
 // one id per signal, so the sender is told at most once while it is
 // queued.
 func SignalResultID(senderID, senderExecutionID string, seq int64) string {
-	return history.DeterministicID(parentKey(senderID, senderExecutionID), seq, "signal-result")
+	return provider.SignalResultID(senderID, senderExecutionID, seq)
 }
 
 // signalMessage builds the message that carries the signal of the

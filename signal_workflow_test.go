@@ -133,6 +133,23 @@ func testSignalWorkflow(t *testing.T, newStore func(t *testing.T) provider.Store
 		require.Zero(t, count(snd, history.KindSignalDelivered), "an ended sender records no outcome")
 	})
 
+	t.Run("ToItself", func(t *testing.T) {
+		t.Parallel()
+		b := on(t)
+		register(t, b.engine, "selfie", func(ctx *chronicle.Context, _ string) (string, error) {
+			if err := ctx.SignalWorkflow(ctx.InstanceID(), "go", "me").Get(nil); err != nil {
+				return "", err
+			}
+			return chronicle.WaitEvent[string](ctx, "go", nil)
+		})
+		b.start(t, "selfie", "self", "")
+		b.drain(t)
+		require.Equal(t, "me", result[string](t, b, "self"))
+		raised := raisedBy(t, b, "self")
+		require.Len(t, raised, 1)
+		require.Equal(t, "self", raised[0].Source.InstanceID)
+	})
+
 	t.Run("UnknownInstanceFails", func(t *testing.T) {
 		t.Parallel()
 		b := on(t)

@@ -99,6 +99,19 @@ func signalOutcome(src *history.SignalSource, attrs history.Attributes) (provide
 	return m, nil
 }
 
+// tellSignal adds to the round's work the message that tells the sender
+// named by src the outcome of its signal. Only a signal's message derives
+// it, never its EventRaised: a continue-as-new records the signals the
+// old execution had not consumed again, and their senders were told.
+func (rs *roundState) tellSignal(src *history.SignalSource, attrs history.Attributes) error {
+	n, err := signalOutcome(src, attrs)
+	if err != nil {
+		return err
+	}
+	rs.work.Messages = append(rs.work.Messages, n)
+	return nil
+}
+
 // signalSource returns the source of m when m is a signal another workflow
 // sent, or nil. Only such messages carry a workflow actor: a client's
 // actor is a user's.
@@ -126,15 +139,13 @@ func signalSource(m *provider.Message) *history.SignalSource {
 // enqueue). A redelivery pinned to an earlier execution, or a resend (see
 // [SignalResendID]) to an instance with earlier executions, is looked up
 // in history first. Anything else goes to [Snapshot.Classify]; once
-// accepted, its EventRaised derives the delivered notice.
+// accepted, the round tells the sender it was delivered.
 func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider.Message, src *history.SignalSource) (bool, error) {
 	snap, rep := rs.snap, rs.rep
 	tell := func(attrs history.Attributes) (bool, error) {
-		n, err := signalOutcome(src, attrs)
-		if err != nil {
+		if err := rs.tellSignal(src, attrs); err != nil {
 			return false, err
 		}
-		rs.work.Messages = append(rs.work.Messages, n)
 		rs.acks = append(rs.acks, m.ID)
 		return true, nil
 	}

@@ -430,15 +430,6 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			return fail("%v", err)
 		}
 		delete(s.Signals, seq)
-	case *history.EventRaised:
-		if src := a.Source; src != nil && w != nil {
-			// A signal another workflow sent: tell it it was delivered.
-			m, err := signalOutcome(src, &history.SignalDelivered{ExecutionID: s.ExecutionID})
-			if err != nil {
-				return fail("%v", err)
-			}
-			w.Messages = append(w.Messages, m)
-		}
 	case *history.TaskCreated:
 		if _, ok := s.Tasks[a.TaskID]; ok {
 			return fail("task %s is already open", a.TaskID)

@@ -167,7 +167,8 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
-		if src := signalSource(&m); src != nil {
+		src := signalSource(&m)
+		if src != nil {
 			handled, err := r.classifySignal(ctx, rs, &m, src)
 			if err != nil {
 				return err
@@ -215,6 +216,12 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			e := r.messageEvent(snap, &m, rs.now)
 			if err := snap.Apply(&e, rs.work); err != nil {
 				return fmt.Errorf("apply message %s: %w", m.ID, err)
+			}
+			if src != nil {
+				// A signal another workflow sent: tell it it was delivered.
+				if err := rs.tellSignal(src, &history.SignalDelivered{ExecutionID: snap.ExecutionID}); err != nil {
+					return err
+				}
 			}
 			rs.appended = append(rs.appended, e)
 			rs.acks = append(rs.acks, m.ID)

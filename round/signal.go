@@ -136,7 +136,7 @@ func signalSource(m *provider.Message) *history.SignalSource {
 // ended is acked and its sender told it failed; a duplicate is acked and
 // its sender told again that it was delivered (the first notice may have
 // been lost in a crash between a peek-lock round's append and its
-// enqueue). A redelivery pinned to an earlier execution, or a resend (see
+// enqueue), unless it is a fresh resend. A redelivery pinned to an earlier execution, or a resend (see
 // [SignalResendID]) to an instance with earlier executions, is looked up
 // in history first. Anything else goes to [Snapshot.Classify]; once
 // accepted, the round tells the sender it was delivered.
@@ -159,6 +159,19 @@ func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider
 	}
 	key, _ := seenKey(m.Kind, m.CorrelationID)
 	pinnedEarlier := m.ExecutionID != "" && m.ExecutionID != snap.ExecutionID
+	resend := m.ID == SignalResendID(src.InstanceID, src.ExecutionID, src.Seq)
+	duplicate := func(exec string) (bool, error) {
+		rep.Duplicates++
+		if resend && m.ExecutionID == "" {
+			// A fresh copy of a signal another message recorded: that
+			// message's round queued the notice before its ack, or will
+			// when it is delivered again. Answering the copy would wake an
+			// ended sender, whose cold round would send it again.
+			rs.acks = append(rs.acks, m.ID)
+			return true, nil
+		}
+		return tell(&history.SignalDelivered{ExecutionID: exec})
+	}
 	switch {
 	case !snap.Started():
 		rep.Refused++
@@ -168,9 +181,8 @@ func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider
 			NonRetryable: true,
 		}})
 	case !pinnedEarlier && snap.Seen[key]:
-		rep.Duplicates++
-		return tell(&history.SignalDelivered{ExecutionID: snap.ExecutionID})
-	case pinnedEarlier || (m.ID == SignalResendID(src.InstanceID, src.ExecutionID, src.Seq) && len(snap.Executions) > 1):
+		return duplicate(snap.ExecutionID)
+	case pinnedEarlier || (resend && len(snap.Executions) > 1):
 		events, err := rs.since(ctx, 1)
 		if err != nil {
 			return false, err
@@ -178,8 +190,7 @@ func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider
 		for i := range events {
 			e := &events[i]
 			if e.Kind == history.KindEventRaised && e.CorrelationID == m.CorrelationID && (!pinnedEarlier || e.ExecutionID == m.ExecutionID) {
-				rep.Duplicates++
-				return tell(&history.SignalDelivered{ExecutionID: e.ExecutionID})
+				return duplicate(e.ExecutionID)
 			}
 		}
 		if pinnedEarlier {
@@ -192,16 +203,33 @@ func (r *Runner) classifySignal(ctx context.Context, rs *roundState, m *provider
 	return false, nil
 }
 
-// dropOwnResends removes from open work the resends of the signals this
-// round sent: their first message is in the round's work already.
-func (rs *roundState) dropOwnResends(open *Work) {
-	own := map[string]bool{}
+// dropNeedlessResends removes from work the resends of signals whose
+// outcome (or resend) is in the round's batch, and of those the round
+// sent itself (their first message is in its work already). An outcome
+// in the batch means the receiver handled the signal; a resend in the
+// batch, that the instance sent it to itself. Without this, an ended
+// execution (whose outcomes are stale and never recorded) would resend
+// on every cold round that such a message wakes, for ever.
+func (rs *roundState) dropNeedlessResends(w *Work) {
+	needless := map[string]bool{}
 	for i := range rs.appended {
 		if e := &rs.appended[i]; e.Kind == history.KindSignalSent {
-			own[SignalResendID(rs.id, e.ExecutionID, e.Seq)] = true
+			needless[SignalResendID(rs.id, e.ExecutionID, e.Seq)] = true
 		}
 	}
-	if len(own) > 0 {
-		open.Messages = slices.DeleteFunc(open.Messages, func(m provider.Message) bool { return own[m.ID] })
+	for i := range rs.msgs {
+		m := &rs.msgs[i]
+		switch {
+		case m.Kind.Class() == history.ClassSignal && m.InstanceID == rs.id:
+			seq, err := history.ParseSeqCorrelation(m.CorrelationID)
+			if err == nil && m.ExecutionID != "" {
+				needless[SignalResendID(rs.id, m.ExecutionID, seq)] = true
+			}
+		case m.Kind == history.KindEventRaised:
+			needless[m.ID] = true
+		}
+	}
+	if len(needless) > 0 {
+		w.Messages = slices.DeleteFunc(w.Messages, func(m provider.Message) bool { return needless[m.ID] })
 	}
 }

@@ -43,6 +43,8 @@ type roundState struct {
 	letters []provider.DeadLetter
 	acks    []string
 	pins    map[string]string
+	// msgs is the round's batch, as dequeued.
+	msgs []provider.Message
 }
 
 // process runs steps 2–8 of a round on one instance: load, classify the
@@ -57,7 +59,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	}
 	rs := &roundState{
 		ops: ops, id: id, now: now, loaded: *l, baseSeq: l.entry.snap.LastSeq, snap: l.entry.snap,
-		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{}, pins: map[string]string{},
+		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{}, pins: map[string]string{}, msgs: msgs,
 	}
 	defer func() {
 		if err != nil {
@@ -139,6 +141,7 @@ func (r *Runner) deriveEndedWork(ctx context.Context, rs *roundState) error {
 			return err
 		}
 		rs.ended.Messages = append(rs.ended.Messages, resends...)
+		rs.dropNeedlessResends(rs.ended)
 	}
 	return rs.ended.finish(snap)
 }
@@ -294,7 +297,7 @@ func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if err != nil {
 		return err
 	}
-	rs.dropOwnResends(open)
+	rs.dropNeedlessResends(open)
 	rs.work.merge(open)
 	if rs.ended != nil {
 		rs.work.merge(rs.ended)

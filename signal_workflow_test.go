@@ -164,6 +164,25 @@ func testSignalWorkflow(t *testing.T, newStore func(t *testing.T) provider.Store
 		require.Empty(t, letters, "a signal to nobody is an outcome, not a dead letter")
 	})
 
+	t.Run("OutcomeForAPurgedSender", func(t *testing.T) {
+		t.Parallel()
+		b := on(t)
+		b.start(t, "notifier", "snd", signalOrder{To: "rcv", Payload: "x", NoWait: true})
+		worked, err := b.engine.RunOnce(b.ctx) // snd's round only: the signal stays queued
+		require.NoError(t, err)
+		require.True(t, worked)
+		require.Equal(t, "sent", result[string](t, b, "snd"))
+		rep, err := b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"snd"}, By: "ops"})
+		require.NoError(t, err)
+		require.Len(t, rep.Purged, 1)
+		b.drain(t) // the signal finds no rcv: its failure goes to the purged sender
+		letters, err := b.engine.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{})
+		require.NoError(t, err)
+		require.Empty(t, letters, "the outcome of a purged sender's signal is dropped, not dead-lettered")
+		_, err = b.engine.Describe(b.ctx, "snd")
+		require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
+	})
+
 	t.Run("EndedInstanceFails", func(t *testing.T) {
 		t.Parallel()
 		b := on(t)

@@ -124,10 +124,12 @@ func Kinds() []Kind {
 		KindTurnStarted,
 		KindActivityScheduled, KindActivityCompleted, KindActivityFailed,
 		KindTimerCreated, KindTimerFired, KindTimerCancelled,
-		KindEventRaised, KindSignalSent, KindSignalDelivered, KindSignalFailed,
+		KindEventRaised,
 		KindSubWorkflowScheduled, KindSubWorkflowCompleted, KindSubWorkflowFailed,
 		KindTaskCreated, KindTaskAssigned, KindTaskReleased, KindTaskReassigned, KindTaskCompleted, KindTaskCancelled,
 		KindMarkerRecorded, KindCustomStatusSet, KindCompensationStarted, KindCompensationCompleted,
+		// Kinds added later go last, so that the order stays stable.
+		KindSignalSent, KindSignalDelivered, KindSignalFailed,
 	}
 }
 

@@ -66,11 +66,11 @@ func MessageKinds() []history.Kind {
 		history.KindActivityCompleted, history.KindActivityFailed,
 		history.KindTimerFired,
 		history.KindEventRaised,
-		history.KindSignalDelivered, history.KindSignalFailed,
 		history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed,
 		history.KindTaskAssigned, history.KindTaskReleased, history.KindTaskReassigned,
 		history.KindTaskCompleted,
 		history.KindExecutionTerminated, history.KindExecutionSuspended, history.KindExecutionResumed,
+		history.KindSignalDelivered, history.KindSignalFailed,
 	}
 }
 

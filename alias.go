@@ -87,6 +87,9 @@ type (
 	ActivityError = replay.ActivityError
 	// SubWorkflowError reports a child workflow that failed.
 	SubWorkflowError = replay.SubWorkflowError
+	// SignalError reports a signal sent with Context.SignalWorkflow that
+	// could not be delivered.
+	SignalError = replay.SignalError
 	// PanicError reports workflow code that panicked.
 	PanicError = replay.PanicError
 )

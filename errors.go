@@ -39,6 +39,10 @@ var (
 	// its instance id is taken by a running instance; the child's
 	// *SubWorkflowError matches it.
 	ErrSubWorkflowAlreadyStarted = replay.ErrSubWorkflowAlreadyStarted
+	// ErrSignalNotDelivered: a signal sent with Context.SignalWorkflow
+	// found no instance of that id, or found it ended; the *SignalError
+	// of its future matches it.
+	ErrSignalNotDelivered = replay.ErrSignalNotDelivered
 	// ErrDeadLetterNotFound: no dead letter has this id.
 	ErrDeadLetterNotFound = errors.New("chronicle: dead letter not found")
 	// ErrDeadLetterResolved: the dead letter was already redriven or

@@ -198,7 +198,7 @@ func drawTimeline(bars []timeline.Bar, now time.Time, dead map[int64]string) *sv
 	}
 	var parts []string
 	for _, k := range []timeline.BarKind{timeline.BarExecution, timeline.BarActivity, timeline.BarTimer,
-		timeline.BarSubWorkflow, timeline.BarTask, timeline.BarSignal} {
+		timeline.BarSubWorkflow, timeline.BarTask, timeline.BarSignal, timeline.BarSignalSent} {
 		if n := counts[k]; n > 0 {
 			parts = append(parts, plural(n, string(k)))
 		}

@@ -44,6 +44,7 @@ const (
 	wfVersion    = "version"    // Version
 	wfContinue   = "continue"   // ContinueAsNew with the rest of the program
 	wfTask       = "task"       // CreateTask(Name) for Roles or Assignee, due in Count minutes, then WaitTask; raced with a timer of Seconds when > 0, and cancelled when the timer wins
+	wfSend       = "send"       // SignalWorkflow to the instance itself, a signal of its own that nobody waits for, then Get
 )
 
 // wfStep is one step of a program.
@@ -102,7 +103,7 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 	if child {
 		n = rapid.IntRange(1, 3).Draw(t, label+" steps")
 	}
-	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue, wfTask, wfTask}
+	kinds := []string{wfActivity, wfActivity, wfFanOut, wfTimer, wfSignal, wfSignal, wfWaits, wfRace, wfChild, wfChild, wfSaga, wfAbandon, wfBackground, wfStatus, wfSideEffect, wfNewID, wfVersion, wfContinue, wfTask, wfTask, wfSend}
 	if child {
 		kinds = []string{wfActivity, wfFanOut, wfTimer}
 	}
@@ -334,6 +335,17 @@ func (env *wfEnv) run(ctx *replay.Context, input []byte) ([]byte, error) {
 				return nil, err
 			}
 			out = "k:" + s.Name + "=" + res
+		case wfSend:
+			// The name is the step's own: no wait takes the signal, which
+			// is buffered (and recorded again by a continue-as-new). The
+			// payload, the tag wfOnceEach checks, names the execution too:
+			// another run of the instance (a restart) sends its own.
+			name := fmt.Sprintf("self.%d", gi)
+			if err := ctx.SignalWorkflow(ctx.InstanceID(), name, name+"@"+ctx.ExecutionID()).Get(nil); err != nil {
+				out = "sd=error:" + err.Error()
+			} else {
+				out = "sd=delivered"
+			}
 		case wfContinue:
 			return nil, ctx.ContinueAsNew(wfProgram{Steps: p.Steps[i+1:], Done: append(outs, "can")})
 		default:
@@ -440,6 +452,8 @@ type wfFacts struct {
 	sideEffects []int64                    // side-effect values recorded, in order
 	continued   int                        // ContinuedAsNew events
 	tasks       []*wfTaskFact              // human tasks created, in order
+	sent        int                        // SignalSent events
+	delivered   int                        // SignalDelivered events
 }
 
 // wfTaskFact is what history says about one human task and the timer of
@@ -538,6 +552,10 @@ func wfFactsOf(chain []history.Event) (*wfFacts, error) {
 			}
 		case *history.ContinuedAsNew:
 			f.continued++
+		case *history.SignalSent:
+			f.sent++
+		case *history.SignalDelivered:
+			f.delivered++
 		}
 	}
 	return f, nil
@@ -705,7 +723,7 @@ func wfCheckOutput(events []history.Event, output []byte, lost map[string]bool) 
 	if len(outs) != len(p.Steps) {
 		return fmt.Errorf("%d outcomes for %d steps: %q", len(outs), len(p.Steps), outs)
 	}
-	sideEffects, continued, tasks := 0, 0, 0
+	sideEffects, continued, tasks, sends := 0, 0, 0, 0
 	children, err := wfChildrenOf(chain)
 	if err != nil {
 		return err
@@ -817,6 +835,11 @@ func wfCheckOutput(events []history.Event, output []byte, lost map[string]bool) 
 				return bad("a new id")
 			}
 			ids[id] = true
+		case wfSend:
+			if got != "sd=delivered" {
+				return bad(`"sd=delivered"`)
+			}
+			sends++
 		case wfContinue:
 			if got != "can" {
 				return bad(`"can"`)
@@ -841,6 +864,9 @@ func wfCheckOutput(events []history.Event, output []byte, lost map[string]bool) 
 	}
 	if sideEffects != len(facts.sideEffects) {
 		return fmt.Errorf("%d side effects in the program, %d recorded", sideEffects, len(facts.sideEffects))
+	}
+	if sends != facts.sent || sends != facts.delivered {
+		return fmt.Errorf("%d send steps, %d SignalSent and %d SignalDelivered events", sends, facts.sent, facts.delivered)
 	}
 	if continued != facts.continued {
 		return fmt.Errorf("%d continue-as-new steps, %d ContinuedAsNew events", continued, facts.continued)
@@ -911,7 +937,7 @@ func wfIsCommand(k history.Kind) bool {
 		history.KindSubWorkflowScheduled, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
-		history.KindContinuedAsNew:
+		history.KindContinuedAsNew, history.KindSignalSent:
 		return true
 	}
 	return false

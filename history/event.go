@@ -24,8 +24,9 @@ type Event struct {
 	CorrelationID string
 	// At is the clock reading (UTC) of the round that wrote the event.
 	At time.Time
-	// Actor is who caused the event: "system", "worker:<node>" or
-	// "user:<id>".
+	// Actor is who caused the event: "system", "worker:<node>",
+	// "user:<id>" or, for a signal another workflow sent,
+	// "workflow:<instance id>".
 	Actor string
 	// Payload holds the encoded attributes of Kind (see [DecodeAttributes]).
 	Payload []byte
@@ -73,6 +74,9 @@ const (
 	ActorWorkerPrefix = "worker:"
 	// ActorUserPrefix prefixes a user id.
 	ActorUserPrefix = "user:"
+	// ActorWorkflowPrefix prefixes the instance id of a workflow that sent
+	// a signal (Context.SignalWorkflow).
+	ActorWorkflowPrefix = "workflow:"
 )
 
 // WorkerActor returns the actor string of a worker node.
@@ -80,6 +84,10 @@ func WorkerActor(node string) string { return ActorWorkerPrefix + node }
 
 // UserActor returns the actor string of a user.
 func UserActor(user string) string { return ActorUserPrefix + user }
+
+// WorkflowActor returns the actor string of a workflow instance that sent
+// a signal.
+func WorkflowActor(instanceID string) string { return ActorWorkflowPrefix + instanceID }
 
 // SeqCorrelation formats the Seq of a scheduling event as the CorrelationID
 // of its completion.

@@ -32,8 +32,14 @@ const (
 	KindTimerCancelled Kind = "TimerCancelled"
 )
 
-// Signal kind.
-const KindEventRaised Kind = "EventRaised"
+// Signal kinds: EventRaised records a signal received; the others a
+// signal a workflow sent to another instance and its outcome.
+const (
+	KindEventRaised     Kind = "EventRaised"
+	KindSignalSent      Kind = "SignalSent"
+	KindSignalDelivered Kind = "SignalDelivered"
+	KindSignalFailed    Kind = "SignalFailed"
+)
 
 // Sub-workflow kinds.
 const (
@@ -70,6 +76,7 @@ const (
 	ClassEvent       = "event"
 	ClassSubWorkflow = "subworkflow"
 	ClassTask        = "task"
+	ClassSignal      = "signal"
 )
 
 var kindInfo = map[Kind]struct {
@@ -91,6 +98,9 @@ var kindInfo = map[Kind]struct {
 	KindTimerFired:            {ClassTimer, func() Attributes { return &TimerFired{} }},
 	KindTimerCancelled:        {ClassTimer, func() Attributes { return &TimerCancelled{} }},
 	KindEventRaised:           {ClassEvent, func() Attributes { return &EventRaised{} }},
+	KindSignalSent:            {"", func() Attributes { return &SignalSent{} }},
+	KindSignalDelivered:       {ClassSignal, func() Attributes { return &SignalDelivered{} }},
+	KindSignalFailed:          {ClassSignal, func() Attributes { return &SignalFailed{} }},
 	KindSubWorkflowScheduled:  {"", func() Attributes { return &SubWorkflowScheduled{} }},
 	KindSubWorkflowCompleted:  {ClassSubWorkflow, func() Attributes { return &SubWorkflowCompleted{} }},
 	KindSubWorkflowFailed:     {ClassSubWorkflow, func() Attributes { return &SubWorkflowFailed{} }},
@@ -118,6 +128,8 @@ func Kinds() []Kind {
 		KindSubWorkflowScheduled, KindSubWorkflowCompleted, KindSubWorkflowFailed,
 		KindTaskCreated, KindTaskAssigned, KindTaskReleased, KindTaskReassigned, KindTaskCompleted, KindTaskCancelled,
 		KindMarkerRecorded, KindCustomStatusSet, KindCompensationStarted, KindCompensationCompleted,
+		// Kinds added later go last, so that the order stays stable.
+		KindSignalSent, KindSignalDelivered, KindSignalFailed,
 	}
 }
 

@@ -193,7 +193,9 @@ type DeadLetterStore interface {
 	// kept. Discarding an activity task enqueues, in the same step, its
 	// failed result ([DiscardedActivityResult]) so its workflow goes on;
 	// discarding a child's start message enqueues, in the same step, the
-	// SubWorkflowFailed its parent waits for ([DiscardedSubWorkflowResult]).
+	// SubWorkflowFailed its parent waits for, and discarding a signal a
+	// workflow sent the SignalFailed its sender waits for
+	// ([DiscardedSubWorkflowResult]).
 	// It returns ErrNotFound for an unknown id and ErrInvalidState, changing
 	// nothing, when the dead letter was already resolved or Status is
 	// neither redriven nor discarded, and when a redrive finds the

@@ -27,6 +27,10 @@ var (
 	// child whose start was refused because its instance id is taken by a
 	// running instance (Temporal's ChildWorkflowExecutionAlreadyStarted).
 	ErrSubWorkflowAlreadyStarted = errors.New("chronicle: sub-workflow instance already started")
+	// ErrSignalNotDelivered is matched by the *SignalError of a signal
+	// sent with [Context.SignalWorkflow] that could not be delivered: the
+	// receiving instance does not exist or has ended.
+	ErrSignalNotDelivered = errors.New("chronicle: signal not delivered")
 )
 
 // NondeterminismError reports that workflow code no longer matches its
@@ -110,6 +114,29 @@ func (e *SubWorkflowError) ErrorType() string { return e.Failure.Type }
 func (e *SubWorkflowError) Is(target error) bool {
 	return target == ErrSubWorkflowAlreadyStarted && e.Failure.Type == round.FailureSubWorkflowAlreadyStarted
 }
+
+// SignalError is returned by the future of [Context.SignalWorkflow] when
+// the signal could not be delivered: no instance has the receiver's id
+// (Failure.Type round.FailureSignalTargetNotFound) or its execution had
+// ended when the signal reached it (round.FailureSignalTargetEnded). It
+// matches [ErrSignalNotDelivered].
+type SignalError struct {
+	// InstanceID names the receiver; Name is the signal's name.
+	InstanceID string
+	Name       string
+	Failure    history.Failure
+}
+
+// Error implements error.
+func (e *SignalError) Error() string {
+	return fmt.Sprintf("chronicle: signal %s to %s not delivered: %s", e.Name, e.InstanceID, e.Failure.Message)
+}
+
+// ErrorType returns the failure's type.
+func (e *SignalError) ErrorType() string { return e.Failure.Type }
+
+// Is reports whether target is [ErrSignalNotDelivered].
+func (e *SignalError) Is(target error) bool { return target == ErrSignalNotDelivered }
 
 // ContinueAsNewError is returned by [Context.ContinueAsNew]; a workflow
 // function returns it to end its execution and start the next one.

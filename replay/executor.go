@@ -255,7 +255,7 @@ func (x *executor) apply(e *history.Event) error {
 	// Completions name what they complete by its seq.
 	var seq int64
 	switch e.Kind.Class() {
-	case history.ClassActivity, history.ClassTimer, history.ClassSubWorkflow:
+	case history.ClassActivity, history.ClassTimer, history.ClassSubWorkflow, history.ClassSignal:
 		if seq, err = history.ParseSeqCorrelation(e.CorrelationID); err != nil {
 			return fmt.Errorf("chronicle: event %d (%s): %w", e.Seq, e.Kind, err)
 		}
@@ -275,6 +275,15 @@ func (x *executor) apply(e *history.Event) error {
 	case *history.SubWorkflowFailed:
 		f := x.futures[seq]
 		err := &SubWorkflowError{Failure: a.Failure}
+		if f != nil {
+			err.Name, err.InstanceID = f.name, f.child
+		}
+		return x.resolve(e, seq, nil, err)
+	case *history.SignalDelivered:
+		return x.resolve(e, seq, nil, nil)
+	case *history.SignalFailed:
+		f := x.futures[seq]
+		err := &SignalError{Failure: a.Failure}
 		if f != nil {
 			err.Name, err.InstanceID = f.name, f.child
 		}
@@ -352,7 +361,7 @@ func (x *executor) settle(f *future, value []byte, err error) {
 func isCommand(k history.Kind) bool {
 	switch k {
 	case history.KindActivityScheduled, history.KindTimerCreated, history.KindTimerCancelled,
-		history.KindSubWorkflowScheduled, history.KindTaskCreated, history.KindTaskCancelled,
+		history.KindSubWorkflowScheduled, history.KindSignalSent, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
 		history.KindContinuedAsNew:
@@ -474,7 +483,8 @@ func (x *executor) recordedChild(name string) *history.SubWorkflowScheduled {
 }
 
 // matches reports whether a recorded command is what the code asks for
-// now: same kind and same identity (activity, child or task name, marker).
+// now: same kind and same identity (activity, child or task name, marker,
+// a signal's receiver and name).
 func matches(rec *history.Event, attrs history.Attributes) bool {
 	if rec.Kind != attrs.EventKind() {
 		return false
@@ -488,6 +498,9 @@ func matches(rec *history.Event, attrs history.Attributes) bool {
 		return got.(*history.ActivityScheduled).Name == a.Name
 	case *history.SubWorkflowScheduled:
 		g := got.(*history.SubWorkflowScheduled)
+		return g.Name == a.Name && g.InstanceID == a.InstanceID
+	case *history.SignalSent:
+		g := got.(*history.SignalSent)
 		return g.Name == a.Name && g.InstanceID == a.InstanceID
 	case *history.TaskCreated:
 		g := got.(*history.TaskCreated)
@@ -513,6 +526,8 @@ func describeAttrs(a history.Attributes) string {
 		return "ActivityScheduled " + strconv.Quote(a.Name)
 	case *history.SubWorkflowScheduled:
 		return fmt.Sprintf("SubWorkflowScheduled %q (%s)", a.Name, a.InstanceID)
+	case *history.SignalSent:
+		return fmt.Sprintf("SignalSent %q (%s)", a.Name, a.InstanceID)
 	case *history.TaskCreated:
 		return fmt.Sprintf("TaskCreated %q (%s)", a.Name, a.TaskID)
 	case *history.MarkerRecorded:

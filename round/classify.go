@@ -44,6 +44,10 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		return Accept, "", ""
 	}
 	switch {
+	case !s.Started() && m.Kind.Class() == history.ClassSignal:
+		// The outcome of a signal whose sender was purged since it sent
+		// it: nobody waits for it any more.
+		return Stale, "", fmt.Sprintf("instance %s, which sent the signal, no longer exists", s.InstanceID)
 	case !s.Started():
 		return Reject, provider.ReasonNotStarted, fmt.Sprintf("instance %s has not been started", s.InstanceID)
 	case m.ExecutionID != "" && m.ExecutionID != s.ExecutionID:
@@ -61,6 +65,8 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		return s.pending(m, func(seq int64) bool { _, ok := s.Timers[seq]; return ok })
 	case history.ClassSubWorkflow:
 		return s.pending(m, func(seq int64) bool { _, ok := s.SubWorkflows[seq]; return ok })
+	case history.ClassSignal:
+		return s.pending(m, func(seq int64) bool { _, ok := s.Signals[seq]; return ok })
 	case history.ClassTask:
 		attrs, err := history.DecodeAttributes(m.Kind, m.Payload)
 		if err != nil {

@@ -50,6 +50,11 @@ type Snapshot struct {
 	// SubWorkflows maps the Seq of each pending SubWorkflowScheduled to the
 	// child's instance id.
 	SubWorkflows map[int64]string `msgpack:"-"`
+	// Signals maps the Seq of each SignalSent whose outcome history does
+	// not hold yet to the receiver's instance id. Unlike the other pending
+	// work it outlives the end of its execution, so that a cold peek-lock
+	// round can still send a signal whose enqueue a crash cut short.
+	Signals map[int64]string `msgpack:"-"`
 	// Tasks holds the open human tasks by task id.
 	Tasks map[string]*OpenTask `msgpack:"-"`
 	// Seen holds the idempotency keys (class/correlation) of raised events,
@@ -87,9 +92,14 @@ func Fold(instanceID string, events []history.Event) (*Snapshot, error) {
 func (s *Snapshot) Started() bool { return s.ExecutionID != "" }
 
 // Pending reports whether the current execution waits on anything that
-// will arrive by itself (an activity, timer or sub-workflow).
+// will arrive by itself (an activity, timer, sub-workflow or the outcome
+// of a signal it sent).
 func (s *Snapshot) Pending() bool {
-	return len(s.Activities)+len(s.Timers)+len(s.SubWorkflows) > 0
+	signals := len(s.Signals)
+	if s.Ended {
+		signals = 0
+	}
+	return len(s.Activities)+len(s.Timers)+len(s.SubWorkflows)+signals > 0
 }
 
 // Record returns the instance record of the snapshot.
@@ -115,6 +125,7 @@ func (s *Snapshot) Clone() *Snapshot {
 	c.Activities = cloneMap(s.Activities)
 	c.Timers = cloneMap(s.Timers)
 	c.SubWorkflows = cloneMap(s.SubWorkflows)
+	c.Signals = cloneMap(s.Signals)
 	c.Seen = cloneMap(s.Seen)
 	if s.Tasks != nil {
 		c.Tasks = make(map[string]*OpenTask, len(s.Tasks))
@@ -145,6 +156,7 @@ type snapshotWire struct {
 	Activities   []pendingName  `msgpack:"activities,omitempty"`
 	Timers       []pendingTime  `msgpack:"timers,omitempty"`
 	SubWorkflows []pendingName  `msgpack:"subworkflows,omitempty"`
+	Signals      []pendingName  `msgpack:"signals,omitempty"`
 	Tasks        []openTaskWire `msgpack:"tasks,omitempty"`
 	// Seen is read from snapshots stored before it was left out; it is
 	// never written.
@@ -222,6 +234,9 @@ func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	}
 	for _, p := range w.SubWorkflows {
 		s.SubWorkflows = put(s.SubWorkflows, p.Seq, p.Name)
+	}
+	for _, p := range w.Signals {
+		s.Signals = put(s.Signals, p.Seq, p.Name)
 	}
 	for _, t := range w.Tasks {
 		if s.Tasks == nil {
@@ -320,7 +335,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			s.CreatedAt = e.At
 		}
 		s.CompletedAt, s.Output, s.Failure = time.Time{}, nil, nil
-		s.Activities, s.Timers, s.SubWorkflows, s.Tasks, s.Seen = nil, nil, nil, nil, nil
+		s.Activities, s.Timers, s.SubWorkflows, s.Signals, s.Tasks, s.Seen = nil, nil, nil, nil, nil, nil
 	case *history.ExecutionCompleted:
 		s.end(e, w, provider.StatusCompleted)
 		s.Output = a.Output
@@ -399,6 +414,21 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			return fail("%v", err)
 		}
 		delete(s.SubWorkflows, seq)
+	case *history.SignalSent:
+		s.Signals = put(s.Signals, e.Seq, a.InstanceID)
+		if w != nil {
+			m, err := s.signalMessage(SignalMessageID(s.InstanceID, s.ExecutionID, e.Seq), e.Seq, a)
+			if err != nil {
+				return fail("%v", err)
+			}
+			w.Messages = append(w.Messages, m)
+		}
+	case *history.SignalDelivered, *history.SignalFailed:
+		seq, err := s.settle(e, s.Signals)
+		if err != nil {
+			return fail("%v", err)
+		}
+		delete(s.Signals, seq)
 	case *history.TaskCreated:
 		if _, ok := s.Tasks[a.TaskID]; ok {
 			return fail("task %s is already open", a.TaskID)
@@ -548,9 +578,10 @@ func (w *Work) finish(s *Snapshot) error {
 
 // OpenWork derives the work items the current execution should have queued:
 // a task per pending activity, a fire message per pending timer, a start
-// message per pending child, and the parent's notice and activity
-// cancellation of an ended execution, plus the cancellation of every
-// earlier execution's activities. Enqueueing them is idempotent, which
+// message per pending child, a resend per signal whose outcome is not in
+// history (also after the execution ended; see [SignalResendID]), and the
+// parent's notice and activity cancellation of an ended execution, plus
+// the cancellation of every earlier execution's activities. Enqueueing them is idempotent, which
 // is how peek-lock rounds repair a crash between append and enqueue.
 // events must hold the current execution (from ExecutionStartSeq).
 func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
@@ -563,6 +594,11 @@ func (s *Snapshot) OpenWork(events []history.Event) (*Work, error) {
 		// died before it cancelled the ended one's activities.
 		w.Cancels = append(w.Cancels, provider.CancelActivitiesParams{InstanceID: s.InstanceID, OtherThan: s.ExecutionID})
 	}
+	resends, err := s.signalResends(events)
+	if err != nil {
+		return nil, err
+	}
+	w.Messages = append(w.Messages, resends...)
 	if s.Ended {
 		w.Cancels = append(w.Cancels, provider.CancelActivitiesParams{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID})
 		if s.Parent != nil && s.Status.Terminal() {

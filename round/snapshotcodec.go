@@ -19,7 +19,7 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	n := 2 + mpack.Count(s.ExecutionID != "", s.ExecutionStartSeq != 0, len(s.Executions) > 0, s.Name != "", s.Version != "",
 		s.Status != "", s.Ended, s.BusinessKey != "", len(s.BusinessParts) > 0, s.Parent != nil, len(s.CustomStatus) > 0,
 		!s.CreatedAt.IsZero(), !s.UpdatedAt.IsZero(), !s.CompletedAt.IsZero(), len(s.Output) > 0, s.Failure != nil,
-		s.LastError != "", len(s.LastHash) > 0, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Tasks) > 0)
+		s.LastError != "", len(s.LastHash) > 0, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
 	b = mpack.AppendMapLen(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, "instance"), s.InstanceID)
 	if s.ExecutionID != "" {
@@ -110,6 +110,9 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	}
 	if len(s.SubWorkflows) > 0 {
 		b = appendPendingNames(mpack.AppendStr(b, "subworkflows"), s.SubWorkflows)
+	}
+	if len(s.Signals) > 0 {
+		b = appendPendingNames(mpack.AppendStr(b, "signals"), s.Signals)
 	}
 	if len(s.Tasks) > 0 {
 		b = mpack.AppendArrayLen(mpack.AppendStr(b, "tasks"), len(s.Tasks))
@@ -249,6 +252,8 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 			}
 		case 21:
 			w.SubWorkflows = readPendingNames(&r)
+		case 22:
+			w.Signals = readPendingNames(&r)
 		}
 	}
 	return r.OK && r.Off == len(data)
@@ -258,7 +263,7 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 var (
 	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
 		"business_key", "parent", "custom_status", "created_at", "updated_at", "completed_at", "output", "failure",
-		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows"}
+		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows", "signals"}
 	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
 	failureFields = []string{"message", "type", "non_retryable", "details"}
 )

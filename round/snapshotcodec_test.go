@@ -26,6 +26,9 @@ func marshalSnapshotReflective(s *Snapshot) ([]byte, error) {
 	for _, seq := range slices.Sorted(maps.Keys(s.SubWorkflows)) {
 		w.SubWorkflows = append(w.SubWorkflows, pendingName{seq, s.SubWorkflows[seq]})
 	}
+	for _, seq := range slices.Sorted(maps.Keys(s.Signals)) {
+		w.Signals = append(w.Signals, pendingName{seq, s.Signals[seq]})
+	}
 	for _, id := range slices.Sorted(maps.Keys(s.Tasks)) {
 		w.Tasks = append(w.Tasks, openTaskWire{id, *s.Tasks[id]})
 	}
@@ -91,6 +94,9 @@ func genSnapshot(t *rapid.T) *Snapshot {
 	}
 	if rapid.Bool().Draw(t, "subworkflows") {
 		s.SubWorkflows = seqs.Draw(t, "subworkflows map")
+	}
+	if rapid.Bool().Draw(t, "signals") {
+		s.Signals = seqs.Draw(t, "signals map")
 	}
 	if rapid.Bool().Draw(t, "timers") {
 		s.Timers = map[int64]time.Time{}

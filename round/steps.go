@@ -44,6 +44,8 @@ type roundState struct {
 	letters []provider.DeadLetter
 	acks    []string
 	pins    map[string]string
+	// msgs is the round's batch, as dequeued.
+	msgs []provider.Message
 }
 
 // process runs steps 2–8 of a round on one instance: load, classify the
@@ -58,7 +60,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 	}
 	rs := &roundState{
 		ops: ops, id: id, now: now, loaded: *l, baseSeq: l.entry.snap.LastSeq, snap: l.entry.snap,
-		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{},
+		rep: &Report{InstanceID: id, Cold: l.cold}, work: &Work{}, msgs: msgs,
 	}
 	defer func() {
 		if err != nil {
@@ -69,7 +71,7 @@ func (r *Runner) process(ctx context.Context, ops roundOps, id string, msgs []pr
 		return nil, nil, err
 	}
 	rs.endedAtLoad = rs.snap.Ended
-	if err := r.deriveEndedWork(rs); err != nil {
+	if err := r.deriveEndedWork(ctx, rs); err != nil {
 		return nil, nil, err
 	}
 	if err := r.classifyMessages(ctx, rs, msgs); err != nil {
@@ -116,17 +118,32 @@ func (rs *roundState) since(ctx context.Context, from int64) ([]history.Event, e
 
 // deriveEndedWork derives, on a cold round whose mode repairs open work,
 // what an execution that had already ended still owed (its parent's
-// notice, the cancellation of its activities): a peek-lock round may have
-// crashed between its append and its enqueue. It runs before the round's
-// messages, which can start the next execution and so hide the ended one
-// from the snapshot; deriveWork merges it.
-func (r *Runner) deriveEndedWork(rs *roundState) error {
+// notice, the cancellation of its activities, the signals it sent): a
+// peek-lock round may have crashed between its append and its enqueue. It
+// runs before the round's messages, which can start the next execution and
+// so hide the ended one from the snapshot; deriveWork merges it.
+func (r *Runner) deriveEndedWork(ctx context.Context, rs *roundState) error {
 	snap := rs.snap
 	if !rs.cold || !rs.ops.repairsOpenWork() || !snap.Ended {
 		return nil
 	}
 	rs.ended = &Work{Cancels: []provider.CancelActivitiesParams{{InstanceID: rs.id, ExecutionID: snap.ExecutionID}}}
 	rs.ended.parentPending = snap.Parent != nil && snap.Status.Terminal()
+	if len(snap.Signals) > 0 {
+		// Signals the execution sent before it ended, whose outcome it
+		// never recorded: the round that sent them may have died before
+		// its enqueue.
+		events, err := rs.since(ctx, snap.ExecutionStartSeq)
+		if err != nil {
+			return err
+		}
+		resends, err := snap.signalResends(events)
+		if err != nil {
+			return err
+		}
+		rs.ended.Messages = append(rs.ended.Messages, resends...)
+		rs.dropNeedlessResends(rs.ended)
+	}
 	return rs.ended.finish(snap)
 }
 
@@ -157,6 +174,16 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
+		src := signalSource(&m)
+		if src != nil {
+			handled, err := r.classifySignal(ctx, rs, &m, src)
+			if err != nil {
+				return err
+			}
+			if handled {
+				continue
+			}
+		}
 		verdict, reason, why := snap.Classify(&m)
 		switch verdict {
 		case Duplicate:
@@ -196,6 +223,12 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			e := r.messageEvent(snap, &m, rs.now)
 			if err := snap.Apply(&e, rs.work); err != nil {
 				return fmt.Errorf("apply message %s: %w", m.ID, err)
+			}
+			if src != nil {
+				// A signal another workflow sent: tell it it was delivered.
+				if err := rs.tellSignal(src, &history.SignalDelivered{ExecutionID: snap.ExecutionID}); err != nil {
+					return err
+				}
 			}
 			rs.appended = append(rs.appended, e)
 			rs.acks = append(rs.acks, m.ID)
@@ -269,6 +302,7 @@ func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if err != nil {
 		return err
 	}
+	rs.dropNeedlessResends(open)
 	rs.work.merge(open)
 	if rs.ended != nil {
 		rs.work.merge(rs.ended)

@@ -19,6 +19,9 @@ const (
 	BarTask        BarKind = "task"
 	// BarSignal is a moment, not a span: a signal that arrived.
 	BarSignal BarKind = "signal"
+	// BarSignalSent is a signal the workflow sent to another instance,
+	// from its SignalSent to its SignalDelivered or SignalFailed.
+	BarSignalSent BarKind = "signal-sent"
 )
 
 // Outcome says how a bar ended.
@@ -249,6 +252,17 @@ func Bars(events []history.Event) []Bar {
 		case *history.TaskCancelled:
 			if b := task(e, a.TaskID); b != nil {
 				end(b, e, OutcomeCancelled, message(a.Reason))
+			}
+		case *history.SignalSent:
+			bySeq[e.Seq] = len(bars)
+			add(e, BarSignalSent, a.Name).Detail = Shorten(Clean("to "+a.InstanceID), messageWidth)
+		case *history.SignalDelivered:
+			if b := scheduled(e); b != nil && b.Kind == BarSignalSent {
+				end(b, e, OutcomeCompleted, "")
+			}
+		case *history.SignalFailed:
+			if b := scheduled(e); b != nil && b.Kind == BarSignalSent {
+				end(b, e, OutcomeFailed, failure(&a.Failure))
 			}
 		case *history.EventRaised:
 			b := add(e, BarSignal, a.Name)

@@ -179,6 +179,12 @@ func (d describer) detail(e *history.Event) string {
 		return ref(e) + " cancelled"
 	case *history.EventRaised:
 		return parts(a.Name, labelled("key", a.IdempotencyKey), labelled("from", a.Sender), labelled("payload", d.payload(a.Payload)))
+	case *history.SignalSent:
+		return parts(a.Name, labelled("to", a.InstanceID), labelled("key", a.IdempotencyKey), labelled("payload", d.payload(a.Payload)))
+	case *history.SignalDelivered:
+		return then(ref(e)+" delivered", " to execution ", a.ExecutionID)
+	case *history.SignalFailed:
+		return ref(e) + " failed: " + failure(&a.Failure)
 	case *history.SubWorkflowScheduled:
 		name := a.Name
 		if a.Version != "" {

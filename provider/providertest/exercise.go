@@ -36,6 +36,7 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("ListQueuedActivities", func(t *testing.T) { t.Parallel(); testListQueuedActivities(t, factory) })
 	t.Run("DiscardActivity", func(t *testing.T) { t.Parallel(); testDiscardActivity(t, factory) })
 	t.Run("DiscardChildStart", func(t *testing.T) { t.Parallel(); testDiscardChildStart(t, factory) })
+	t.Run("DiscardSignal", func(t *testing.T) { t.Parallel(); testDiscardSignal(t, factory) })
 	t.Run("ActivityExpiry", func(t *testing.T) { t.Parallel(); testActivityExpiry(t, factory) })
 	t.Run("Checkpoints", func(t *testing.T) { t.Parallel(); testCheckpoints(t, factory) })
 	t.Run("EnqueueStart", func(t *testing.T) { t.Parallel(); testEnqueueStart(t, factory) })

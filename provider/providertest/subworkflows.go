@@ -66,3 +66,51 @@ func testDiscardChildStart(t *testing.T, factory Factory) {
 		require.Empty(t, b.drain(t, at(time.Hour)))
 	})
 }
+
+// testDiscardSignal: discarding the dead letter of a signal another
+// workflow sent fails that workflow's SignalSent, in the same step, so the
+// sender does not wait forever for an outcome; a client's signal tells
+// nobody anything.
+func testDiscardSignal(t *testing.T, factory Factory) {
+	t.Run("DiscardedSignalFailsTheSender", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		key := round.SignalKey("sender-1", execID, 4)
+		sig, err := provider.NewMessage(round.SignalMessageID("sender-1", execID, 4), "inst-b", "", key, &history.EventRaised{
+			Name: "go", IdempotencyKey: key, Sender: "sender-1",
+			Source: &history.SignalSource{InstanceID: "sender-1", ExecutionID: execID, Seq: 4},
+		})
+		require.NoError(t, err)
+		sig.Actor = history.WorkflowActor("sender-1")
+		b.enqueue(t, base, sig)
+		dead := b.deadLetter(t, at(time.Second), "inst-b", []string{sig.ID}, provider.ReasonPanic, "workflow panicked")
+		require.Len(t, dead, 1)
+		require.NoError(t, b.resolve(t, dead[0].ID, provider.DeadLetterDiscarded, "user:ops", at(time.Minute)))
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "sender-1"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "the sender was not told")
+		m := msgs[0]
+		require.Equal(t, provider.SignalResultID("sender-1", execID, 4), m.ID)
+		require.Equal(t, history.KindSignalFailed, m.Kind)
+		require.Equal(t, execID, m.ExecutionID)
+		require.Equal(t, history.SeqCorrelation(4), m.CorrelationID)
+		a, err := history.DecodeAttributes(m.Kind, m.Payload)
+		require.NoError(t, err)
+		f := a.(*history.SignalFailed).Failure
+		require.Equal(t, round.FailureDeadLetterDiscarded, f.Type)
+		require.Contains(t, f.Message, "inst-b")
+		require.Contains(t, f.Message, "discarded by user:ops")
+	})
+
+	t.Run("DiscardedClientSignalTellsNobody", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		m, err := provider.NewMessage("signal-1", "inst-a", "", "k-1", &history.EventRaised{Name: "go", IdempotencyKey: "k-1"})
+		require.NoError(t, err)
+		b.enqueue(t, base, m)
+		dead := b.deadLetter(t, at(time.Second), "inst-a", []string{m.ID}, provider.ReasonNotStarted, "instance inst-a has not been started")
+		require.Len(t, dead, 1)
+		require.NoError(t, b.resolve(t, dead[0].ID, provider.DeadLetterDiscarded, "user:ops", at(time.Minute)))
+		require.Empty(t, b.drain(t, at(time.Hour)))
+	})
+}

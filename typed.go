@@ -131,6 +131,13 @@ func (s Signal[T]) Wait(ctx *Context, opts *WaitOptions) (T, error) {
 	return WaitEvent[T](ctx, string(s), opts)
 }
 
+// Send sends the signal with payload, from workflow code, to another
+// instance (or its own); see [Context.SignalWorkflow]. The future resolves
+// once the receiver has recorded it.
+func (s Signal[T]) Send(ctx *Context, instanceID string, payload T) Future {
+	return ctx.SignalWorkflow(instanceID, string(s), payload)
+}
+
 // HumanTask is a human task's name with the types of its payload (what the
 // person sees) and its result (what they decide), so that creating,
 // completing and waiting for it are checked when the program compiles:

@@ -223,6 +223,37 @@ func TestTypedChildAndStartMany(t *testing.T) {
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 }
 
+// A workflow sends a typed signal to another with Signal.Send; the
+// receiver waits for it with the same handle.
+func TestTypedSignalSend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ping := chronicle.Signal[shopReason]("ping")
+	waiter := chronicle.Workflow[string, string]("waiter")
+	sender := chronicle.Workflow[string, string]("sender")
+	require.NoError(t, waiter.Register(b.engine, func(ctx *chronicle.Context, _ string) (string, error) {
+		r, err := ping.Wait(ctx, nil)
+		return r.Text, err
+	}))
+	require.NoError(t, sender.Register(b.engine, func(ctx *chronicle.Context, to string) (string, error) {
+		if err := ping.Send(ctx, to, shopReason{Text: "hello"}).Get(nil); err != nil {
+			return "", err
+		}
+		return "sent", nil
+	}))
+	_, err := waiter.Start(b.ctx, b.engine, "", &chronicle.StartOptions{InstanceID: "w1"})
+	require.NoError(t, err)
+	_, err = sender.Start(b.ctx, b.engine, "w1", &chronicle.StartOptions{InstanceID: "s1"})
+	require.NoError(t, err)
+	b.drain(t)
+	got, err := waiter.Wait(b.ctx, b.engine, "w1")
+	require.NoError(t, err)
+	require.Equal(t, "hello", got)
+	sent, err := sender.Wait(b.ctx, b.engine, "s1")
+	require.NoError(t, err)
+	require.Equal(t, "sent", sent)
+}
+
 // A process with a Client starts, signals, waits for and operates
 // instances of a workflow whose code only the worker has; an Engine
 // without the registration refused to start it.

@@ -40,12 +40,8 @@ func MarshalEvent(e *Event) []byte {
 	return appendBin(b, e.Hash)
 }
 
-// canonical returns the bytes the hash of e covers (every field but Hash).
-func canonical(e *Event) []byte {
-	b := make([]byte, 0, 96+len(e.InstanceID)+len(e.ExecutionID)+len(e.CorrelationID)+len(e.Payload))
-	return appendCanonical(b, e, 10)
-}
-
+// appendCanonical appends the bytes the hash of e covers (every field but
+// Hash, fields 10) or its stored encoding (fields 11, Hash appended next).
 func appendCanonical(b []byte, e *Event, fields byte) []byte {
 	b = append(b, 0x90|fields) // fixarray
 	b = appendInt(b, eventFormat)

@@ -36,7 +36,7 @@ func fulfil(ctx *chronicle.Context, o Order) (Receipt, error) {
 	_, _ = Orders.Call(ctx, o.ID, nil) // ERROR "as Order value in argument to Orders.Call"
 	task := Approval.Create(ctx, o, nil)
 	var yes bool
-	yes, _ = Approval.Wait(ctx, task) // ERROR "Decision.* as bool value in assignment"
+	yes, _ = Approval.Wait(ctx, task)         // ERROR "Decision.* as bool value in assignment"
 	_ = Cancel.Send(ctx, "ORD-2", "too slow") // ERROR "as Reason value in argument to Cancel.Send"
 	_, _ = text, yes
 	return Receipt{}, nil

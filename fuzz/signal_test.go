@@ -79,6 +79,33 @@ var sigWorkflows = map[string]replay.WorkflowFunc{
 		ctx.SignalWorkflow(to, "go", "hello")
 		return nil, nil
 	},
+	// launcher starts the child "kid" under the id "kid" without waiting
+	// for it. Its input says how it goes on in the same turn: "return"
+	// completes, "fail" fails, "can" continues as new (the next execution
+	// completes), "wait" waits for "go" first.
+	"launcher": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var how string
+		if err := history.Decode(input, &how); err != nil {
+			return nil, &replay.InputError{Workflow: "launcher", Err: err}
+		}
+		if how == "done" {
+			return nil, nil
+		}
+		ctx.CallSubWorkflow("kid", "", &replay.SubWorkflowOptions{InstanceID: "kid"})
+		switch how {
+		case "fail":
+			return nil, errors.New("launcher fails")
+		case "can":
+			return nil, ctx.ContinueAsNew("done")
+		case "wait":
+			if err := ctx.WaitEvent("go", nil).Get(nil); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	},
+	// kid completes at once.
+	"kid": func(*replay.Context, []byte) ([]byte, error) { return history.Encode("kid done") },
 }
 
 // sigCrash is one planned crash: the next round of instance id that

@@ -286,7 +286,7 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 // whose append and enqueue do not commit together) adds what every open
 // schedule of the current execution needs, what an execution that ended
 // before the round owed, and the starts of children an ended execution
-// scheduled in a round whose messages came again (see lostChildStarts);
+// scheduled in a round whose messages came again (see lostSends);
 // enqueueing is idempotent, so work already queued is not doubled.
 func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if err := rs.work.finish(rs.snap); err != nil {
@@ -308,11 +308,12 @@ func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if rs.ended != nil {
 		rs.work.merge(rs.ended)
 	}
-	starts, err := rs.lostChildStarts(ctx)
-	if err != nil || starts == nil {
+	lost, err := rs.lostSends(ctx)
+	if err != nil || lost == nil {
 		return err
 	}
-	rs.work.merge(starts)
+	rs.dropNeedlessResends(lost)
+	rs.work.merge(lost)
 	return nil
 }
 

@@ -71,8 +71,9 @@ func (s *Snapshot) RefusedChildStart(m *provider.Message) (provider.Message, boo
 	return n, ok, nil
 }
 
-// lostChildStarts derives, on a cold round whose mode repairs open work,
-// the start of each child that an earlier round scheduled in an execution
+// lostSends derives, on a cold round whose mode repairs open work,
+// the start of each child (and the resend of each signal of an execution
+// that continued as new; see [SignalResendID]) that an earlier round scheduled in an execution
 // that has ended since, when that round may have died between its append
 // and its enqueue. [Snapshot.OpenWork] derives the starts of the current
 // execution's pending children, but an execution that ends forgets its
@@ -91,7 +92,7 @@ func (s *Snapshot) RefusedChildStart(m *provider.Message) (provider.Message, boo
 // the batch, ran or was answered already, and is left alone. Each start
 // keeps its id ([ChildStartMessageID]) and execution id, so a child that
 // got it already judges it a duplicate.
-func (rs *roundState) lostChildStarts(ctx context.Context) (*Work, error) {
+func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
 	snap := rs.snap
 	type key struct {
 		exec string
@@ -133,13 +134,30 @@ func (rs *roundState) lostChildStarts(ctx context.Context) (*Work, error) {
 		if redelivered[key{e.ExecutionID, e.Kind, e.CorrelationID}] {
 			rounds[e.At.UnixMicro()] = true
 		}
-		if e.Kind == history.KindSubWorkflowCompleted || e.Kind == history.KindSubWorkflowFailed {
+		switch e.Kind {
+		case history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed, history.KindSignalDelivered, history.KindSignalFailed:
 			settled[parentKey(e.ExecutionID, e.CorrelationID)] = true
 		}
 	}
 	w := &Work{}
 	for i := range stored {
 		e := &stored[i]
+		if e.Kind == history.KindSignalSent && rounds[e.At.UnixMicro()] && e.ExecutionID != snap.ExecutionID &&
+			!settled[parentKey(e.ExecutionID, history.SeqCorrelation(e.Seq))] && !inBatch[SignalResultID(rs.id, e.ExecutionID, e.Seq)] {
+			// A signal an execution sent as it continued as new: the
+			// next execution's snapshot does not keep it (see
+			// Snapshot.Signals), so it is sent again like a child's start.
+			a, err := e.Attributes()
+			if err != nil {
+				return nil, fmt.Errorf("load history of %s: seq %d: %w", rs.id, e.Seq, err)
+			}
+			m, err := (&Snapshot{InstanceID: rs.id, ExecutionID: e.ExecutionID}).signalMessage(SignalResendID(rs.id, e.ExecutionID, e.Seq), e.Seq, a.(*history.SignalSent))
+			if err != nil {
+				return nil, err
+			}
+			w.Messages = append(w.Messages, m)
+			continue
+		}
 		if e.Kind != history.KindSubWorkflowScheduled || !rounds[e.At.UnixMicro()] ||
 			(e.ExecutionID == snap.ExecutionID && !snap.Ended) || // OpenWork's
 			settled[parentKey(e.ExecutionID, history.SeqCorrelation(e.Seq))] ||

@@ -79,6 +79,47 @@ var sigWorkflows = map[string]replay.WorkflowFunc{
 		ctx.SignalWorkflow(to, "go", "hello")
 		return nil, nil
 	},
+	// canDropper sends "go" with "hello" to the instance its input names
+	// and continues as new in the same turn; the next execution, whose
+	// input is "", completes.
+	"canDropper": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var to string
+		if err := history.Decode(input, &to); err != nil {
+			return nil, &replay.InputError{Workflow: "canDropper", Err: err}
+		}
+		if to == "" {
+			return nil, nil
+		}
+		ctx.SignalWorkflow(to, "go", "hello")
+		return nil, ctx.ContinueAsNew("")
+	},
+	// launcher starts the child "kid" under the id "kid" without waiting
+	// for it. Its input says how it goes on in the same turn: "return"
+	// completes, "fail" fails, "can" continues as new (the next execution
+	// completes), "wait" waits for "go" first.
+	"launcher": func(ctx *replay.Context, input []byte) ([]byte, error) {
+		var how string
+		if err := history.Decode(input, &how); err != nil {
+			return nil, &replay.InputError{Workflow: "launcher", Err: err}
+		}
+		if how == "done" {
+			return nil, nil
+		}
+		ctx.CallSubWorkflow("kid", "", &replay.SubWorkflowOptions{InstanceID: "kid"})
+		switch how {
+		case "fail":
+			return nil, errors.New("launcher fails")
+		case "can":
+			return nil, ctx.ContinueAsNew("done")
+		case "wait":
+			if err := ctx.WaitEvent("go", nil).Get(nil); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	},
+	// kid completes at once.
+	"kid": func(*replay.Context, []byte) ([]byte, error) { return history.Encode("kid done") },
 }
 
 // sigCrash is one planned crash: the next round of instance id that
@@ -360,6 +401,24 @@ func TestSignalWorkflowPeekLockRepairs(t *testing.T) {
 				require.Equal(t, 1, b.crashed)
 				require.Equal(t, "hello", b.output(t, "rcv"))
 				require.Equal(t, 1, sigCount(b.history(t, "rcv"), history.KindEventRaised))
+			})
+
+			// The sender sends and continues as new in one round, which
+			// dies after its append: the next execution's snapshot does
+			// not keep the old one's signals. The redelivered round finds
+			// the signal in the execution before and sends it.
+			t.Run("SenderContinuedAsNewInTheRoundThatSent", func(t *testing.T) {
+				for _, p := range []round.CrashPoint{round.AfterAppend, round.AfterProject, round.BeforeAck} {
+					b := newSigBundle(t, newStore(t))
+					b.start(t, "rcv", "listener", "")
+					b.drain(t)
+					b.crashes(sigCrash{"snd", p})
+					b.start(t, "snd", "canDropper", "rcv")
+					b.drain(t)
+					require.Equal(t, 1, b.crashed)
+					require.Equal(t, "hello", b.output(t, "rcv"), "crash at %s", p)
+					require.Equal(t, 1, sigCount(b.history(t, "rcv"), history.KindEventRaised), "crash at %s", p)
+				}
 			})
 		})
 	}

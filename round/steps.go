@@ -284,9 +284,10 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 // applied: the parent's notice of an execution that ended is read from the
 // final snapshot. A cold round whose mode repairs open work (peek-lock,
 // whose append and enqueue do not commit together) adds what every open
-// schedule of the current execution needs and what an execution that
-// ended before the round owed; enqueueing is idempotent, so work already
-// queued is not doubled.
+// schedule of the current execution needs, what an execution that ended
+// before the round owed, and the starts of children an ended execution
+// scheduled in a round whose messages came again (see lostSends);
+// enqueueing is idempotent, so work already queued is not doubled.
 func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if err := rs.work.finish(rs.snap); err != nil {
 		return err
@@ -307,6 +308,12 @@ func (r *Runner) deriveWork(ctx context.Context, rs *roundState) error {
 	if rs.ended != nil {
 		rs.work.merge(rs.ended)
 	}
+	lost, err := rs.lostSends(ctx)
+	if err != nil || lost == nil {
+		return err
+	}
+	rs.dropNeedlessResends(lost)
+	rs.work.merge(lost)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package round
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -67,4 +69,110 @@ func (s *Snapshot) RefusedChildStart(m *provider.Message) (provider.Message, boo
 		return provider.Message{}, false, fmt.Errorf("refusal of child %s: %w", m.InstanceID, err)
 	}
 	return n, ok, nil
+}
+
+// lostSends derives, on a cold round whose mode repairs open work,
+// the start of each child (and the resend of each signal of an execution
+// that continued as new; see [SignalResendID]) that an earlier round scheduled in an execution
+// that has ended since, when that round may have died between its append
+// and its enqueue. [Snapshot.OpenWork] derives the starts of the current
+// execution's pending children, but an execution that ends forgets its
+// children (a parent may start a child and return in one turn), and a
+// continue-as-new leaves them in the execution before the current one.
+//
+// A round that died before its enqueue did not ack its messages either:
+// they come again, pinned to the execution they were judged against, in
+// this round's batch. So the starts derived are those of the
+// SubWorkflowScheduled events written by a round (the events with the
+// time of that round) that also wrote the event of one of the batch's
+// messages. Once a round has queued them and acked those messages, no
+// later round derives them again: a child that ran, ended and was purged
+// is never started twice by an ended parent woken by a stale message.
+// A child whose result history holds, or whose result (or refusal) is in
+// the batch, ran or was answered already, and is left alone. Each start
+// keeps its id ([ChildStartMessageID]) and execution id, so a child that
+// got it already judges it a duplicate.
+func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
+	snap := rs.snap
+	type key struct {
+		exec string
+		kind history.Kind
+		corr string
+	}
+	redelivered := map[key]bool{}
+	inBatch := map[string]bool{}
+	from := snap.ExecutionStartSeq
+	for i := range rs.msgs {
+		m := rs.msgs[i]
+		inBatch[m.ID] = true
+		if m.ExecutionID == "" || m.Validate() != nil {
+			// Never delivered before the round pinned it.
+			continue
+		}
+		if m.ExecutionID != snap.ExecutionID {
+			if !slices.Contains(snap.Executions, m.ExecutionID) {
+				continue
+			}
+			from = 1
+		}
+		normalize(&m, snap)
+		redelivered[key{m.ExecutionID, m.Kind, m.CorrelationID}] = true
+	}
+	if len(redelivered) == 0 {
+		return nil, nil
+	}
+	events, err := rs.since(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	// The round's own events are queued with its work.
+	stored := events[:len(events)-len(rs.appended)]
+	rounds := map[int64]bool{}
+	settled := map[string]bool{}
+	for i := range stored {
+		e := &stored[i]
+		if redelivered[key{e.ExecutionID, e.Kind, e.CorrelationID}] {
+			rounds[e.At.UnixMicro()] = true
+		}
+		switch e.Kind {
+		case history.KindSubWorkflowCompleted, history.KindSubWorkflowFailed, history.KindSignalDelivered, history.KindSignalFailed:
+			settled[parentKey(e.ExecutionID, e.CorrelationID)] = true
+		}
+	}
+	w := &Work{}
+	for i := range stored {
+		e := &stored[i]
+		if e.Kind == history.KindSignalSent && rounds[e.At.UnixMicro()] && e.ExecutionID != snap.ExecutionID &&
+			!settled[parentKey(e.ExecutionID, history.SeqCorrelation(e.Seq))] && !inBatch[SignalResultID(rs.id, e.ExecutionID, e.Seq)] {
+			// A signal an execution sent as it continued as new: the
+			// next execution's snapshot does not keep it (see
+			// Snapshot.Signals), so it is sent again like a child's start.
+			a, err := e.Attributes()
+			if err != nil {
+				return nil, fmt.Errorf("load history of %s: seq %d: %w", rs.id, e.Seq, err)
+			}
+			m, err := (&Snapshot{InstanceID: rs.id, ExecutionID: e.ExecutionID}).signalMessage(SignalResendID(rs.id, e.ExecutionID, e.Seq), e.Seq, a.(*history.SignalSent))
+			if err != nil {
+				return nil, err
+			}
+			w.Messages = append(w.Messages, m)
+			continue
+		}
+		if e.Kind != history.KindSubWorkflowScheduled || !rounds[e.At.UnixMicro()] ||
+			(e.ExecutionID == snap.ExecutionID && !snap.Ended) || // OpenWork's
+			settled[parentKey(e.ExecutionID, history.SeqCorrelation(e.Seq))] ||
+			inBatch[provider.SubWorkflowResultID(rs.id, e.ExecutionID, e.Seq)] {
+			continue
+		}
+		a, err := e.Attributes()
+		if err != nil {
+			return nil, fmt.Errorf("load history of %s: seq %d: %w", rs.id, e.Seq, err)
+		}
+		m, err := (&Snapshot{InstanceID: rs.id, ExecutionID: e.ExecutionID}).childStart(e.Seq, a.(*history.SubWorkflowScheduled))
+		if err != nil {
+			return nil, err
+		}
+		w.Messages = append(w.Messages, m)
+	}
+	return w, nil
 }

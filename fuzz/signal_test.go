@@ -30,29 +30,10 @@ import (
 // strings.
 var sigWorkflows = map[string]replay.WorkflowFunc{
 	// listener waits for "go" and returns its payload.
-	"listener": func(ctx *replay.Context, _ []byte) ([]byte, error) {
-		var got string
-		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
-			return nil, err
-		}
-		return history.Encode(got)
-	},
+	"listener": waitForGo,
 	// relay waits for "go" and continues as new; the next execution waits
 	// for "go" again and returns its payload.
-	"relay": func(ctx *replay.Context, input []byte) ([]byte, error) {
-		var n int
-		if err := history.Decode(input, &n); err != nil {
-			return nil, &replay.InputError{Workflow: "relay", Err: err}
-		}
-		var got string
-		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, ctx.ContinueAsNew(1)
-		}
-		return history.Encode(got)
-	},
+	"relay": relayGo,
 	// notifier sends "go" with "hello" to the instance its input names
 	// and returns "delivered" or the failure's type.
 	"notifier": func(ctx *replay.Context, input []byte) ([]byte, error) {

@@ -19,32 +19,39 @@ import (
 // Reproductions of bugs that TestRapidWorkflowsPeekLock found, as plain
 // tests on the memory provider in peek-lock mode with real workflow code.
 
+// waitForGo waits for the signal "go" and returns its payload.
+func waitForGo(ctx *replay.Context, _ []byte) ([]byte, error) {
+	var got string
+	if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
+		return nil, err
+	}
+	return history.Encode(got)
+}
+
+// relayGo waits for "go" and continues as new (input 0); the next
+// execution (input 1) waits for "go" again and returns its payload.
+func relayGo(ctx *replay.Context, input []byte) ([]byte, error) {
+	var n int
+	if err := history.Decode(input, &n); err != nil {
+		return nil, &replay.InputError{Workflow: "relay", Err: err}
+	}
+	var got string
+	if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, ctx.ContinueAsNew(1)
+	}
+	return history.Encode(got)
+}
+
 // regWorkflows are the workflows of the reproductions.
 var regWorkflows = map[string]replay.WorkflowFunc{
 	// waiter waits for the signal "go" and returns its payload.
-	"waiter": func(ctx *replay.Context, _ []byte) ([]byte, error) {
-		var got string
-		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
-			return nil, err
-		}
-		return history.Encode(got)
-	},
+	"waiter": waitForGo,
 	// relay waits for "go" and continues as new; the next execution waits
 	// for "go" again.
-	"relay": func(ctx *replay.Context, input []byte) ([]byte, error) {
-		var n int
-		if err := history.Decode(input, &n); err != nil {
-			return nil, &replay.InputError{Workflow: "relay", Err: err}
-		}
-		var got string
-		if err := ctx.WaitEvent("go", nil).Get(&got); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, ctx.ContinueAsNew(1)
-		}
-		return history.Encode(got)
-	},
+	"relay": relayGo,
 	// sleeper sleeps a second and continues as new; the next execution
 	// waits for "go".
 	"sleeper": func(ctx *replay.Context, input []byte) ([]byte, error) {

@@ -2,8 +2,8 @@
 // database it runs on: what a store keeps, what each method guarantees, and
 // how a round stays all-or-nothing with transactions or without them. It
 // stands apart from its users as database/sql/driver does: a provider
-// imports this package and [github.com/chronicleflow/chronicle/history],
-// nothing else of Chronicle. The memory store (provider/memory) and the
+// imports this package, [github.com/chronicleflow/chronicle/history] and
+// [github.com/chronicleflow/chronicle/query], nothing else of Chronicle. The memory store (provider/memory) and the
 // PostgreSQL store (provider/postgres) implement it; the conformance suite
 // (provider/providertest) checks an implementation.
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // Status is an instance's lifecycle state.
@@ -78,6 +79,12 @@ type InstanceRecord struct {
 	LastError string
 	// LastSeq is the last event folded into the record.
 	LastSeq int64
+	// Attributes are the search attributes of the current execution, by
+	// declared name.
+	Attributes map[string]query.Value
+	// CustomStatusText is the custom status when it was set as a string
+	// (empty otherwise): the form queries compare.
+	CustomStatusText string
 	// Incident is not folded from history: it is "reason: error" of the
 	// newest unresolved dead letter of the instance, kept by the provider.
 	Incident string

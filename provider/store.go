@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // Errors of the provider contract. Providers translate their driver's errors
@@ -173,6 +174,17 @@ type QueryStore interface {
 	// GetCustomProjection returns the record of a user projection for an
 	// instance or ErrNotFound.
 	GetCustomProjection(ctx context.Context, name, instanceID string) (*CustomRecord, error)
+
+	// CountInstances counts the instance records matching Where, grouped
+	// by the value of By (one group with a zero Value when By is nil),
+	// groups in ascending order of their value, the group of records
+	// without a value first.
+	CountInstances(ctx context.Context, p *CountInstancesParams) ([]GroupCount, error)
+
+	// ListCustomProjections returns the records of the user projection
+	// Name whose instance's record matches Where, ordered by instance id,
+	// at most Limit (zero means 100) after AfterID.
+	ListCustomProjections(ctx context.Context, p *ListCustomProjectionsParams) ([]CustomRecord, error)
 }
 
 // DeadLetterStore lets operators list, inspect, redrive and discard dead
@@ -565,8 +577,35 @@ type ListInstancesParams struct {
 	UpdatedBefore time.Time
 	// Terminal, when set, matches only ended instances.
 	Terminal bool
-	AfterID  string
-	Limit    int
+	// Where, when set, is a parsed filter the record must match as well
+	// (see [query.Match] for its meaning); a store evaluates it natively.
+	Where   query.Expr
+	AfterID string
+	Limit   int
+}
+
+// CountInstancesParams are the params of CountInstances.
+type CountInstancesParams struct {
+	Where query.Expr
+	// By groups the count by a field; nil counts every match as one group.
+	// A KeywordList field cannot group.
+	By *query.Field
+}
+
+// GroupCount is one group of CountInstances: the value of the field the
+// count is grouped by (the zero Value for records without one) and how
+// many records have it.
+type GroupCount struct {
+	Value query.Value
+	Count int64
+}
+
+// ListCustomProjectionsParams are the params of ListCustomProjections.
+type ListCustomProjectionsParams struct {
+	Name    string
+	Where   query.Expr
+	AfterID string
+	Limit   int
 }
 
 // ListTasksParams filter ListTasks. Empty fields match anything; Roles

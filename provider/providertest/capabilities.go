@@ -66,6 +66,14 @@ func (unsupported) GetCustomProjection(context.Context, string, string) (*provid
 	return nil, provider.ErrUnsupported
 }
 
+func (unsupported) CountInstances(context.Context, *provider.CountInstancesParams) ([]provider.GroupCount, error) {
+	return nil, provider.ErrUnsupported
+}
+
+func (unsupported) ListCustomProjections(context.Context, *provider.ListCustomProjectionsParams) ([]provider.CustomRecord, error) {
+	return nil, provider.ErrUnsupported
+}
+
 func (unsupported) ListDeadLetters(context.Context, *provider.ListDeadLettersParams) ([]provider.DeadLetter, error) {
 	return nil, provider.ErrUnsupported
 }

@@ -212,6 +212,20 @@ func (w faultyStore) GetCustomProjection(ctx context.Context, name, instanceID s
 	return v, err
 }
 
+// CountInstances injects faults around the wrapped call.
+func (w faultyStore) CountInstances(ctx context.Context, p *provider.CountInstancesParams) ([]provider.GroupCount, error) {
+	var v []provider.GroupCount
+	err := w.f.do(ctx, "CountInstances", func() (err error) { v, err = w.queries().CountInstances(ctx, p); return err })
+	return v, err
+}
+
+// ListCustomProjections injects faults around the wrapped call.
+func (w faultyStore) ListCustomProjections(ctx context.Context, p *provider.ListCustomProjectionsParams) ([]provider.CustomRecord, error) {
+	var v []provider.CustomRecord
+	err := w.f.do(ctx, "ListCustomProjections", func() (err error) { v, err = w.queries().ListCustomProjections(ctx, p); return err })
+	return v, err
+}
+
 // PurgeInstance injects faults around the wrapped call.
 func (w faultyStore) PurgeInstance(ctx context.Context, p *provider.PurgeInstanceParams) (*provider.Tombstone, error) {
 	var v *provider.Tombstone

@@ -49,6 +49,11 @@ type StartOptions struct {
 	Actor string
 	// Trace carries the caller's W3C traceparent.
 	Trace string
+	// SearchAttributes are the instance's first search attributes, by
+	// declared name ([Options.SearchAttributes]); each value must be of
+	// its declared type (ErrInvalidArgument otherwise). They are recorded
+	// in the start event.
+	SearchAttributes map[string]any
 }
 
 // Start starts a workflow instance and returns its id. The instance runs
@@ -579,6 +584,11 @@ type Instance struct {
 	LastSeq int64
 	// Failure is set for failed and terminated instances.
 	Failure *Failure
+	// SearchAttributes are the instance's search attributes: string,
+	// int64, float64, bool, time.Time or []string by declared type.
+	SearchAttributes map[string]any
+	// CustomStatusText is the custom status when it was set as a string.
+	CustomStatusText string
 
 	output       []byte
 	customStatus []byte

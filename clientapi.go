@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chronicleflow/chronicle/query"
 	"log/slog"
 	"reflect"
 
@@ -29,6 +30,7 @@ type Client interface {
 	Wait(ctx context.Context, instanceID string) (*Instance, error)
 	History(ctx context.Context, instanceID string) ([]Event, error)
 	ListInstances(ctx context.Context, f InstanceFilter) ([]*Instance, error)
+	CountInstances(ctx context.Context, f CountFilter) ([]Count, error)
 	Terminate(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Suspend(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Resume(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
@@ -76,6 +78,10 @@ type ClientOptions struct {
 	// NewID makes the ids the client draws: instance ids left empty,
 	// execution ids, message ids and default idempotency keys.
 	NewID func() string
+	// SearchAttributes declares the search attributes, as
+	// [Options.SearchAttributes]: a client checks the values it starts
+	// instances with, and parses queries, against them.
+	SearchAttributes map[string]query.Type
 }
 
 // client is the engine behind NewClient, seen through the Client

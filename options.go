@@ -3,6 +3,7 @@ package chronicle
 import (
 	"errors"
 	"fmt"
+	"github.com/chronicleflow/chronicle/query"
 	"log/slog"
 	"os"
 	"strconv"
@@ -75,6 +76,12 @@ type Options struct {
 	// activity for good. The text of a workflow or activity error is cut
 	// to it. Default 2 MiB.
 	MaxPayloadSize int
+	// SearchAttributes declares the search attributes instances can carry,
+	// by name, with their type; a value of another type is refused. Names
+	// are identifiers that are not built-in query fields
+	// ([query.ValidName]). Attributes are stored in plaintext so that the
+	// store can index them (docs/search.md).
+	SearchAttributes map[string]query.Type
 	// ShutdownTimeout bounds how long Run takes to return after its
 	// context ends: it waits for rounds and activities in flight, cancels
 	// those still running for the last quarter of it (at most the last

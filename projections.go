@@ -24,7 +24,7 @@ type ProjectionView = projector.View
 // as the events. Bump version when fold changes: stored records of older
 // versions are replaced the next time their instance runs, or by
 // RebuildProjections. Register projections before Run.
-func RegisterProjection[S any](e *Engine, name string, version int, fold func(state S, e *Event) (S, error)) error {
+func RegisterProjection[S any](e *Engine, name string, version int, fold func(state S, e *Event) (S, error), opts ...ProjectionOption) error {
 	if fold == nil {
 		return invalid("projection %s has a nil fold", name)
 	}
@@ -72,6 +72,11 @@ type InstanceFilter struct {
 	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound creation.
 	CreatedFrom time.Time
 	CreatedTo   time.Time
+	// Where is a filter in the query language (docs/search.md), for
+	// example "status = 'running' AND amount > 100". It narrows the other
+	// fields further; a text that does not parse is refused with
+	// ErrInvalidArgument.
+	Where string
 	// AfterID pages: pass the last id of the previous page.
 	AfterID string
 	// Limit bounds the page; zero means 100.

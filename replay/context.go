@@ -386,6 +386,15 @@ func (c *Context) SetCustomStatus(status any) error {
 	return nil
 }
 
+// UpsertSearchAttributes sets search attributes of the instance, by
+// declared name; a nil value unsets one. Each value must be of its declared
+// type, or nothing is recorded and the error wraps ErrInvalidArgument. The
+// change is an event of history, so it replays and is hash-chained like
+// any other.
+func (c *Context) UpsertSearchAttributes(attrs map[string]any) error {
+	return fmt.Errorf("chronicle: search attributes: not implemented yet")
+}
+
 // SideEffect runs fn once and records its result; replays return the
 // recorded result without running fn. out receives the result.
 func (c *Context) SideEffect(fn func() (any, error), out any) error {

@@ -35,3 +35,12 @@ func Of(t Type, v any) (Value, error) { return Value{}, errTodo }
 // ValidName reports whether name can be declared as an attribute: an
 // identifier of at most 64 bytes that is not a built-in field's name.
 func ValidName(name string) error { return errTodo }
+
+// SchemaOf returns the Schema of a map of declarations.
+func SchemaOf(decls map[string]Type) Schema {
+	return func(name string) (Type, bool) { t, ok := decls[name]; return t, ok && t != Invalid }
+}
+
+// ParseDeclarations parses declarations written "name:type,name:type"
+// (types as [ParseType] reads them), as the CLI takes them.
+func ParseDeclarations(s string) (map[string]Type, error) { return nil, errTodo }

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
-	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/internal/timeline"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

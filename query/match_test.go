@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"math"
+	"reflect"
+	"unicode/utf8"
+
 	"pgregory.net/rapid"
 )
 
@@ -374,6 +378,9 @@ func TestMatchProperty(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%q) (printed from %q): %v", e.String(), n.text, err)
 		}
+		if !reflect.DeepEqual(printed, e) {
+			t.Fatalf("%q printed %q, which parses to %q", n.text, e.String(), printed.String())
+		}
 		for range 4 {
 			r, m := genRecord(t)
 			want := n.eval(m)
@@ -382,6 +389,54 @@ func TestMatchProperty(t *testing.T) {
 			}
 			if got := Match(printed, r); got != want {
 				t.Fatalf("Match(%q, %v) = %v, want %v (printed form)", e.String(), m, got, want)
+			}
+		}
+	})
+}
+
+// TestStringRoundTripLiterals prints and parses back random literals of
+// every type: any finite float, any int64, any keyword within the limits,
+// any time of the years 1 to 9999 with nanoseconds.
+func TestStringRoundTripLiterals(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var src string
+		switch rapid.IntRange(0, 3).Draw(t, "type") {
+		case 0:
+			f := rapid.Float64().Filter(func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }).Draw(t, "float")
+			if rapid.Bool().Draw(t, "bits") {
+				f = math.Float64frombits(rapid.Uint64().Draw(t, "raw"))
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					f = 0
+				}
+			}
+			src = "amount = " + lit(f)
+		case 1:
+			src = "n = " + lit(rapid.Int64().Draw(t, "int"))
+		case 2:
+			s := rapid.StringOfN(rapid.Rune(), 0, 40, MaxKeywordBytes).Filter(func(s string) bool {
+				return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+			}).Draw(t, "keyword")
+			src = "customer = " + lit(s)
+		case 3:
+			sec := rapid.Int64Range(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()).Draw(t, "sec")
+			ns := rapid.Int64Range(0, 999999999).Draw(t, "ns")
+			src = "due = " + lit(time.Unix(sec, ns).UTC())
+		}
+		e, err := Parse(src, testSchema)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", src, err)
+		}
+		back, err := Parse(e.String(), testSchema)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", e.String(), err)
+		}
+		if !reflect.DeepEqual(back, e) {
+			t.Fatalf("%q printed %q, which parses to %#v", src, e.String(), back)
+		}
+		c := e.(*Cmp)
+		if c.Field.Type == Float {
+			if want, _ := strconv.ParseFloat(src[len("amount = "):], 64); math.Float64bits(c.Value.Float) != math.Float64bits(want) {
+				t.Fatalf("%q parsed as %v", src, c.Value.Float)
 			}
 		}
 	})

@@ -137,18 +137,20 @@ type Or struct{ Terms []Expr }
 // Not matches when X does not.
 type Not struct{ X Expr }
 
-// Cmp compares a field with a value of the field's type. A field without a
-// value (an attribute never set, CompletedAt of a running instance) makes
-// every comparison false, != included; NOT inverts the whole term. On a
-// KeywordList field, Eq means "holds" and Ne "does not hold" (and the list
-// is set).
+// Cmp compares a field with a value of the field's type (a Keyword for a
+// KeywordList field: an element). A field without a value (an attribute
+// never set, CompletedAt of a running instance) makes every comparison
+// false, != included; NOT inverts the whole term. On a KeywordList field,
+// Eq means "holds" and Ne "does not hold" (and the list is set); Parse
+// gives a KeywordList field no other operator.
 type Cmp struct {
 	Field Field
 	Op    Op
 	Value Value
 }
 
-// In matches a field equal to any of Values (on a KeywordList: holding any).
+// In matches a field equal to any of Values (on a KeywordList: holding any;
+// its Values are then Keywords). Parse gives at least one value.
 type In struct {
 	Field  Field
 	Values []Value

@@ -536,3 +536,37 @@ func TestUpsertLimit(t *testing.T) {
 	require.NotContains(t, attrs, "a00")
 	require.Equal(t, int64(64), attrs["a64"])
 }
+
+// TestWhereOnDeadStarts: an instance whose start was dead-lettered before
+// its first round is listed as pending when the filter matches what its
+// start gave, and not otherwise.
+func TestWhereOnDeadStarts(t *testing.T) {
+	t.Parallel()
+	b := searchSetup(t)
+	register(t, b.engine, "crash", func(*chronicle.Context, int) (int, error) { panic("boom") })
+	_, err := b.engine.Start(b.ctx, "crash", 0, &chronicle.StartOptions{InstanceID: "d-1", SearchAttributes: map[string]any{"customer": "ann"}})
+	require.NoError(t, err)
+	for range 5 {
+		b.advance(t, time.Minute)
+	}
+	inst := b.describe(t, "d-1")
+	require.Equal(t, chronicle.StatusPending, inst.Status)
+	require.NotEmpty(t, inst.Incident)
+	require.Equal(t, map[string]any{"customer": "ann"}, inst.SearchAttributes)
+
+	for where, want := range map[string][]string{
+		"customer = 'ann'":              {"d-1"},
+		"customer = 'bob'":              nil,
+		"workflow = 'crash'":            {"d-1"},
+		"status = 'running'":            nil,
+		"customer = 'ann' AND amount>1": nil,
+	} {
+		list, err := b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{Where: where})
+		require.NoError(t, err, where)
+		var ids []string
+		for _, in := range list {
+			ids = append(ids, in.ID)
+		}
+		require.Equal(t, want, ids, where)
+	}
+}

@@ -225,7 +225,11 @@ func explainGeneric(ctx context.Context, pool *pgxpool.Pool, sql string, args []
 			return "", err
 		}
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE "+name+"("+strings.Join(lits, ", ")+")", pgx.QueryExecModeSimpleProtocol)
+	exec := "EXECUTE " + name
+	if len(lits) > 0 {
+		exec += "(" + strings.Join(lits, ", ") + ")"
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+exec, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return "", err
 	}

@@ -76,10 +76,12 @@ const PreloadCustomers = 10_000
 
 // PreloadAttributes declares the search attributes that a preload with
 // attributes gives its copies: "customer" (a keyword, [PreloadCustomers]
-// values, written "customer-00042"), "amount" (a float, 0.00 to 999.99),
+// values, written "customer-00042"), "amount" (a float, 0.00 to 1,555.35),
 // "items" (an int, 1 to 7), "region" (a keyword, 8 values) and "express"
-// (a bool, one in five). Statuses are mixed: of every 20 copies, 15 are
-// completed, 2 running, 2 failed and 1 terminated.
+// (a bool, one in five). Statuses are mixed: of every 20 copies, about 15
+// are completed, 2 running, 2 failed and 1 terminated. All but the
+// customer are drawn from hashes of the copy's number, so that they are
+// independent of the customer and of each other.
 var PreloadAttributes = map[string]query.Type{
 	"customer": query.Keyword, "amount": query.Float, "items": query.Int, "region": query.Keyword, "express": query.Bool,
 }
@@ -87,13 +89,13 @@ var PreloadAttributes = map[string]query.Type{
 // preloadAttrsSQL is the attrs of copy k (migration 0006's layout).
 const preloadAttrsSQL = `jsonb_build_object(
     'customer', jsonb_build_object('k', 'customer-' || lpad(((k::bigint * 7919) % 10000)::text, 5, '0')),
-    'amount', jsonb_build_object('f', round(((k::bigint * 31) % 100000)::numeric / 100, 2)),
-    'items', jsonb_build_object('i', k % 7 + 1),
-    'region', jsonb_build_object('k', (ARRAY['af-south', 'ap-east', 'ap-south', 'eu-north', 'eu-west', 'sa-east', 'us-east', 'us-west'])[k % 8 + 1]),
-    'express', jsonb_build_object('b', k % 5 = 0))`
+    'amount', jsonb_build_object('f', round(((hashint4(k + 1)::bigint & 65535) % 100000)::numeric / 100 + (k % 10) * 100, 2)),
+    'items', jsonb_build_object('i', (hashint4(k + 2)::bigint & 65535) % 7 + 1),
+    'region', jsonb_build_object('k', (ARRAY['af-south', 'ap-east', 'ap-south', 'eu-north', 'eu-west', 'sa-east', 'us-east', 'us-west'])[(hashint4(k + 3)::bigint & 65535) % 8 + 1]),
+    'express', jsonb_build_object('b', (hashint4(k + 4)::bigint & 65535) % 5 = 0))`
 
 // preloadStatusSQL is the status of copy k.
-const preloadStatusSQL = `(CASE k % 20 WHEN 0 THEN 'failed' WHEN 1 THEN 'terminated' WHEN 2 THEN 'running' WHEN 3 THEN 'running' ELSE 'completed' END)`
+const preloadStatusSQL = `(CASE (hashint4(k)::bigint & 65535) % 20 WHEN 0 THEN 'failed' WHEN 1 THEN 'terminated' WHEN 2 THEN 'running' WHEN 3 THEN 'running' ELSE 'completed' END)`
 
 // PreloadPostgresWith is [PreloadPostgres] with options.
 func PreloadPostgresWith(ctx context.Context, store *postgres.Store, n int, opts PreloadOptions) (*PreloadResult, error) {

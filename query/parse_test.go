@@ -181,7 +181,7 @@ func TestParseErrors(t *testing.T) {
 		{"amount =", 8, "want a number for amount"},
 		{"amount = 'x'", 9, "want a number for amount, a float field"},
 		{"amount = 1e999", 9, "out of range"},
-		{"n = 1.5", 4, "want an integer for n, a int field"},
+		{"n = 1.5", 4, "want an integer for n, an int field"},
 		{"n = 1e3", 4, "want an integer"},
 		{"n = 9223372036854775808", 4, "out of range"},
 		{"n = '1'", 4, "want an integer"},

@@ -24,7 +24,7 @@ import (
 // order against collation, int64 against float64, microseconds, LIKE and
 // regular-expression characters).
 var (
-	genKeywords = []string{"a", "A", "B", "Z", "ab", "a b", "b", "é", "z", "O'Brien", "100%", "a_c", "$x", ".*"}
+	genKeywords = []string{"", "a", "A", "B", "Z", "ab", "a b", "b", "é", "z", "O'Brien", "100%", "a_c", "$x", ".*"}
 	genPrefixes = []string{"a", "A", "é", "O'", "100%", "a_", "$", ".", "B", "wa", "C-", "z", "ab"}
 	genInts     = []int64{math.MinInt64, -7, -1, 0, 1, 3, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64}
 	genFloats   = []float64{-2.25, -1, 0, 0.5, 2, 3.75, 1e15}
@@ -32,7 +32,7 @@ var (
 		base.Add(-24 * time.Hour), base, base.Add(time.Microsecond), base.Add(time.Hour), base.Add(999999 * time.Microsecond),
 	}
 	genDates        = []string{"2026-11-22", "2026-11-23", "2026-11-21"}
-	genListElements = []string{"a", "b", "a b", "é", "B", "c"}
+	genListElements = []string{"", "a", "b", "a b", "é", "B", "c"}
 	genWorkflows    = []string{"order", "invoice", "Order"}
 	genStatuses     = []provider.Status{provider.StatusRunning, provider.StatusSuspended, provider.StatusCompleted, provider.StatusFailed, provider.StatusTerminated}
 	genCustom       = []string{"", "waiting", "wait", "Waiting"}
@@ -196,13 +196,13 @@ func genLiteral(t *rapid.T, f searchField) string {
 				pool[i] = string(s)
 			}
 		case "custom_status":
-			pool = genCustom[1:]
+			pool = genCustom
 		case "business_key":
-			pool = genKeys[1:]
+			pool = genKeys
 		case "version":
 			pool = genVersions
 		case "parent_id":
-			pool = []string{"p-1", "p-2", "p-3"}
+			pool = []string{"", "p-1", "p-2", "p-3"}
 		case "tags":
 			pool = genListElements
 		}

@@ -18,6 +18,7 @@ import (
 func appendSnapshot(b []byte, s *Snapshot) []byte {
 	n := 2 + mpack.Count(s.ExecutionID != "", s.ExecutionStartSeq != 0, len(s.Executions) > 0, s.Name != "", s.Version != "",
 		s.Status != "", s.Ended, s.BusinessKey != "", len(s.BusinessParts) > 0, s.Parent != nil, len(s.CustomStatus) > 0,
+		s.CustomStatusText != "", len(s.Attributes) > 0,
 		!s.CreatedAt.IsZero(), !s.UpdatedAt.IsZero(), !s.CompletedAt.IsZero(), len(s.Output) > 0, s.Failure != nil,
 		s.LastError != "", len(s.LastHash) > 0, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
 	b = mpack.AppendMapLen(b, n)
@@ -65,6 +66,12 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	}
 	if len(s.CustomStatus) > 0 {
 		b = mpack.AppendBin(mpack.AppendStr(b, "custom_status"), s.CustomStatus)
+	}
+	if s.CustomStatusText != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, "custom_status_text"), s.CustomStatusText)
+	}
+	if len(s.Attributes) > 0 {
+		b = s.Attributes.AppendMsgpack(mpack.AppendStr(b, "attributes"))
 	}
 	if !s.CreatedAt.IsZero() {
 		b = mpack.AppendTime(mpack.AppendStr(b, "created_at"), s.CreatedAt)
@@ -203,14 +210,22 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 		case 10:
 			s.CustomStatus = r.Bin()
 		case 11:
-			s.CreatedAt = r.Time()
+			s.CustomStatusText = r.Str()
 		case 12:
-			s.UpdatedAt = r.Time()
+			m, n, ok := history.ReadSearchAttributeMap(r.Buf[r.Off:])
+			if !ok {
+				return false
+			}
+			s.Attributes, r.Off = m, r.Off+n
 		case 13:
-			s.CompletedAt = r.Time()
+			s.CreatedAt = r.Time()
 		case 14:
-			s.Output = r.Bin()
+			s.UpdatedAt = r.Time()
 		case 15:
+			s.CompletedAt = r.Time()
+		case 16:
+			s.Output = r.Bin()
+		case 17:
 			f := &history.Failure{}
 			fnext := 0
 			for n := r.MapLen(); n > 0 && r.OK; n-- {
@@ -226,15 +241,15 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 			}
 			s.Failure = f
-		case 16:
-			s.LastError = r.Str()
-		case 17:
-			s.LastSeq = r.Int()
 		case 18:
-			s.LastHash = r.Bin()
+			s.LastError = r.Str()
 		case 19:
-			w.Activities = readPendingNames(&r)
+			s.LastSeq = r.Int()
 		case 20:
+			s.LastHash = r.Bin()
+		case 21:
+			w.Activities = readPendingNames(&r)
+		case 22:
 			n := r.ArrayLen()
 			if n == 0 || n > len(r.Buf)-r.Off {
 				return false
@@ -250,9 +265,9 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 				w.Timers[i].At = r.Time()
 			}
-		case 21:
+		case 23:
 			w.SubWorkflows = readPendingNames(&r)
-		case 22:
+		case 24:
 			w.Signals = readPendingNames(&r)
 		}
 	}
@@ -262,7 +277,7 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 // The keys decodeSnapshotWire reads, in declaration order.
 var (
 	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
-		"business_key", "parent", "custom_status", "created_at", "updated_at", "completed_at", "output", "failure",
+		"business_key", "parent", "custom_status", "custom_status_text", "attributes", "created_at", "updated_at", "completed_at", "output", "failure",
 		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows", "signals"}
 	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
 	failureFields = []string{"message", "type", "non_retryable", "details"}

@@ -105,8 +105,26 @@ func runBench(c *cli, cmd *command, args []string) error {
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	checkpoints := fs.Duration("checkpoints", 0, "sign checkpoints with a fresh key at this interval (1s, say) while the workloads run; 0: none")
 	preload := fs.Int("preload", 0, "PostgreSQL: fill each workload's schema with this many ended W1 instances and their histories before it runs (with --schema, ones already there count)")
+	attributes := fs.Bool("attributes", false, "declare search attributes (customer, amount, items, region, express) and start W1, W2 and BACKLOG workflows with a value of each")
+	queries := fs.Bool("query", false, "PostgreSQL: time the search queries (one customer's completed orders in a created_at range, first 50; a count by status) on a schema preloaded (--preload) with attributes; runs no workload unless --workload names some")
+	queryRuns := fs.Int("query-runs", 11, "with --query: timed runs of each query (the median is reported)")
+	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *queries {
+		if !isPostgres(c.storeURL) {
+			return usagef(cmd, "--query needs a postgres:// store")
+		}
+		if *preload <= 0 && c.schema == "" {
+			return usagef(cmd, "--query needs --preload N (or --schema naming a preloaded schema)")
+		}
+		if err := c.queryBench(*keep, *preload, *queryRuns, *explain); err != nil {
+			return err
+		}
+		if len(workloads) == 0 {
+			return nil
+		}
 	}
 	if len(workloads) == 0 {
 		workloads = listFlag{bench.W1, bench.W2, bench.W3}
@@ -155,7 +173,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if pg != nil {
 			before = c.dbWork(pg)
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes})
 		var work *bench.DBWork
 		if err == nil && before != nil {
 			if after := c.dbWork(pg); after != nil {
@@ -220,16 +238,75 @@ func runBench(c *cli, cmd *command, args []string) error {
 	return nil
 }
 
+// queryBench preloads a schema with n instances carrying search
+// attributes, vacuums and analyzes it as autovacuum would, and prints the
+// timings of the search queries (and their plans).
+func (c *cli) queryBench(keep bool, n, runs int, explain bool) error {
+	store, done, err := c.benchStore(keep)
+	if err != nil {
+		return err
+	}
+	defer done()
+	pg := store.(*postgres.Store)
+	if n > 0 {
+		if _, err := c.preloadWith(pg, n, true); err != nil {
+			return err
+		}
+	}
+	begin := time.Now()
+	if _, err := pg.Pool().Exec(c.ctx, "VACUUM (ANALYZE) "+pgx.Identifier{pg.Schema(), "instances"}.Sanitize()); err != nil {
+		return fmt.Errorf("vacuum the preloaded instances: %w", err)
+	}
+	fmt.Fprintf(c.stderr, "chronicle: VACUUM (ANALYZE) of instances took %.1fs\n", time.Since(begin).Seconds())
+	res, err := bench.QueryBench(c.ctx, pg, bench.QueryConfig{Runs: runs, Explain: explain})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		type timing struct {
+			Query    string  `json:"query"`
+			Mode     string  `json:"plan_mode"`
+			Median   float64 `json:"median_ms"`
+			Min      float64 `json:"min_ms"`
+			Max      float64 `json:"max_ms"`
+			Rows     int     `json:"rows"`
+			Runs     int     `json:"runs"`
+			Instance int64   `json:"instances"`
+		}
+		var out []timing
+		for _, t := range res.Timings {
+			out = append(out, timing{t.Query, t.Mode, millis(t.Median), millis(t.Min), millis(t.Max), t.Rows, runs, res.Instances})
+		}
+		return c.printJSON(out)
+	}
+	fmt.Fprintf(c.stdout, "search queries on %d instances, %d timed runs each\n", res.Instances, runs)
+	fmt.Fprintf(c.stdout, "%-40s %-8s %10s %10s %10s %6s\n", "QUERY", "PLANS", "MEDIAN", "MIN", "MAX", "ROWS")
+	for _, t := range res.Timings {
+		fmt.Fprintf(c.stdout, "%-40s %-8s %8.2fms %8.2fms %8.2fms %6d\n", t.Query, t.Mode, millis(t.Median), millis(t.Min), millis(t.Max), t.Rows)
+	}
+	for _, name := range []string{bench.QuerySelective, bench.QueryCountByStatus} {
+		if plan, ok := res.Plans[name]; ok {
+			fmt.Fprintf(c.stdout, "\nplan of %s (plan_cache_mode = force_generic_plan):\n%s\n", name, plan)
+		}
+	}
+	return nil
+}
+
 // preload fills the bench schema of store with n ended instances,
 // reporting progress on stderr, and returns how many it holds.
 func (c *cli) preload(store *postgres.Store, n int) (int, error) {
+	return c.preloadWith(store, n, false)
+}
+
+// preloadWith is preload, with search attributes when attrs is set.
+func (c *cli) preloadWith(store *postgres.Store, n int, attrs bool) (int, error) {
 	last := time.Now()
-	res, err := bench.PreloadPostgres(c.ctx, store, n, func(done int) {
+	res, err := bench.PreloadPostgresWith(c.ctx, store, n, bench.PreloadOptions{Attributes: attrs, Progress: func(done int) {
 		if time.Since(last) >= 10*time.Second {
 			last = time.Now()
 			fmt.Fprintf(c.stderr, "chronicle: preloaded %d of %d instances\n", done, n)
 		}
-	})
+	}})
 	if err != nil {
 		return 0, err
 	}

@@ -61,6 +61,23 @@ type Config struct {
 	// Checkpoints, when positive, has the engine sign checkpoints with a
 	// fresh Ed25519 key at this interval (and EndDelay) while it runs.
 	Checkpoints time.Duration
+	// Attributes declares [PreloadAttributes] and starts each workflow of
+	// W1, W2 and BACKLOG with a value of each ([StartAttributes]), so that
+	// every record the rounds write carries them.
+	Attributes bool
+}
+
+// StartAttributes are the search attributes of the i-th workflow a run
+// with Config.Attributes starts: the attributes of a preloaded copy.
+func StartAttributes(i int) map[string]any {
+	regions := []string{"af-south", "ap-east", "ap-south", "eu-north", "eu-west", "sa-east", "us-east", "us-west"}
+	return map[string]any{
+		"customer": fmt.Sprintf("customer-%05d", (i*7919)%PreloadCustomers),
+		"amount":   float64((i*31)%100000) / 100,
+		"items":    i%7 + 1,
+		"region":   regions[i%8],
+		"express":  i%5 == 0,
+	}
 }
 
 // Result is what a run measured.
@@ -164,6 +181,9 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
 		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
 	}
+	if c.Attributes {
+		opts.SearchAttributes = PreloadAttributes
+	}
 	if c.Checkpoints > 0 {
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -211,6 +231,9 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 			reqs := make([]chronicle.StartRequest, c.Instances)
 			for i := range reqs {
 				reqs[i] = chronicle.StartRequest{Workflow: name, Input: i}
+				if c.Attributes {
+					reqs[i].Options = &chronicle.StartOptions{SearchAttributes: StartAttributes(i)}
+				}
 			}
 			if ids, err = e.StartMany(ctx, reqs); err != nil {
 				return nil, err
@@ -220,7 +243,11 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 			}
 		} else {
 			for i := range ids {
-				if ids[i], err = e.Start(ctx, name, i, nil); err != nil {
+				var so *chronicle.StartOptions
+				if c.Attributes {
+					so = &chronicle.StartOptions{SearchAttributes: StartAttributes(i)}
+				}
+				if ids[i], err = e.Start(ctx, name, i, so); err != nil {
 					return nil, err
 				}
 				started[i] = time.Now()

@@ -113,3 +113,9 @@ func BenchmarkPostgresW3Signal(b *testing.B)   { benchmark(b, postgresStore, ben
 func BenchmarkPostgresW1Checkpoints(b *testing.B) {
 	benchmarkWith(b, postgresStore, bench.Config{Workload: bench.W1, Checkpoints: time.Second})
 }
+
+// BenchmarkPostgresW1Attributes is W1 with five search attributes given
+// at each start (compare with BenchmarkPostgresW1Sequence).
+func BenchmarkPostgresW1Attributes(b *testing.B) {
+	benchmarkWith(b, postgresStore, bench.Config{Workload: bench.W1, Attributes: true})
+}

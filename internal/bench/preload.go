@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // PreloadPrefix starts the id of every instance [PreloadPostgres] writes.
@@ -53,6 +54,52 @@ type PreloadResult struct {
 // call with the same n adds nothing. progress, when not nil, is called
 // after each chunk with the number of preloaded instances so far.
 func PreloadPostgres(ctx context.Context, store *postgres.Store, n int, progress func(done int)) (*PreloadResult, error) {
+	return PreloadPostgresWith(ctx, store, n, PreloadOptions{Progress: progress})
+}
+
+// PreloadOptions are the options of [PreloadPostgresWith].
+type PreloadOptions struct {
+	// Progress, when not nil, is called after each chunk with the number
+	// of preloaded instances so far.
+	Progress func(done int)
+	// Attributes gives each copy search attributes ([PreloadAttributes])
+	// and one of several statuses, so that queries have something to
+	// find (see [QueryBench]).
+	Attributes bool
+}
+
+// PreloadCustomers is how many distinct values the preloaded "customer"
+// attribute takes: copy k is an order of customer (k × 7919) mod
+// PreloadCustomers, so each customer's orders spread evenly over the
+// preload's span of time.
+const PreloadCustomers = 10_000
+
+// PreloadAttributes declares the search attributes that a preload with
+// attributes gives its copies: "customer" (a keyword, [PreloadCustomers]
+// values, written "customer-00042"), "amount" (a float, 0.00 to 1,555.35),
+// "items" (an int, 1 to 7), "region" (a keyword, 8 values) and "express"
+// (a bool, one in five). Statuses are mixed: of every 20 copies, about 15
+// are completed, 2 running, 2 failed and 1 terminated. All but the
+// customer are drawn from hashes of the copy's number, so that they are
+// independent of the customer and of each other.
+var PreloadAttributes = map[string]query.Type{
+	"customer": query.Keyword, "amount": query.Float, "items": query.Int, "region": query.Keyword, "express": query.Bool,
+}
+
+// preloadAttrsSQL is the attrs of copy k (migration 0006's layout).
+const preloadAttrsSQL = `jsonb_build_object(
+    'customer', jsonb_build_object('k', 'customer-' || lpad(((k::bigint * 7919) % 10000)::text, 5, '0')),
+    'amount', jsonb_build_object('f', round(((hashint4(k + 1)::bigint & 65535) % 100000)::numeric / 100 + (k % 10) * 100, 2)),
+    'items', jsonb_build_object('i', (hashint4(k + 2)::bigint & 65535) % 7 + 1),
+    'region', jsonb_build_object('k', (ARRAY['af-south', 'ap-east', 'ap-south', 'eu-north', 'eu-west', 'sa-east', 'us-east', 'us-west'])[(hashint4(k + 3)::bigint & 65535) % 8 + 1]),
+    'express', jsonb_build_object('b', (hashint4(k + 4)::bigint & 65535) % 5 = 0))`
+
+// preloadStatusSQL is the status of copy k.
+const preloadStatusSQL = `(CASE (hashint4(k)::bigint & 65535) % 20 WHEN 0 THEN 'failed' WHEN 1 THEN 'terminated' WHEN 2 THEN 'running' WHEN 3 THEN 'running' ELSE 'completed' END)`
+
+// PreloadPostgresWith is [PreloadPostgres] with options.
+func PreloadPostgresWith(ctx context.Context, store *postgres.Store, n int, opts PreloadOptions) (*PreloadResult, error) {
+	progress := opts.Progress
 	if n < 0 {
 		return nil, fmt.Errorf("%w: n is %d, want at least 0", ErrPreload, n)
 	}
@@ -83,7 +130,7 @@ ORDER BY instance_id DESC LIMIT 1`, PreloadPrefix, PreloadPrefix+"~").Scan(&last
 	if res.Template, err = preloadTemplate(ctx, store); err != nil {
 		return nil, err
 	}
-	tables, err := templateTables(ctx, pool, store.Schema(), res.Template)
+	tables, err := templateTables(ctx, pool, store.Schema(), res.Template, opts.Attributes)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +211,7 @@ var queueTables = []string{"messages", "activity_tasks"}
 // templateTables lists the tables of schema with an instance_id column in
 // which the template has rows, and builds their copy statements from the
 // catalog, so that columns added by later migrations are copied too.
-func templateTables(ctx context.Context, pool *pgxpool.Pool, schema, template string) ([]preloadTable, error) {
+func templateTables(ctx context.Context, pool *pgxpool.Pool, schema, template string, attrs bool) ([]preloadTable, error) {
 	rows, err := pool.Query(ctx, `
 SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum), array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY a.attnum)
 FROM pg_class c
@@ -211,7 +258,7 @@ ORDER BY c.relname = 'instances' DESC, c.relname`, schema)
 				return nil, fmt.Errorf("%w: the template %s still has rows in %s: it has not ended", ErrPreload, template, q)
 			}
 		}
-		out = append(out, preloadTable{name: t.name, copySQL: copySQL(ident, tbl, t.cols, t.types)})
+		out = append(out, preloadTable{name: t.name, copySQL: copySQL(ident, tbl, t.cols, t.types, attrs && t.name == "instances")})
 	}
 	if len(out) == 0 || out[0].name != "instances" {
 		return nil, fmt.Errorf("%w: the template %s has no instance row", ErrPreload, template)
@@ -222,7 +269,8 @@ ORDER BY c.relname = 'instances' DESC, c.relname`, schema)
 // copySQL returns the statement copying the template's rows of a table
 // for copies $2 to $3: ids are derived from the copy's number k, so that
 // every copy is an instance of its own with keys of the template's shape.
-func copySQL(schema, table string, cols, types []string) string {
+// With attrs, the copies' search attributes and statuses are set too.
+func copySQL(schema, table string, cols, types []string, attrs bool) string {
 	const (
 		idOf   = `'` + PreloadPrefix + `' || lpad(to_hex(k), 12, '0')`
 		execOf = `'00000000-0000-7001-8000-' || lpad(to_hex(k), 12, '0')`
@@ -231,6 +279,10 @@ func copySQL(schema, table string, cols, types []string) string {
 	for i, c := range cols {
 		col := "r." + pgx.Identifier{c}.Sanitize()
 		switch {
+		case attrs && c == "attrs":
+			exprs[i] = preloadAttrsSQL
+		case attrs && c == "status":
+			exprs[i] = preloadStatusSQL
 		case c == "instance_id":
 			exprs[i] = idOf
 		case c == "execution_id":

@@ -12,16 +12,26 @@ import (
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // BenchmarkRound measures transactional rounds of the shape the runner
 // runs: dequeue one instance's message, load its history, append an
 // event, save the snapshot and instance record, enqueue a follow-up
 // message and ack, in one transaction. Messages are queued beforehand, one
-// instance each.
+// instance each. With attributes=5 the record carries five search
+// attributes, as W1 with attributes writes them.
 func BenchmarkRound(b *testing.B) {
-	for _, parallelism := range []int{1, 4} {
-		b.Run(fmt.Sprintf("parallelism=%d", parallelism), func(b *testing.B) {
+	attrs := map[string]query.Value{
+		"customer": {Type: query.Keyword, Str: "customer-07919"}, "amount": {Type: query.Float, Float: 123.45},
+		"items": {Type: query.Int, Int: 3}, "region": {Type: query.Keyword, Str: "eu-west"}, "express": {Type: query.Bool, Bool: true},
+	}
+	for _, c := range []struct {
+		parallelism int
+		attrs       map[string]query.Value
+	}{{1, nil}, {1, attrs}, {4, nil}, {4, attrs}} {
+		parallelism := c.parallelism
+		b.Run(fmt.Sprintf("parallelism=%d/attributes=%d", parallelism, len(c.attrs)), func(b *testing.B) {
 			url := pgtest.URL(b)
 			if strings.Contains(url, "?") {
 				url += "&pool_max_conns=16"
@@ -39,7 +49,7 @@ func BenchmarkRound(b *testing.B) {
 				}
 				require.NoError(b, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: base}))
 			}
-			record := &provider.InstanceRecord{Name: "bench", Status: provider.StatusRunning, CreatedAt: base, UpdatedAt: base}
+			record := &provider.InstanceRecord{Name: "bench", Status: provider.StatusRunning, CreatedAt: base, UpdatedAt: base, Attributes: c.attrs}
 			b.SetParallelism(parallelism)
 			b.ReportAllocs()
 			b.ResetTimer()

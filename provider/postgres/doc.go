@@ -39,7 +39,10 @@
 //
 //   - instances: one row per instance. Its row lock is the instance lock of
 //     a round; it holds the abandon hold, the incident, the runtime snapshot
-//     and the instance record.
+//     and the instance record, with its search attributes (attrs, a jsonb
+//     object of type-tagged values, under a GIN jsonb_path_ops index) and
+//     the custom status text. Search filters are compiled to SQL with bind
+//     parameters only (where.go).
 //   - history: the append-only log, primary key (instance_id, seq), with a
 //     unique index on (instance_id, execution_id, class, correlation_id) for
 //     events that have an idempotency key. The event column holds

@@ -19,6 +19,7 @@ import (
 var recordColumns = []string{
 	"execution_id", "name", "version", "status", "business_key", "business_parts", "custom_status",
 	"parent_id", "created_at", "updated_at", "completed_at", "output", "failure", "last_error",
+	"attrs", "custom_status_text",
 }
 
 // saveInstanceSQL upserts the snapshot ($2, folded to $3) and the record
@@ -83,8 +84,7 @@ WHERE (EXCLUDED.version = c.version AND EXCLUDED.seq > c.seq) OR (EXCLUDED.versi
 
 // recordSelect reads an instance record; scanRecord takes its columns.
 const recordSelect = `
-SELECT instance_id, record_seq, execution_id, name, version, status, business_key, business_parts, custom_status,
-    parent_id, created_at, updated_at, completed_at, output, failure, last_error, incident
+SELECT ` + recordColumnsSQL + `
 FROM {{schema}}.instances`
 
 const getInstanceSQL = recordSelect + `
@@ -136,9 +136,14 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 				return fmt.Errorf("postgres: encode failure of %s: %w", p.InstanceID, err)
 			}
 		}
+		attrs, err := encodeAttrs(r.Attributes)
+		if err != nil {
+			return fmt.Errorf("postgres: encode search attributes of %s: %w", p.InstanceID, err)
+		}
 		rec = []any{
 			r.ExecutionID, r.Name, r.Version, string(r.Status), r.BusinessKey, parts, r.CustomStatus,
 			r.ParentID, nullTime(r.CreatedAt), nullTime(r.UpdatedAt), nullTime(r.CompletedAt), r.Output, failure, r.LastError,
+			attrs, r.CustomStatusText,
 		}
 	}
 	if snapshot != nil || recordSeq != nil {
@@ -182,11 +187,12 @@ func scanRecord(row pgx.Row) (*provider.InstanceRecord, error) {
 	r := &provider.InstanceRecord{}
 	var (
 		status                      string
-		parts, failure              []byte
+		parts, failure, attrs       []byte
 		created, updated, completed *time.Time
 	)
 	err := row.Scan(&r.InstanceID, &r.LastSeq, &r.ExecutionID, &r.Name, &r.Version, &status, &r.BusinessKey, &parts,
-		&r.CustomStatus, &r.ParentID, &created, &updated, &completed, &r.Output, &failure, &r.LastError, &r.Incident)
+		&r.CustomStatus, &r.ParentID, &created, &updated, &completed, &r.Output, &failure, &r.LastError, &r.Incident,
+		&attrs, &r.CustomStatusText)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +202,9 @@ func scanRecord(row pgx.Row) (*provider.InstanceRecord, error) {
 		if err := json.Unmarshal(parts, &r.BusinessParts); err != nil {
 			return nil, fmt.Errorf("instance %s: decode business parts: %w", r.InstanceID, err)
 		}
+	}
+	if r.Attributes, err = decodeAttrs(attrs); err != nil {
+		return nil, fmt.Errorf("instance %s: %w", r.InstanceID, err)
 	}
 	if failure != nil {
 		r.Failure = &history.Failure{}

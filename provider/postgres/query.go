@@ -12,20 +12,6 @@ import (
 	"github.com/chronicleflow/chronicle/provider"
 )
 
-// listInstancesSQL filters instance records. A NULL time counts as the
-// zero time (before any bound), as in the other providers.
-const listInstancesSQL = recordSelect + `
-WHERE record_seq IS NOT NULL AND instance_id > $1
-  AND ($2 = '' OR status = $2)
-  AND ($3 = '' OR name = $3)
-  AND ($4 = '' OR business_key = $4)
-  AND ($5::timestamptz IS NULL OR coalesce(created_at, '-infinity') >= $5)
-  AND ($6::timestamptz IS NULL OR coalesce(created_at, '-infinity') < $6)
-  AND ($7::timestamptz IS NULL OR coalesce(updated_at, '-infinity') < $7)
-  AND (coalesce(cardinality($8::text[]), 0) = 0 OR status = ANY ($8))
-ORDER BY instance_id
-LIMIT $9`
-
 const taskSelect = `
 SELECT task_id, instance_id, execution_id, name, status, assignee, roles, payload, result,
     due, created_at, updated_at, completed_at, seq
@@ -134,29 +120,6 @@ func limitOf(n int) int {
 		return 100
 	}
 	return n
-}
-
-// ListInstances implements provider.Store.
-func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
-	var statuses []string
-	if p.Terminal {
-		statuses = terminalStatuses
-	}
-	rows, err := s.pool.Query(ctx, s.sql.listInstances, p.AfterID, string(p.Status), p.Name, p.BusinessKey,
-		nullTime(p.CreatedFrom), nullTime(p.CreatedTo), nullTime(p.UpdatedBefore), statuses, limitOf(p.Limit))
-	if err != nil {
-		return nil, failf(err, "list instances")
-	}
-	defer rows.Close()
-	var out []provider.InstanceRecord
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, failf(err, "list instances")
-		}
-		out = append(out, *r)
-	}
-	return out, failf(rows.Err(), "list instances")
 }
 
 // scanTask reads the columns of taskSelect.

@@ -191,7 +191,7 @@ type statements struct {
 	nextOrchestration, nextActivity                            string
 	loadHistory, appendHistory, historyTail, historyHead       string
 	saveInstance, saveTask, saveTaskEvent, saveCustom          string
-	getInstance, getSnapshot, listInstances                    string
+	getInstance, getSnapshot                                   string
 	getTask, listTasks, listTaskEvents, getCustom              string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
@@ -232,7 +232,7 @@ func newStatements(schema string) *statements {
 		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL), historyHead: q(historyHeadSQL),
 		saveInstance: q(saveInstanceSQL), saveTask: q(saveTaskSQL),
 		saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
-		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL), listInstances: q(listInstancesSQL),
+		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL),
 		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL), getCustom: q(getCustomSQL),
 		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),

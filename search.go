@@ -225,8 +225,8 @@ func ForWorkflows(names ...string) ProjectionOption {
 // the instance record, queryable like attributes set by the workflow, over
 // which they win; a nil value leaves the workflow's own. They are derived
 // from history, so a rebuild derives them again. A value that is not
-// declared or not of its declared type fails the round, as a fold error
-// does.
+// declared or not of its declared type, or more than MaxSearchAttributes
+// with the workflow's, fails the round, as a fold error does.
 func ProjectionAttributes[S any](attrs func(state S) map[string]any) ProjectionOption {
 	return projectionOption(func(c *projectionConfig) {
 		c.attributes = func(state any) (map[string]any, error) {

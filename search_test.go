@@ -570,3 +570,30 @@ func TestWhereOnDeadStarts(t *testing.T) {
 		require.Equal(t, want, ids, where)
 	}
 }
+
+// TestDerivedAttributesLimit: attributes a projection derives count
+// towards MaxSearchAttributes; a round that would store more fails.
+func TestDerivedAttributesLimit(t *testing.T) {
+	t.Parallel()
+	decls := map[string]query.Type{}
+	start := map[string]any{}
+	for i := range chronicle.MaxSearchAttributes + 1 {
+		decls[fmt.Sprintf("a%02d", i)] = query.Int
+		if i < chronicle.MaxSearchAttributes {
+			start[fmt.Sprintf("a%02d", i)] = i
+		}
+	}
+	b := setup(t, chronicle.Options{SearchAttributes: decls})
+	register(t, b.engine, "noop", func(*chronicle.Context, int) (int, error) { return 0, nil })
+	require.NoError(t, chronicle.RegisterProjection(b.engine, "extra", 1,
+		func(s int, _ *chronicle.Event) (int, error) { return s + 1, nil },
+		chronicle.ProjectionAttributes(func(s int) map[string]any { return map[string]any{"a64": s, "a00": 1} })))
+	_, err := b.engine.Start(b.ctx, "noop", 0, &chronicle.StartOptions{InstanceID: "n-1", SearchAttributes: start})
+	require.NoError(t, err)
+	for range 5 {
+		b.advance(t, time.Minute)
+	}
+	inst := b.describe(t, "n-1")
+	require.Equal(t, chronicle.StatusPending, inst.Status)
+	require.Contains(t, inst.Incident, "at most 64")
+}

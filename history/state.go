@@ -45,6 +45,10 @@ type SearchAttributesUpserted struct {
 	Attributes SearchAttributeMap `msgpack:"attributes" json:"attributes"`
 }
 
+// MaxSearchAttributes bounds the search attributes of one instance: those
+// of its execution and those its projections derive, together.
+const MaxSearchAttributes = 64
+
 // SearchAttributeMap holds search attribute values by name. It encodes
 // its entries in the order of their names, so that equal maps encode to
 // equal bytes (the reflective encoder writes other maps in Go's random

@@ -382,6 +382,9 @@ func (p *Projector) FoldAt(instanceID string, events []history.Event, seq int64)
 	if snap.Started() {
 		v.Instance = snap.Record()
 		round.MergeAttributes(v.Instance, out.Attributes)
+		if n := len(v.Instance.Attributes); n > history.MaxSearchAttributes {
+			return nil, fmt.Errorf("projector: %s has %d search attributes with those the projections derive, at most %d allowed", instanceID, n, history.MaxSearchAttributes)
+		}
 	}
 	return v, nil
 }

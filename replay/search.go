@@ -16,7 +16,7 @@ import (
 var ErrInvalidArgument = errors.New("chronicle: invalid argument")
 
 // MaxSearchAttributes bounds the search attributes of one instance.
-const MaxSearchAttributes = 64
+const MaxSearchAttributes = history.MaxSearchAttributes
 
 // SearchAttributeValues converts search attribute values given as Go
 // values to typed values by their declared types (decls): an undeclared

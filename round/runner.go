@@ -765,6 +765,9 @@ func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []
 	entry.projState = out.Cached
 	p.Tasks, p.TaskEvents, p.Custom = out.Tasks, out.TaskEvents, out.Custom
 	MergeAttributes(p.Instance, out.Attributes)
+	if n := len(p.Instance.Attributes); n > history.MaxSearchAttributes {
+		return nil, fmt.Errorf("project %s: %d search attributes with those the projections derive, at most %d allowed", snap.InstanceID, n, history.MaxSearchAttributes)
+	}
 	return p, nil
 }
 

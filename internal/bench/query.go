@@ -230,11 +230,16 @@ func explainGeneric(ctx context.Context, pool *pgxpool.Pool, sql string, args []
 		return "", err
 	}
 	defer func() { _ = conn.Conn().Deallocate(context.WithoutCancel(ctx), name) }()
-	lits := make([]string, len(args))
-	for i, a := range args {
-		if lits[i], err = sqlLiteral(a); err != nil {
+	var lits []string
+	for _, a := range args {
+		if _, ok := a.(pgx.QueryExecMode); ok {
+			continue // how the store sent it, not an argument
+		}
+		lit, err := sqlLiteral(a)
+		if err != nil {
 			return "", err
 		}
+		lits = append(lits, lit)
 	}
 	exec := "EXECUTE " + name
 	if len(lits) > 0 {

@@ -73,12 +73,19 @@ func QueryBench(ctx context.Context, store *postgres.Store, c QueryConfig) (*Que
 	// The span of the preload's creation times: copy 1 is the oldest,
 	// the newest the highest.
 	pool, ident := store.Pool(), pgx.Identifier{store.Schema()}.Sanitize()
-	var first, last time.Time
+	var (
+		first, last time.Time
+		withAttrs   bool
+	)
 	err := pool.QueryRow(ctx, `SELECT (SELECT created_at FROM `+ident+`.instances WHERE instance_id >= $1 ORDER BY instance_id LIMIT 1),
-       (SELECT created_at FROM `+ident+`.instances WHERE instance_id >= $1 AND instance_id < $2 ORDER BY instance_id DESC LIMIT 1)`,
-		PreloadPrefix, PreloadPrefix+"~").Scan(&first, &last)
+       (SELECT created_at FROM `+ident+`.instances WHERE instance_id >= $1 AND instance_id < $2 ORDER BY instance_id DESC LIMIT 1),
+       (SELECT attrs IS NOT NULL FROM `+ident+`.instances WHERE instance_id >= $1 ORDER BY instance_id LIMIT 1)`,
+		PreloadPrefix, PreloadPrefix+"~").Scan(&first, &last, &withAttrs)
 	if err != nil {
 		return nil, fmt.Errorf("bench: query: find the preloaded instances (run with --preload): %w", err)
+	}
+	if !withAttrs {
+		return nil, errors.New("bench: query: the preloaded instances have no search attributes: preload a schema of its own with --query")
 	}
 	span := last.Sub(first)
 	from, to := first.Add(span/4).UTC(), first.Add(3*span/4).UTC()
@@ -223,11 +230,16 @@ func explainGeneric(ctx context.Context, pool *pgxpool.Pool, sql string, args []
 		return "", err
 	}
 	defer func() { _ = conn.Conn().Deallocate(context.WithoutCancel(ctx), name) }()
-	lits := make([]string, len(args))
-	for i, a := range args {
-		if lits[i], err = sqlLiteral(a); err != nil {
+	var lits []string
+	for _, a := range args {
+		if _, ok := a.(pgx.QueryExecMode); ok {
+			continue // how the store sent it, not an argument
+		}
+		lit, err := sqlLiteral(a)
+		if err != nil {
 			return "", err
 		}
+		lits = append(lits, lit)
 	}
 	exec := "EXECUTE " + name
 	if len(lits) > 0 {

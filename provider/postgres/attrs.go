@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/query"
 )
@@ -60,11 +62,12 @@ func appendAttrValue(b []byte, v query.Value) ([]byte, error) {
 	case query.Int:
 		b = strconv.AppendInt(b, v.Int, 10)
 	case query.Float:
-		enc, err := json.Marshal(v.Float)
-		if err != nil {
-			return nil, err
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+			return nil, errors.New("float is not finite")
 		}
-		b = append(b, enc...)
+		// The shortest decimal that reads back as the same float64, in a
+		// form JSON takes ("1e+21", "5e-324").
+		b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
 	case query.Bool:
 		b = strconv.AppendBool(b, v.Bool)
 	case query.Time:
@@ -84,13 +87,38 @@ func appendAttrValue(b []byte, v query.Value) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendJSONString appends s as a JSON string.
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, the rest as it is (keywords are valid UTF-8,
+// which query.Of checks).
 func appendJSONString(b []byte, s string) ([]byte, error) {
-	enc, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
 	}
-	return append(b, enc...), nil
+	b = append(b, s[start:]...)
+	if !utf8.ValidString(s) {
+		return nil, errors.New("keyword is not valid UTF-8")
+	}
+	return append(b, '"'), nil
 }
 
 // encodeAttrs returns the stored form of a record's attributes, nil (SQL

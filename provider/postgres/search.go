@@ -26,7 +26,7 @@ const recordColumnsSQL = `instance_id, record_seq, execution_id, name, version, 
 // are written, so that a plan (generic ones too) sees each condition
 // it can use an index for.
 func (s *Store) instanceFilter(w *whereSQL, p *provider.ListInstancesParams) (string, error) {
-	w.driven = drivenBy(p.Where)
+	w.driven = w.driven && drivenBy(p.Where)
 	conds := []string{w.alias + "record_seq IS NOT NULL"}
 	if p.AfterID != "" {
 		conds = append(conds, w.alias+"instance_id > "+w.arg(p.AfterID)+"::text")
@@ -64,9 +64,38 @@ func (s *Store) instanceFilter(w *whereSQL, p *provider.ListInstancesParams) (st
 	return strings.Join(conds, "\n  AND "), nil
 }
 
+// searchMode is how search statements are sent: as an unnamed statement
+// with a cached description, so that the server plans each execution
+// with its values (a custom plan: it knows a customer is selective and a
+// region is not) instead of settling on a generic plan after five runs,
+// as it may for a named prepared statement.
+const searchMode = pgx.QueryExecModeCacheDescribe
+
+// forcedGeneric reports whether the pool's sessions are on
+// plan_cache_mode = force_generic_plan (a server, database or role
+// setting), where even an unnamed statement gets a generic plan: search
+// statements driven by an attribute are then written in the shape that
+// keeps such a plan on the GIN index (see whereSQL.driven). It asks the
+// server once; if it cannot, it assumes generic plans.
+func (s *Store) forcedGeneric(ctx context.Context) bool {
+	switch s.genericPlans.Load() {
+	case 1:
+		return false
+	case 2:
+		return true
+	}
+	var mode string
+	if err := s.pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil {
+		return true
+	}
+	generic := mode == "force_generic_plan"
+	s.genericPlans.Store(map[bool]int32{false: 1, true: 2}[generic])
+	return generic
+}
+
 // ListInstances implements provider.QueryStore.
 func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
-	w := &whereSQL{}
+	w := &whereSQL{driven: s.forcedGeneric(ctx)}
 	cond, err := s.instanceFilter(w, p)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list instances: %w", err)
@@ -75,7 +104,7 @@ func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesPara
 	// a generic plan knows it (it takes 10 % of the rows otherwise).
 	sql := "SELECT " + recordColumnsSQL + "\nFROM " + s.table("instances") + "\nWHERE " + cond +
 		"\nORDER BY " + w.orderBy("instance_id") + "\nLIMIT " + strconv.Itoa(limitOf(p.Limit))
-	rows, err := s.pool.Query(ctx, sql, w.args...)
+	rows, err := s.pool.Query(ctx, sql, append([]any{searchMode}, w.args...)...)
 	if err != nil {
 		return nil, failf(err, "list instances")
 	}
@@ -101,7 +130,7 @@ func (s *Store) table(name string) string {
 // an attribute are its stored values of the declared type (a value of
 // another type counts as none).
 func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesParams) ([]provider.GroupCount, error) {
-	w := &whereSQL{}
+	w := &whereSQL{driven: s.forcedGeneric(ctx)}
 	cond, err := s.instanceFilter(w, &provider.ListInstancesParams{Where: p.Where})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: count instances: %w", err)
@@ -109,7 +138,7 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 	from := "\nFROM " + s.table("instances") + "\nWHERE " + cond
 	if p.By == nil {
 		var n int64
-		if err := s.pool.QueryRow(ctx, "SELECT count(*)"+from, w.args...).Scan(&n); err != nil {
+		if err := s.pool.QueryRow(ctx, "SELECT count(*)"+from, append([]any{searchMode}, w.args...)...).Scan(&n); err != nil {
 			return nil, failf(err, "count instances")
 		}
 		return []provider.GroupCount{{Count: n}}, nil
@@ -133,7 +162,7 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 		// The value under the type's tag ("c-17" of {"k": "c-17"}).
 		key = w.attr(by) + " -> '" + tag + "'"
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+key+", count(*)"+from+"\nGROUP BY 1", w.args...)
+	rows, err := s.pool.Query(ctx, "SELECT "+key+", count(*)"+from+"\nGROUP BY 1", append([]any{searchMode}, w.args...)...)
 	if err != nil {
 		return nil, failf(err, "count instances")
 	}
@@ -198,7 +227,7 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 
 // ListCustomProjections implements provider.QueryStore.
 func (s *Store) ListCustomProjections(ctx context.Context, p *provider.ListCustomProjectionsParams) ([]provider.CustomRecord, error) {
-	w := &whereSQL{alias: "i."}
+	w := &whereSQL{alias: "i.", driven: s.forcedGeneric(ctx)}
 	name := w.arg(p.Name)
 	cond, err := s.instanceFilter(w, &provider.ListInstancesParams{Where: p.Where})
 	if err != nil {
@@ -211,7 +240,7 @@ func (s *Store) ListCustomProjections(ctx context.Context, p *provider.ListCusto
 	sql := "SELECT c.instance_id, c.version, c.seq, c.data\nFROM " + s.table("custom_projections") + " AS c\nJOIN " +
 		s.table("instances") + " AS i ON i.instance_id = c.instance_id\nWHERE c.name = " + name + "::text" + after +
 		"\n  AND " + cond + "\nORDER BY " + w.orderBy("c.instance_id") + "\nLIMIT " + strconv.Itoa(limitOf(p.Limit))
-	rows, err := s.pool.Query(ctx, sql, w.args...)
+	rows, err := s.pool.Query(ctx, sql, append([]any{searchMode}, w.args...)...)
 	if err != nil {
 		return nil, failf(err, "list projection %s", p.Name)
 	}

@@ -55,6 +55,10 @@ type Store struct {
 	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]
 	completions combiner[*provider.CompleteActivityParams, struct{}]
 
+	// genericPlans caches whether the pool's sessions are on
+	// plan_cache_mode = force_generic_plan (see Store.forcedGeneric).
+	genericPlans atomic.Int32
+
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
 	// commit whose outcome the caller cannot know.

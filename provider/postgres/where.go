@@ -22,18 +22,23 @@ type whereSQL struct {
 	// alias qualifies the columns of instances ("i." in a join).
 	alias string
 	// driven is set when the filter's top-level conjunction holds an
-	// attribute's equality or IN (see drivenBy): the statement is then
+	// attribute's equality or IN (see drivenBy) and the sessions are on
+	// forced generic plans (Store.forcedGeneric): the statement is then
 	// written so that every plan reads the matches from the attributes'
 	// GIN index. Built-in keyword equalities are compared COLLATE "C"
 	// (the same answer, but no index of the database's collation can
 	// serve them, so no plan intersects the GIN index's few matches with
 	// a status index's many), and listings sort the matches by an
 	// expression of the id, which the primary key cannot give in order
-	// (so no plan walks the whole key looking for matches). Without it,
-	// a generic plan, which cannot know that a customer is selective,
-	// takes the 1 % that PostgreSQL assumes for @> with a parameter and
-	// walks the primary key: a second on 1,000,000 instances, where the
-	// GIN index answers in a few milliseconds (docs/benchmarks.md).
+	// (so no plan walks the whole key looking for matches). A generic
+	// plan cannot know that a customer is selective: it takes the 1 %
+	// that PostgreSQL assumes for @> with a parameter and walks the
+	// primary key, a second on 1,000,000 instances where the GIN index
+	// answers in a few milliseconds (docs/benchmarks.md). A custom plan
+	// knows, and also knows when an attribute is not selective (a region
+	// of eight), where walking the key finds a page at once and the
+	// driven shape would read every match: custom plans get the plain
+	// shape.
 	driven bool
 	args   []any
 }

@@ -148,6 +148,25 @@ func TestCommands(t *testing.T) {
 		{"instances_list_none", ok, []string{"instances", "list", "--workflow", "mortgage"}},
 		{"instance_list_alias", ok, []string{"instance", "list", "--status", "failed"}},
 
+		// search: --where, --columns, instances count
+		{"instances_list_where", ok, []string{"instances", "list", "--where", "amount > 1000 AND status = 'running'", "--columns", "amount,policy"}},
+		{"instances_list_where_custom_status", ok, []string{"instances", "list", "--where", "custom_status IN ('awaiting review', 'paid')"}},
+		{"instances_list_where_not", ok, []string{"instances", "list", "--where", "NOT approved = true", "--columns", "approved,amount"}},
+		{"instances_list_where_json", ok, []string{"--json", "instances", "list", "--where", "policy = 'POL-8812'"}},
+		{"instances_list_where_bad", usage, []string{"instances", "list", "--where", "amount >"}},
+		{"instances_list_where_undeclared", usage, []string{"instances", "list", "--where", "customer = 'Ada'"}},
+		{"instances_list_where_wrong_type", usage, []string{"instances", "list", "--where", "amount = 'lots'"}},
+		{"instances_list_columns_undeclared", usage, []string{"instances", "list", "--columns", "customer"}},
+		{"instances_list_declared", ok, []string{"--search-attributes", "region:keyword", "instances", "list", "--where", "region = 'eu' OR amount < 100", "--columns", "region,amount"}},
+		{"instances_count", ok, []string{"instances", "count"}},
+		{"instances_count_by_status", ok, []string{"instances", "count", "--by", "status"}},
+		{"instances_count_by_custom_status", ok, []string{"instances", "count", "--by", "custom_status", "--where", "workflow = 'claim'"}},
+		{"instances_count_by_attribute_json", ok, []string{"--json", "instances", "count", "--by", "approved"}},
+		{"instances_count_bad_by", usage, []string{"instances", "count", "--by", "colour"}},
+		{"instances_count_bad_where", usage, []string{"instances", "count", "--where", "status = 'sleeping'"}},
+		{"bad_search_attributes", usage, []string{"--search-attributes", "amount:money", "instances", "list"}},
+		{"search_attributes_conflict", usage, []string{"--search-attributes", "amount:int", "instances", "list"}},
+
 		// instance show
 		{"instance_show_completed", ok, []string{"instance", "show", "CLM-1001"}},
 		{"instance_show_open_task", ok, []string{"instance", "show", "CLM-1003"}},
@@ -291,6 +310,26 @@ func TestCommands(t *testing.T) {
 			golden(t, tc.name, tc.code, hooks{}, tc.args...)
 		})
 	}
+}
+
+// TestSearchAttributesFromEnvironment checks that CHRONICLE_SEARCH_ATTRIBUTES
+// declares attributes when --search-attributes is not given, and that the
+// flag wins over it.
+func TestSearchAttributesFromEnvironment(t *testing.T) {
+	t.Setenv("CHRONICLE_SEARCH_ATTRIBUTES", "region:keyword")
+	r := runTool(t, "", hooks{}, "instances", "list", "--where", "region = 'eu'")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "no instances match\n", r.stdout)
+
+	r = runTool(t, "", hooks{}, "--search-attributes", "zone:keyword", "instances", "list", "--where", "region = 'eu'")
+	require.Equal(t, exitUsage, r.code, r.stdout)
+	require.Contains(t, r.stderr, "region")
+	require.Contains(t, r.stderr, "zone keyword")
+
+	t.Setenv("CHRONICLE_SEARCH_ATTRIBUTES", "region:colour")
+	r = runTool(t, "", hooks{}, "instances", "list")
+	require.Equal(t, exitUsage, r.code, r.stdout)
+	require.Contains(t, r.stderr, "invalid CHRONICLE_SEARCH_ATTRIBUTES")
 }
 
 // TestFlagsAfterDoubleDash checks that "--" ends the flags: what follows is

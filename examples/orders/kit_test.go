@@ -39,7 +39,7 @@ type shopMocks struct {
 // and every activity mocked but the payment, which each test mocks.
 func newOrderEnv(t *testing.T) (*chronicletest.Env, *shopMocks) {
 	t.Helper()
-	env := chronicletest.New(t)
+	env := chronicletest.New(t, chronicletest.EngineOptions(chronicle.Options{SearchAttributes: searchAttributes}))
 	if err := orderWorkflow.Register(env.Engine(), (&workflows{}).order); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestSettledAfterFourteenDayReturnWindow(t *testing.T) {
 
 	id := startOrder(t, env, smallOrder)
 	env.RunFor(day)
-	env.AssertCustomStatus(id, "in return window")
+	env.AssertCustomStatus(id, customShipped)
 	if !equal(m.journal, []string{"reserve ORD-1", "ship ORD-1"}) {
 		t.Fatalf("journal after a day %v", m.journal)
 	}
@@ -266,7 +266,7 @@ func TestManagerApproves(t *testing.T) {
 	env.ClaimTaskAt(2*time.Hour, id, string(approvalTask), manager)
 	decideAt(t, env, 3*time.Hour, id, Approval{Approved: true, Note: "regular customer"})
 	env.RunFor(4 * time.Hour)
-	env.AssertCustomStatus(id, "in return window")
+	env.AssertCustomStatus(id, customShipped)
 	inst := env.Wait(id)
 
 	if r := result(t, env, id); r.Status != statusSettled {

@@ -20,6 +20,10 @@ type ExecutionStarted struct {
 	Trace string `msgpack:"trace,omitempty" json:"trace,omitempty"`
 	// ContinuedFrom names the previous execution after continue-as-new.
 	ContinuedFrom string `msgpack:"continued_from,omitempty" json:"continued_from,omitempty"`
+	// SearchAttributes are the execution's first search attributes, by
+	// declared name: those the start gave, or after continue-as-new those
+	// the previous execution had when it ended. None is the zero Value.
+	SearchAttributes SearchAttributeMap `msgpack:"search_attributes,omitempty" json:"search_attributes,omitempty"`
 }
 
 // ParentRef points from a sub-workflow to the step of its parent that
@@ -90,3 +94,5 @@ func (*ContinuedAsNew) EventKind() Kind { return KindContinuedAsNew }
 
 // EventKind implements [Attributes].
 func (*TurnStarted) EventKind() Kind { return KindTurnStarted }
+
+func (a *ExecutionStarted) normalizeUTC() { normalizeValues(a.SearchAttributes) }

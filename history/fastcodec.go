@@ -45,7 +45,7 @@ func appendAttributes(b []byte, a Attributes) (_ []byte, ok bool) {
 		}
 		return mpack.AppendBin(mpack.AppendStr(append(b, 0x81), "output"), a.Output), true
 	case *ExecutionStarted:
-		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 {
+		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 || len(a.SearchAttributes) > 0 {
 			return b, false
 		}
 		return appendExecutionStarted(b, a), true

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -67,6 +68,12 @@ func genAttributes(t *rapid.T) Attributes {
 		if rapid.Bool().Draw(t, "maps") {
 			a.BusinessParts = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "parts")
 			a.Tags = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "tags")
+		}
+		if rapid.Bool().Draw(t, "search attributes") {
+			a.SearchAttributes = map[string]query.Value{
+				genStr(t, "attr"): {Type: query.Int, Int: genInt(t, "attr value")},
+				"k":               {Type: query.Keyword, Str: genStr(t, "keyword")},
+			}
 		}
 		return a
 	default:

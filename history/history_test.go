@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // sampleLog builds a sealed log with one event of every kind.
@@ -42,7 +43,8 @@ func sampleLog(t *testing.T) []history.Event {
 func sampleAttributes(k history.Kind) history.Attributes {
 	switch k {
 	case history.KindExecutionStarted:
-		return &history.ExecutionStarted{Name: "approve", Input: []byte("in"), BusinessKey: "C-1", BusinessParts: map[string]string{"branch": "north"}}
+		return &history.ExecutionStarted{Name: "approve", Input: []byte("in"), BusinessKey: "C-1", BusinessParts: map[string]string{"branch": "north"},
+			SearchAttributes: map[string]query.Value{"amount": {Type: query.Float, Float: 12.5}, "customer": {Type: query.Keyword, Str: "c-7"}}}
 	case history.KindActivityScheduled:
 		return &history.ActivityScheduled{Name: "credit-check", Input: []byte{1, 2}, Retry: history.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second}}
 	case history.KindTimerCreated:
@@ -53,6 +55,10 @@ func sampleAttributes(k history.Kind) history.Attributes {
 		return &history.EventRaised{Name: "documents", IdempotencyKey: "k1", Payload: []byte("p")}
 	case history.KindActivityFailed:
 		return &history.ActivityFailed{Failure: history.Failure{Message: "boom", NonRetryable: true}, Attempts: 3}
+	case history.KindCustomStatusSet:
+		return &history.CustomStatusSet{Status: []byte{0xa4, 'w', 'a', 'i', 't'}, Text: "wait"}
+	case history.KindSearchAttributesUpserted:
+		return &history.SearchAttributesUpserted{Attributes: sampleValues()}
 	}
 	for _, kk := range history.Kinds() {
 		if kk == k {
@@ -61,6 +67,19 @@ func sampleAttributes(k history.Kind) history.Attributes {
 		}
 	}
 	return nil
+}
+
+// sampleValues holds a value of every type, and an unset one.
+func sampleValues() map[string]query.Value {
+	return map[string]query.Value{
+		"customer": {Type: query.Keyword, Str: "c-7"},
+		"items":    {Type: query.Int, Int: -3},
+		"amount":   {Type: query.Float, Float: 99.25},
+		"vip":      {Type: query.Bool, Bool: true},
+		"due":      {Type: query.Time, Time: time.Date(2026, 12, 24, 18, 0, 0, 123000, time.UTC)},
+		"tags":     {Type: query.KeywordList, List: []string{"rush", "gift"}},
+		"gone":     {},
+	}
 }
 
 func mustEncode(t *testing.T, a history.Attributes) []byte {
@@ -80,6 +99,44 @@ func TestEventRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, e.Kind, a.EventKind())
 	}
+}
+
+// sampleAttributesDecoded is what the sample attributes of k decode to.
+func sampleAttributesDecoded(t *testing.T, k history.Kind) history.Attributes {
+	a, err := history.DecodeAttributes(k, mustEncode(t, sampleAttributes(k)))
+	require.NoError(t, err)
+	return a
+}
+
+// TestSearchAttributesRoundTrip checks that values of every type come
+// back from an event payload as they went in, times in UTC, and that an
+// unset value stays unset.
+func TestSearchAttributesRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := &history.SearchAttributesUpserted{Attributes: sampleValues()}
+	a, err := history.DecodeAttributes(history.KindSearchAttributesUpserted, mustEncode(t, in))
+	require.NoError(t, err)
+	require.Equal(t, in, a)
+	require.Equal(t, time.UTC, a.(*history.SearchAttributesUpserted).Attributes["due"].Time.Location())
+	// Equal maps encode to equal bytes, whatever Go's map order.
+	first := mustEncode(t, in)
+	for range 50 {
+		require.Equal(t, first, mustEncode(t, &history.SearchAttributesUpserted{Attributes: sampleValues()}))
+	}
+
+	start := sampleAttributes(history.KindExecutionStarted).(*history.ExecutionStarted)
+	start.SearchAttributes["due"] = sampleValues()["due"]
+	a, err = history.DecodeAttributes(history.KindExecutionStarted, mustEncode(t, start))
+	require.NoError(t, err)
+	require.Equal(t, start, a)
+	require.Equal(t, time.UTC, a.(*history.ExecutionStarted).SearchAttributes["due"].Time.Location())
+
+	// Without attributes, the start and the custom status encode as
+	// before they had the field: stored histories keep their hashes.
+	old := &history.ExecutionStarted{Name: "approve", Input: []byte("in")}
+	b := mustEncode(t, old)
+	require.NotContains(t, string(b), "search_attributes")
+	require.NotContains(t, string(mustEncode(t, &history.CustomStatusSet{Status: []byte{1}})), "text")
 }
 
 func TestAttributesRoundTrip(t *testing.T) {
@@ -250,6 +307,11 @@ func TestJSONLRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, log, got)
 	require.NoError(t, history.Verify(got))
+	for i := range got {
+		a, err := got[i].Attributes()
+		require.NoError(t, err)
+		require.Equal(t, sampleAttributesDecoded(t, got[i].Kind), a)
+	}
 
 	_, err = history.ReadJSONL(strings.NewReader("{\"seq\":1}\nnot json\n"))
 	require.ErrorIs(t, err, history.ErrCorrupt)

@@ -64,6 +64,9 @@ const (
 	KindCustomStatusSet       Kind = "CustomStatusSet"
 	KindCompensationStarted   Kind = "CompensationStarted"
 	KindCompensationCompleted Kind = "CompensationCompleted"
+	// KindSearchAttributesUpserted records search attributes workflow code
+	// set or unset (see [SearchAttributesUpserted]).
+	KindSearchAttributesUpserted Kind = "SearchAttributesUpserted"
 )
 
 // Idempotency classes returned by [Kind.Class].
@@ -83,37 +86,38 @@ var kindInfo = map[Kind]struct {
 	class string
 	new   func() Attributes
 }{
-	KindExecutionStarted:      {ClassStart, func() Attributes { return &ExecutionStarted{} }},
-	KindExecutionCompleted:    {ClassEnd, func() Attributes { return &ExecutionCompleted{} }},
-	KindExecutionFailed:       {ClassEnd, func() Attributes { return &ExecutionFailed{} }},
-	KindExecutionTerminated:   {ClassEnd, func() Attributes { return &ExecutionTerminated{} }},
-	KindContinuedAsNew:        {ClassEnd, func() Attributes { return &ContinuedAsNew{} }},
-	KindExecutionSuspended:    {ClassControl, func() Attributes { return &ExecutionSuspended{} }},
-	KindExecutionResumed:      {ClassControl, func() Attributes { return &ExecutionResumed{} }},
-	KindTurnStarted:           {"", func() Attributes { return &TurnStarted{} }},
-	KindActivityScheduled:     {"", func() Attributes { return &ActivityScheduled{} }},
-	KindActivityCompleted:     {ClassActivity, func() Attributes { return &ActivityCompleted{} }},
-	KindActivityFailed:        {ClassActivity, func() Attributes { return &ActivityFailed{} }},
-	KindTimerCreated:          {"", func() Attributes { return &TimerCreated{} }},
-	KindTimerFired:            {ClassTimer, func() Attributes { return &TimerFired{} }},
-	KindTimerCancelled:        {ClassTimer, func() Attributes { return &TimerCancelled{} }},
-	KindEventRaised:           {ClassEvent, func() Attributes { return &EventRaised{} }},
-	KindSignalSent:            {"", func() Attributes { return &SignalSent{} }},
-	KindSignalDelivered:       {ClassSignal, func() Attributes { return &SignalDelivered{} }},
-	KindSignalFailed:          {ClassSignal, func() Attributes { return &SignalFailed{} }},
-	KindSubWorkflowScheduled:  {"", func() Attributes { return &SubWorkflowScheduled{} }},
-	KindSubWorkflowCompleted:  {ClassSubWorkflow, func() Attributes { return &SubWorkflowCompleted{} }},
-	KindSubWorkflowFailed:     {ClassSubWorkflow, func() Attributes { return &SubWorkflowFailed{} }},
-	KindTaskCreated:           {"", func() Attributes { return &TaskCreated{} }},
-	KindTaskAssigned:          {ClassTask, func() Attributes { return &TaskAssigned{} }},
-	KindTaskReleased:          {ClassTask, func() Attributes { return &TaskReleased{} }},
-	KindTaskReassigned:        {ClassTask, func() Attributes { return &TaskReassigned{} }},
-	KindTaskCompleted:         {ClassTask, func() Attributes { return &TaskCompleted{} }},
-	KindTaskCancelled:         {ClassTask, func() Attributes { return &TaskCancelled{} }},
-	KindMarkerRecorded:        {"", func() Attributes { return &MarkerRecorded{} }},
-	KindCustomStatusSet:       {"", func() Attributes { return &CustomStatusSet{} }},
-	KindCompensationStarted:   {"", func() Attributes { return &CompensationStarted{} }},
-	KindCompensationCompleted: {"", func() Attributes { return &CompensationCompleted{} }},
+	KindExecutionStarted:         {ClassStart, func() Attributes { return &ExecutionStarted{} }},
+	KindExecutionCompleted:       {ClassEnd, func() Attributes { return &ExecutionCompleted{} }},
+	KindExecutionFailed:          {ClassEnd, func() Attributes { return &ExecutionFailed{} }},
+	KindExecutionTerminated:      {ClassEnd, func() Attributes { return &ExecutionTerminated{} }},
+	KindContinuedAsNew:           {ClassEnd, func() Attributes { return &ContinuedAsNew{} }},
+	KindExecutionSuspended:       {ClassControl, func() Attributes { return &ExecutionSuspended{} }},
+	KindExecutionResumed:         {ClassControl, func() Attributes { return &ExecutionResumed{} }},
+	KindTurnStarted:              {"", func() Attributes { return &TurnStarted{} }},
+	KindActivityScheduled:        {"", func() Attributes { return &ActivityScheduled{} }},
+	KindActivityCompleted:        {ClassActivity, func() Attributes { return &ActivityCompleted{} }},
+	KindActivityFailed:           {ClassActivity, func() Attributes { return &ActivityFailed{} }},
+	KindTimerCreated:             {"", func() Attributes { return &TimerCreated{} }},
+	KindTimerFired:               {ClassTimer, func() Attributes { return &TimerFired{} }},
+	KindTimerCancelled:           {ClassTimer, func() Attributes { return &TimerCancelled{} }},
+	KindEventRaised:              {ClassEvent, func() Attributes { return &EventRaised{} }},
+	KindSignalSent:               {"", func() Attributes { return &SignalSent{} }},
+	KindSignalDelivered:          {ClassSignal, func() Attributes { return &SignalDelivered{} }},
+	KindSignalFailed:             {ClassSignal, func() Attributes { return &SignalFailed{} }},
+	KindSubWorkflowScheduled:     {"", func() Attributes { return &SubWorkflowScheduled{} }},
+	KindSubWorkflowCompleted:     {ClassSubWorkflow, func() Attributes { return &SubWorkflowCompleted{} }},
+	KindSubWorkflowFailed:        {ClassSubWorkflow, func() Attributes { return &SubWorkflowFailed{} }},
+	KindTaskCreated:              {"", func() Attributes { return &TaskCreated{} }},
+	KindTaskAssigned:             {ClassTask, func() Attributes { return &TaskAssigned{} }},
+	KindTaskReleased:             {ClassTask, func() Attributes { return &TaskReleased{} }},
+	KindTaskReassigned:           {ClassTask, func() Attributes { return &TaskReassigned{} }},
+	KindTaskCompleted:            {ClassTask, func() Attributes { return &TaskCompleted{} }},
+	KindTaskCancelled:            {ClassTask, func() Attributes { return &TaskCancelled{} }},
+	KindMarkerRecorded:           {"", func() Attributes { return &MarkerRecorded{} }},
+	KindCustomStatusSet:          {"", func() Attributes { return &CustomStatusSet{} }},
+	KindCompensationStarted:      {"", func() Attributes { return &CompensationStarted{} }},
+	KindCompensationCompleted:    {"", func() Attributes { return &CompensationCompleted{} }},
+	KindSearchAttributesUpserted: {"", func() Attributes { return &SearchAttributesUpserted{} }},
 }
 
 // Kinds returns every kind, in a stable order.
@@ -130,6 +134,7 @@ func Kinds() []Kind {
 		KindMarkerRecorded, KindCustomStatusSet, KindCompensationStarted, KindCompensationCompleted,
 		// Kinds added later go last, so that the order stays stable.
 		KindSignalSent, KindSignalDelivered, KindSignalFailed,
+		KindSearchAttributesUpserted,
 	}
 }
 

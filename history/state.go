@@ -1,5 +1,15 @@
 package history
 
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/chronicleflow/chronicle/query"
+)
+
 // Marker kinds of [MarkerRecorded].
 const (
 	MarkerSideEffect = "side-effect"
@@ -23,6 +33,42 @@ type MarkerRecorded struct {
 // instance.
 type CustomStatusSet struct {
 	Status []byte `msgpack:"status,omitempty" json:"status,omitempty"`
+	// Text is the status when it was set as a string: the form queries
+	// compare (the custom_status field). Empty for other statuses.
+	Text string `msgpack:"text,omitempty" json:"text,omitempty"`
+}
+
+// SearchAttributesUpserted records search attributes workflow code set:
+// each named attribute takes its value, and a zero Value unsets it. The
+// others keep theirs.
+type SearchAttributesUpserted struct {
+	Attributes SearchAttributeMap `msgpack:"attributes" json:"attributes"`
+}
+
+// SearchAttributeMap holds search attribute values by name. It encodes
+// its entries in the order of their names, so that equal maps encode to
+// equal bytes (the reflective encoder writes other maps in Go's random
+// map order).
+type SearchAttributeMap map[string]query.Value
+
+// EncodeMsgpack implements msgpack.CustomEncoder: a map of the entries in
+// name order.
+func (m SearchAttributeMap) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if m == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := enc.Encode(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CompensationStarted records that a saga began running its compensations.
@@ -42,6 +88,22 @@ func (*MarkerRecorded) EventKind() Kind { return KindMarkerRecorded }
 
 // EventKind implements [Attributes].
 func (*CustomStatusSet) EventKind() Kind { return KindCustomStatusSet }
+
+// EventKind implements [Attributes].
+func (*SearchAttributesUpserted) EventKind() Kind { return KindSearchAttributesUpserted }
+
+func (a *SearchAttributesUpserted) normalizeUTC() { normalizeValues(a.Attributes) }
+
+// normalizeValues puts the times of values, which decode in the local
+// zone, in UTC.
+func normalizeValues(m SearchAttributeMap) {
+	for k, v := range m {
+		if !v.Time.IsZero() && v.Time.Location() != time.UTC {
+			v.Time = v.Time.UTC()
+			m[k] = v
+		}
+	}
+}
 
 // EventKind implements [Attributes].
 func (*CompensationStarted) EventKind() Kind { return KindCompensationStarted }

@@ -25,22 +25,7 @@ func ParseField(name string, schema Schema) (Field, error) { return Field{}, err
 // Match evaluates e over r. A nil e matches.
 func Match(e Expr, r Record) bool { return e == nil }
 
-// Of converts a Go value to a Value of type t, wrapping ErrTypeMismatch
-// when v is not of that type: Keyword takes a string, Int any integer
-// type, Float a float or an integer, Bool a bool, Time a time.Time (kept
-// in UTC, truncated to the microsecond), KeywordList a []string. A nil v
-// gives the zero Value: the attribute is unset.
-func Of(t Type, v any) (Value, error) { return Value{}, errTodo }
-
-// ValidName reports whether name can be declared as an attribute: an
-// identifier of at most 64 bytes that is not a built-in field's name.
-func ValidName(name string) error { return errTodo }
-
 // SchemaOf returns the Schema of a map of declarations.
 func SchemaOf(decls map[string]Type) Schema {
 	return func(name string) (Type, bool) { t, ok := decls[name]; return t, ok && t != Invalid }
 }
-
-// ParseDeclarations parses declarations written "name:type,name:type"
-// (types as [ParseType] reads them), as the CLI takes them.
-func ParseDeclarations(s string) (map[string]Type, error) { return nil, errTodo }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // TurnFunc runs workflow code for one round: given the events the round
@@ -70,6 +71,10 @@ type ProjectOutput struct {
 	Tasks      []provider.TaskRecord
 	TaskEvents []provider.TaskEventRecord
 	Custom     []provider.CustomRecord
+	// Attributes are search attributes derived from the projections'
+	// states; the runner sets them in the instance record over those of
+	// the snapshot.
+	Attributes map[string]query.Value
 	Cached     any
 }
 
@@ -759,6 +764,7 @@ func (r *Runner) projections(ctx context.Context, entry *cacheEntry, appended []
 	}
 	entry.projState = out.Cached
 	p.Tasks, p.TaskEvents, p.Custom = out.Tasks, out.TaskEvents, out.Custom
+	MergeAttributes(p.Instance, out.Attributes)
 	return p, nil
 }
 

@@ -3,12 +3,14 @@ package round
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // Snapshot is the runtime state of an instance folded from its history: its
@@ -35,14 +37,19 @@ type Snapshot struct {
 	BusinessParts map[string]string  `msgpack:"business_parts,omitempty"`
 	Parent        *history.ParentRef `msgpack:"parent,omitempty"`
 	CustomStatus  []byte             `msgpack:"custom_status,omitempty"`
-	CreatedAt     time.Time          `msgpack:"created_at,omitempty"`
-	UpdatedAt     time.Time          `msgpack:"updated_at,omitempty"`
-	CompletedAt   time.Time          `msgpack:"completed_at,omitempty"`
-	Output        []byte             `msgpack:"output,omitempty"`
-	Failure       *history.Failure   `msgpack:"failure,omitempty"`
-	LastError     string             `msgpack:"last_error,omitempty"`
-	LastSeq       int64              `msgpack:"last_seq"`
-	LastHash      []byte             `msgpack:"last_hash,omitempty"`
+	// CustomStatusText is the custom status when it was set as a string.
+	CustomStatusText string `msgpack:"custom_status_text,omitempty"`
+	// Attributes are the current execution's search attributes: those
+	// its start recorded, changed by every SearchAttributesUpserted since.
+	Attributes  history.SearchAttributeMap `msgpack:"attributes,omitempty"`
+	CreatedAt   time.Time                  `msgpack:"created_at,omitempty"`
+	UpdatedAt   time.Time                  `msgpack:"updated_at,omitempty"`
+	CompletedAt time.Time                  `msgpack:"completed_at,omitempty"`
+	Output      []byte                     `msgpack:"output,omitempty"`
+	Failure     *history.Failure           `msgpack:"failure,omitempty"`
+	LastError   string                     `msgpack:"last_error,omitempty"`
+	LastSeq     int64                      `msgpack:"last_seq"`
+	LastHash    []byte                     `msgpack:"last_hash,omitempty"`
 	// Activities maps the Seq of each pending ActivityScheduled to its name.
 	Activities map[int64]string `msgpack:"-"`
 	// Timers maps the Seq of each pending TimerCreated to its fire time.
@@ -109,7 +116,10 @@ func (s *Snapshot) Record() *provider.InstanceRecord {
 		Status: s.Status, BusinessKey: s.BusinessKey, BusinessParts: s.BusinessParts,
 		CustomStatus: s.CustomStatus, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		CompletedAt: s.CompletedAt, Output: s.Output, Failure: s.Failure, LastError: s.LastError,
-		LastSeq: s.LastSeq,
+		LastSeq: s.LastSeq, CustomStatusText: s.CustomStatusText,
+	}
+	if len(s.Attributes) > 0 {
+		r.Attributes = maps.Clone(map[string]query.Value(s.Attributes))
 	}
 	if s.Parent != nil {
 		r.ParentID = s.Parent.InstanceID
@@ -117,11 +127,27 @@ func (s *Snapshot) Record() *provider.InstanceRecord {
 	return r
 }
 
+// MergeAttributes sets the search attributes of m in the record over its
+// own (those of the snapshot): derived attributes, such as a projection's,
+// win. A zero Value in m sets nothing.
+func MergeAttributes(r *provider.InstanceRecord, m map[string]query.Value) {
+	for k, v := range m {
+		if v.Type == query.Invalid {
+			continue
+		}
+		if r.Attributes == nil {
+			r.Attributes = make(map[string]query.Value, len(m))
+		}
+		r.Attributes[k] = v
+	}
+}
+
 // Clone returns a deep copy.
 func (s *Snapshot) Clone() *Snapshot {
 	c := *s
 	c.Executions = slices.Clone(s.Executions)
 	c.BusinessParts = cloneMap(s.BusinessParts)
+	c.Attributes = cloneMap(s.Attributes)
 	c.Activities = cloneMap(s.Activities)
 	c.Timers = cloneMap(s.Timers)
 	c.SubWorkflows = cloneMap(s.SubWorkflows)
@@ -226,6 +252,12 @@ func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("decode snapshot: %w: no snapshot", history.ErrCorrupt)
 	}
 	s.CreatedAt, s.UpdatedAt, s.CompletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.CompletedAt)
+	for k, v := range s.Attributes {
+		if !v.Time.IsZero() {
+			v.Time = v.Time.UTC()
+			s.Attributes[k] = v
+		}
+	}
 	for _, p := range w.Activities {
 		s.Activities = put(s.Activities, p.Seq, p.Name)
 	}
@@ -331,6 +363,8 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		s.Executions = append(s.Executions, e.ExecutionID)
 		s.Name, s.Version, s.Status = a.Name, a.Version, provider.StatusRunning
 		s.BusinessKey, s.BusinessParts, s.Parent = a.BusinessKey, a.BusinessParts, a.Parent
+		s.Attributes = nil
+		s.upsert(a.SearchAttributes)
 		if s.CreatedAt.IsZero() {
 			s.CreatedAt = e.At
 		}
@@ -448,10 +482,31 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	case *history.TaskCancelled:
 		return s.taskAction(e, a.TaskID, func(*OpenTask) { delete(s.Tasks, a.TaskID) })
 	case *history.CustomStatusSet:
-		s.CustomStatus = a.Status
+		s.CustomStatus, s.CustomStatusText = a.Status, a.Text
+	case *history.SearchAttributesUpserted:
+		s.Attributes = cloneMap(s.Attributes) // a clone may share the map
+		s.upsert(a.Attributes)
 	}
 	s.advance(e)
 	return nil
+}
+
+// upsert sets the attributes of m in s.Attributes, removing those whose
+// value is the zero Value (unset).
+func (s *Snapshot) upsert(m history.SearchAttributeMap) {
+	for k, v := range m {
+		if v.Type == query.Invalid {
+			delete(s.Attributes, k)
+			continue
+		}
+		if s.Attributes == nil {
+			s.Attributes = history.SearchAttributeMap{}
+		}
+		s.Attributes[k] = v
+	}
+	if len(s.Attributes) == 0 {
+		s.Attributes = nil
+	}
 }
 
 func (s *Snapshot) advance(e *history.Event) {

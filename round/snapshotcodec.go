@@ -1,11 +1,15 @@
 package round
 
 import (
+	"encoding/binary"
+	"maps"
+	"math"
 	"slices"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/mpack"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // appendSnapshot appends the encoding of s that MarshalSnapshot stores:
@@ -18,6 +22,7 @@ import (
 func appendSnapshot(b []byte, s *Snapshot) []byte {
 	n := 2 + mpack.Count(s.ExecutionID != "", s.ExecutionStartSeq != 0, len(s.Executions) > 0, s.Name != "", s.Version != "",
 		s.Status != "", s.Ended, s.BusinessKey != "", len(s.BusinessParts) > 0, s.Parent != nil, len(s.CustomStatus) > 0,
+		s.CustomStatusText != "", len(s.Attributes) > 0,
 		!s.CreatedAt.IsZero(), !s.UpdatedAt.IsZero(), !s.CompletedAt.IsZero(), len(s.Output) > 0, s.Failure != nil,
 		s.LastError != "", len(s.LastHash) > 0, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
 	b = mpack.AppendMapLen(b, n)
@@ -65,6 +70,15 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	}
 	if len(s.CustomStatus) > 0 {
 		b = mpack.AppendBin(mpack.AppendStr(b, "custom_status"), s.CustomStatus)
+	}
+	if s.CustomStatusText != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, "custom_status_text"), s.CustomStatusText)
+	}
+	if len(s.Attributes) > 0 {
+		b = mpack.AppendMapLen(mpack.AppendStr(b, "attributes"), len(s.Attributes))
+		for _, k := range slices.Sorted(maps.Keys(s.Attributes)) {
+			b = appendValue(mpack.AppendStr(b, k), s.Attributes[k])
+		}
 	}
 	if !s.CreatedAt.IsZero() {
 		b = mpack.AppendTime(mpack.AppendStr(b, "created_at"), s.CreatedAt)
@@ -137,6 +151,64 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	return b
 }
 
+// appendValue appends a search attribute value as the reflective encoder
+// writes a query.Value: a map of its non-empty fields.
+func appendValue(b []byte, v query.Value) []byte {
+	b = mpack.AppendMapLen(b, 1+mpack.Count(v.Str != "", v.Int != 0, v.Float != 0, v.Bool, !v.Time.IsZero(), len(v.List) > 0))
+	b = mpack.AppendInt(mpack.AppendStr(b, "t"), int64(v.Type))
+	if v.Str != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, "s"), v.Str)
+	}
+	if v.Int != 0 {
+		b = mpack.AppendInt(mpack.AppendStr(b, "i"), v.Int)
+	}
+	if v.Float != 0 {
+		b = binary.BigEndian.AppendUint64(append(mpack.AppendStr(b, "f"), 0xcb), math.Float64bits(v.Float))
+	}
+	if v.Bool {
+		b = append(mpack.AppendStr(b, "b"), 0xc3)
+	}
+	if !v.Time.IsZero() {
+		b = mpack.AppendTime(mpack.AppendStr(b, "tm"), v.Time)
+	}
+	if len(v.List) > 0 {
+		b = mpack.AppendStrings(mpack.AppendStr(b, "l"), v.List)
+	}
+	return b
+}
+
+// readValue reads what appendValue writes.
+func readValue(r *mpack.Reader) query.Value {
+	var v query.Value
+	next := 0
+	for n := r.MapLen(); n > 0 && r.OK; n-- {
+		switch r.Key(valueFields, &next) {
+		case 0:
+			t := r.Int()
+			if t < 0 || t > math.MaxUint8 {
+				r.OK = false
+			}
+			v.Type = query.Type(t)
+		case 1:
+			v.Str = r.Str()
+		case 2:
+			v.Int = r.Int()
+		case 3:
+			v.Float = r.Float64()
+		case 4:
+			v.Bool = r.Bool()
+		case 5:
+			v.Time = r.Time()
+		case 6:
+			v.List = r.Strings()
+		}
+	}
+	if next == 0 {
+		r.OK = false // the type is always written
+	}
+	return v
+}
+
 func appendPendingNames(b []byte, m map[int64]string) []byte {
 	b = mpack.AppendArrayLen(b, len(m))
 	for _, seq := range sortedSeqs(m) {
@@ -203,14 +275,29 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 		case 10:
 			s.CustomStatus = r.Bin()
 		case 11:
-			s.CreatedAt = r.Time()
+			s.CustomStatusText = r.Str()
 		case 12:
-			s.UpdatedAt = r.Time()
+			n := r.MapLen()
+			if n == 0 || n > len(r.Buf)-r.Off {
+				return false
+			}
+			s.Attributes = make(history.SearchAttributeMap, n)
+			for ; n > 0 && r.OK; n-- {
+				k := r.Str()
+				if _, dup := s.Attributes[k]; dup {
+					return false
+				}
+				s.Attributes[k] = readValue(&r)
+			}
 		case 13:
-			s.CompletedAt = r.Time()
+			s.CreatedAt = r.Time()
 		case 14:
-			s.Output = r.Bin()
+			s.UpdatedAt = r.Time()
 		case 15:
+			s.CompletedAt = r.Time()
+		case 16:
+			s.Output = r.Bin()
+		case 17:
 			f := &history.Failure{}
 			fnext := 0
 			for n := r.MapLen(); n > 0 && r.OK; n-- {
@@ -226,15 +313,15 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 			}
 			s.Failure = f
-		case 16:
-			s.LastError = r.Str()
-		case 17:
-			s.LastSeq = r.Int()
 		case 18:
-			s.LastHash = r.Bin()
+			s.LastError = r.Str()
 		case 19:
-			w.Activities = readPendingNames(&r)
+			s.LastSeq = r.Int()
 		case 20:
+			s.LastHash = r.Bin()
+		case 21:
+			w.Activities = readPendingNames(&r)
+		case 22:
 			n := r.ArrayLen()
 			if n == 0 || n > len(r.Buf)-r.Off {
 				return false
@@ -250,9 +337,9 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 				w.Timers[i].At = r.Time()
 			}
-		case 21:
+		case 23:
 			w.SubWorkflows = readPendingNames(&r)
-		case 22:
+		case 24:
 			w.Signals = readPendingNames(&r)
 		}
 	}
@@ -262,10 +349,11 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 // The keys decodeSnapshotWire reads, in declaration order.
 var (
 	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
-		"business_key", "parent", "custom_status", "created_at", "updated_at", "completed_at", "output", "failure",
+		"business_key", "parent", "custom_status", "custom_status_text", "attributes", "created_at", "updated_at", "completed_at", "output", "failure",
 		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows", "signals"}
 	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
 	failureFields = []string{"message", "type", "non_retryable", "details"}
+	valueFields   = []string{"t", "s", "i", "f", "b", "tm", "l"}
 )
 
 func readPendingNames(r *mpack.Reader) []pendingName {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // marshalSnapshotReflective is how MarshalSnapshot encoded before its
@@ -114,6 +115,32 @@ func genSnapshot(t *rapid.T) *Snapshot {
 			s.Tasks[rapid.String().Draw(t, "task id")] = ot
 		}
 	}
+	if rapid.Bool().Draw(t, "custom text") {
+		s.CustomStatusText = genString(t, "custom status text")
+	}
+	if rapid.Bool().Draw(t, "attributes") {
+		s.Attributes = history.SearchAttributeMap{}
+		for i := rapid.IntRange(0, 10).Draw(t, "attribute count"); i > 0; i-- {
+			v := query.Value{Type: query.Type(rapid.IntRange(0, 6).Draw(t, "type"))}
+			// Real values set the field of their type; any mix must
+			// encode alike.
+			if rapid.Bool().Draw(t, "str") {
+				v.Str = genString(t, "str value")
+			}
+			if rapid.Bool().Draw(t, "int") {
+				v.Int = genInt64(t, "int value")
+			}
+			if rapid.Bool().Draw(t, "float") {
+				v.Float = rapid.Float64().Draw(t, "float value")
+			}
+			v.Bool = rapid.Bool().Draw(t, "bool value")
+			v.Time = genTime(t, "time value")
+			if rapid.Bool().Draw(t, "list") {
+				v.List = rapid.SliceOfN(rapid.String(), 0, 5).Draw(t, "list value")
+			}
+			s.Attributes[genString(t, "attribute name")] = v
+		}
+	}
 	if rapid.Bool().Draw(t, "seen") {
 		s.Seen = map[string]bool{rapid.String().Draw(t, "seen key"): true}
 	}
@@ -140,6 +167,10 @@ func utcWire(w *snapshotWire) {
 	s.CreatedAt, s.UpdatedAt, s.CompletedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC(), s.CompletedAt.UTC()
 	for i := range w.Timers {
 		w.Timers[i].At = w.Timers[i].At.UTC()
+	}
+	for k, v := range s.Attributes {
+		v.Time = v.Time.UTC()
+		s.Attributes[k] = v
 	}
 }
 

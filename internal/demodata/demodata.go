@@ -22,6 +22,10 @@
 // client API draws come from a counter ("id-0001", ...), and the node is
 // "demo". Seeding twice gives byte-identical histories, hashes included.
 //
+// The instances carry search attributes ([SearchAttributes]): claims,
+// loans and the refund their amount, claims their policy, and a reviewed
+// claim whether it was approved, which the claim workflow sets.
+//
 // After seeding, the refund's activity is registered, as if the fix had
 // been deployed: redriving its dead letter lets the refund complete.
 package demodata

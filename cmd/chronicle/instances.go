@@ -97,7 +97,7 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 	}
 	list, err := e.ListInstances(c.ctx, f)
 	if err != nil {
-		return c.queryError(cmd, err)
+		return c.queryError(cmd, f.Where, err)
 	}
 	if c.json {
 		out := make([]instanceJSON, len(list))

@@ -90,10 +90,10 @@ func (c *cli) checkWhere(cmd *command, where string) error {
 	return nil
 }
 
-// queryError turns the engine's refusal of a query into a usage error
-// with the hint; other errors pass.
-func (c *cli) queryError(cmd *command, err error) error {
-	if errors.Is(err, query.ErrInvalidQuery) || errors.Is(err, chronicle.ErrInvalidArgument) {
+// queryError turns the engine's refusal of a query (where, or the field
+// to group by) into a usage error with the hint; other errors pass.
+func (c *cli) queryError(cmd *command, where string, err error) error {
+	if errors.Is(err, query.ErrInvalidQuery) || where != "" && errors.Is(err, chronicle.ErrInvalidArgument) {
 		decls, _ := c.declarations()
 		return usagef(cmd, "%v\n%s", err, queryHint(decls))
 	}
@@ -237,7 +237,7 @@ func runInstancesCount(c *cli, cmd *command, args []string) error {
 	}
 	groups, err := e.CountInstances(c.ctx, f)
 	if err != nil {
-		return c.queryError(cmd, err)
+		return c.queryError(cmd, f.Where+f.By, err)
 	}
 	var total int64
 	for _, g := range groups {

@@ -209,6 +209,7 @@ type checkedStart struct {
 	generated bool
 	actor     string
 	payload   []byte
+	attrs     history.SearchAttributeMap
 }
 
 // checkStart checks a start's workflow, options and input, generating the
@@ -247,6 +248,9 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 	if err := checkTextMap("tag", o.Tags); err != nil {
 		return nil, err
 	}
+	if c.attrs, err = e.startAttributes(o.SearchAttributes); err != nil {
+		return nil, err
+	}
 	if c.payload, err = e.encode("workflow input", input); err != nil {
 		return nil, err
 	}
@@ -261,7 +265,7 @@ func (e *Engine) startMessage(c *checkedStart, workflow string) (provider.Messag
 	start, err := provider.NewMessage(history.DeterministicID(o.InstanceID, 0, "start:"+exec), o.InstanceID, exec, exec,
 		&history.ExecutionStarted{
 			Name: workflow, Version: o.Version, Input: c.payload, BusinessKey: o.BusinessKey,
-			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace,
+			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace, SearchAttributes: c.attrs,
 		})
 	if err != nil {
 		return provider.Message{}, err
@@ -630,6 +634,7 @@ func (e *Engine) instance(rec *provider.InstanceRecord) *Instance {
 		BusinessKey: rec.BusinessKey, BusinessParts: rec.BusinessParts, ParentID: rec.ParentID,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, CompletedAt: rec.CompletedAt,
 		LastError: rec.LastError, Incident: rec.Incident, LastSeq: rec.LastSeq, Failure: rec.Failure,
+		SearchAttributes: goValues(rec.Attributes), CustomStatusText: rec.CustomStatusText,
 		output: rec.Output, customStatus: rec.CustomStatus, codec: e.opts.Codec,
 	}
 }
@@ -689,6 +694,7 @@ func (e *Engine) pending(start *provider.Message) *Instance {
 		if s, ok := a.(*history.ExecutionStarted); ok {
 			inst.Workflow, inst.Version = s.Name, s.Version
 			inst.BusinessKey, inst.BusinessParts = s.BusinessKey, s.BusinessParts
+			inst.SearchAttributes = goValues(s.SearchAttributes)
 			if s.Parent != nil {
 				inst.ParentID = s.Parent.InstanceID
 			}

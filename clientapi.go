@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/chronicleflow/chronicle/query"
 	"log/slog"
 	"reflect"
 
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // Client is the client half of Chronicle: what a process calls to start,
@@ -96,6 +96,7 @@ type client struct{ Client }
 func NewClient(store provider.Store, opts ClientOptions) (Client, error) {
 	e, err := New(store, Options{
 		Logger: opts.Logger, Clock: opts.Clock, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize, NewID: opts.NewID,
+		SearchAttributes: opts.SearchAttributes,
 	})
 	if err != nil {
 		return nil, err

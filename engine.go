@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
+	opts.SearchAttributes = maps.Clone(opts.SearchAttributes)
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{}, inputs: map[string]reflect.Type{},
@@ -64,7 +66,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	}
 	e.replayer = replay.New(replay.Options{
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
-		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger,
+		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger, SearchAttributes: opts.SearchAttributes,
 	})
 	var err error
 	if e.projector, err = projector.New(); err != nil {

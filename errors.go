@@ -20,7 +20,7 @@ var (
 	ErrInstanceNotRunning = errors.New("chronicle: instance not running")
 	// ErrInvalidArgument wraps every rejected argument; the message names
 	// the field.
-	ErrInvalidArgument = errors.New("chronicle: invalid argument")
+	ErrInvalidArgument = replay.ErrInvalidArgument
 	// ErrUnknownWorkflow: no workflow of that name is registered.
 	ErrUnknownWorkflow = replay.ErrUnknownWorkflow
 	// ErrUnknownActivity: no activity of that name is registered.

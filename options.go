@@ -3,7 +3,6 @@ package chronicle
 import (
 	"errors"
 	"fmt"
-	"github.com/chronicleflow/chronicle/query"
 	"log/slog"
 	"os"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -189,6 +189,9 @@ func (o Options) Validate() error {
 		if err := o.Checkpoints.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := validateDeclarations(o.SearchAttributes); err != nil {
+		errs = append(errs, err)
 	}
 	for _, q := range o.ActivityQueues {
 		check(q == "" || history.ValidateID("queue", q) == nil, "ActivityQueues holds invalid queue name %q", q)

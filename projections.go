@@ -12,6 +12,8 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
+	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -28,17 +30,39 @@ func RegisterProjection[S any](e *Engine, name string, version int, fold func(st
 	if fold == nil {
 		return invalid("projection %s has a nil fold", name)
 	}
+	var cfg projectionConfig
+	for _, o := range opts {
+		if o, ok := o.(projectionOption); ok && o != nil {
+			o(&cfg)
+		}
+	}
+	for _, w := range cfg.workflows {
+		if err := validateID("projection "+name+" workflow", w); err != nil {
+			return err
+		}
+	}
 	codec := e.opts.Codec
-	err := e.projector.Add(projector.Definition{
+	def := projector.Definition{
 		Name: name, Version: version,
 		New: func() any { var s S; return s },
 		Fold: func(state any, ev *history.Event) (any, error) {
 			s, _ := state.(S)
 			return fold(s, ev)
 		},
-		Encode: func(state any) ([]byte, error) { return codec.Encode(state) },
-	})
-	if err != nil {
+		Encode:    func(state any) ([]byte, error) { return codec.Encode(state) },
+		Workflows: slices.Clone(cfg.workflows),
+	}
+	if attrs := cfg.attributes; attrs != nil {
+		decls := e.opts.SearchAttributes
+		def.Attributes = func(state any) (map[string]query.Value, error) {
+			m, err := attrs(state)
+			if err != nil {
+				return nil, err
+			}
+			return replay.SearchAttributeValues(decls, m)
+		}
+	}
+	if err := e.projector.Add(def); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	// Cached projection states lack the new projection: start cold.
@@ -93,11 +117,15 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	if limit <= 0 {
 		limit = 100
 	}
+	where, err := e.parseWhere(f.Where)
+	if err != nil {
+		return nil, err
+	}
 	var out []*Instance
 	if f.Status != StatusPending {
 		recs, err := e.listInstances(ctx, &provider.ListInstancesParams{
 			Status: f.Status, Name: f.Workflow, BusinessKey: f.BusinessKey,
-			CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, AfterID: f.AfterID, Limit: limit,
+			CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, Where: where, AfterID: f.AfterID, Limit: limit,
 		})
 		if err != nil {
 			return nil, err
@@ -110,7 +138,7 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	if f.Status != "" && f.Status != StatusPending {
 		return out, nil
 	}
-	dead, err := e.deadStarts(ctx, f)
+	dead, err := e.deadStarts(ctx, f, where)
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +153,10 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	return out, nil
 }
 
-// deadStarts returns the instances matching f that have an unresolved
+// deadStarts returns the instances matching f (and where, evaluated on
+// what their start gave: status pending) that have an unresolved
 // dead-lettered start and no record, in id order.
-func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance, error) {
+func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter, where query.Expr) ([]*Instance, error) {
 	newest := map[string]*provider.DeadLetter{}
 	after := ""
 	for {
@@ -156,7 +185,8 @@ func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance,
 		case f.Workflow != "" && inst.Workflow != f.Workflow,
 			f.BusinessKey != "" && inst.BusinessKey != f.BusinessKey,
 			!f.CreatedFrom.IsZero() && inst.CreatedAt.Before(f.CreatedFrom),
-			!f.CreatedTo.IsZero() && !inst.CreatedAt.Before(f.CreatedTo):
+			!f.CreatedTo.IsZero() && !inst.CreatedAt.Before(f.CreatedTo),
+			where != nil && !query.Match(where, pendingRecord(inst, l.Message)):
 			continue
 		}
 		if _, err := e.store.GetInstance(ctx, id); !errors.Is(err, provider.ErrNotFound) {
@@ -169,6 +199,22 @@ func (e *Engine) deadStarts(ctx context.Context, f InstanceFilter) ([]*Instance,
 	}
 	slices.SortFunc(out, func(a, b *Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// pendingRecord is the record a query sees of a pending instance: what its
+// start message gave.
+func pendingRecord(inst *Instance, start *provider.Message) *provider.InstanceRecord {
+	r := &provider.InstanceRecord{
+		InstanceID: inst.ID, ExecutionID: inst.ExecutionID, Name: inst.Workflow, Version: inst.Version,
+		Status: inst.Status, BusinessKey: inst.BusinessKey, BusinessParts: inst.BusinessParts, ParentID: inst.ParentID,
+		CreatedAt: inst.CreatedAt, UpdatedAt: inst.UpdatedAt,
+	}
+	if a, err := history.DecodeAttributes(start.Kind, start.Payload); err == nil {
+		if s, ok := a.(*history.ExecutionStarted); ok {
+			r.Attributes = s.SearchAttributes
+		}
+	}
+	return r
 }
 
 // ProjectionsAt folds an instance's history up to seq (0: all of it) into
@@ -205,10 +251,12 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 			InstanceID: instanceID, Seq: v.Snapshot.LastSeq, Snapshot: snap, Instance: v.Instance,
 			Tasks: v.Tasks, TaskEvents: v.TaskEvents, Custom: v.CustomRecords,
 		}
-		// Only the custom projections this engine folds are replaced.
+		// Only the custom projections this engine folds are replaced
+		// (removed, when one limited to some workflows does not cover
+		// the instance).
 		var custom []string
-		for _, c := range v.CustomRecords {
-			custom = append(custom, c.Name)
+		for _, d := range e.projector.Definitions() {
+			custom = append(custom, d.Name)
 		}
 		write := func(ctx context.Context, s provider.Steps) error {
 			// Check inside the write that no round appended meanwhile.
@@ -319,6 +367,21 @@ func (e *Engine) CheckProjections(ctx context.Context, instanceID string) ([]str
 	}
 	if len(storedEvents) != len(want.TaskEvents) {
 		add("task events: %d stored, fold gives %d", len(storedEvents), len(want.TaskEvents))
+	}
+	folded := map[string]bool{}
+	for _, c := range want.CustomRecords {
+		folded[c.Name] = true
+	}
+	for _, d := range e.projector.Definitions() {
+		if folded[d.Name] {
+			continue
+		}
+		// A projection limited to other workflows has no record here.
+		if _, err := e.getCustomProjection(ctx, d.Name, instanceID); err == nil {
+			add("projection %s: stored, but the projection does not cover the instance's workflows", d.Name)
+		} else if !errors.Is(err, provider.ErrNotFound) {
+			return nil, err
+		}
 	}
 	for _, c := range want.CustomRecords {
 		got, err := e.getCustomProjection(ctx, c.Name, instanceID)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -28,6 +29,19 @@ type Definition struct {
 	Fold func(state any, e *history.Event) (any, error)
 	// Encode encodes a state for storage.
 	Encode func(state any) ([]byte, error)
+	// Workflows, when not empty, limits the projection to the executions
+	// of these workflows: it folds only their events, and is stored only
+	// for an instance that has had one.
+	Workflows []string
+	// Attributes, when set, derives search attributes from the state
+	// after a fold; they go into the instance record over the workflow's
+	// own (see [round.MergeAttributes]). An error fails the round.
+	Attributes func(state any) (map[string]query.Value, error)
+}
+
+// covers reports whether the projection folds executions of workflow.
+func (d *Definition) covers(workflow string) bool {
+	return len(d.Workflows) == 0 || slices.Contains(d.Workflows, workflow)
 }
 
 // Projector folds rounds' events into task and custom projection records.
@@ -86,6 +100,11 @@ type State struct {
 	// Custom holds each custom projection's state by name.
 	Custom map[string]any
 	defs   []Definition
+	// workflow is the workflow of the execution being folded, and
+	// covered holds the projections limited to some workflows that have
+	// folded an execution of one.
+	workflow string
+	covered  map[string]bool
 
 	changed map[string]bool
 	events  []provider.TaskEventRecord
@@ -108,7 +127,24 @@ func (s *State) Apply(e *history.Event) error {
 	if err := s.applyTask(e); err != nil {
 		return err
 	}
-	for _, d := range s.defs {
+	if e.Kind == history.KindExecutionStarted && len(s.defs) > 0 {
+		a, err := e.Attributes()
+		if err != nil {
+			return err
+		}
+		s.workflow = a.(*history.ExecutionStarted).Name
+	}
+	for i := range s.defs {
+		d := &s.defs[i]
+		if len(d.Workflows) > 0 {
+			if !d.covers(s.workflow) {
+				continue
+			}
+			if s.covered == nil {
+				s.covered = map[string]bool{}
+			}
+			s.covered[d.Name] = true
+		}
 		next, err := d.Fold(s.Custom[d.Name], e)
 		if err != nil {
 			return fmt.Errorf("projection %s of %s at seq %d: %w", d.Name, s.InstanceID, e.Seq, err)
@@ -237,12 +273,29 @@ func (s *State) flush() (*round.ProjectOutput, error) {
 		t.Roles = slices.Clone(t.Roles)
 		out.Tasks = append(out.Tasks, t)
 	}
-	for _, d := range s.defs {
+	for i := range s.defs {
+		d := &s.defs[i]
+		if len(d.Workflows) > 0 && !s.covered[d.Name] {
+			continue
+		}
 		data, err := d.Encode(s.Custom[d.Name])
 		if err != nil {
 			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)
 		}
 		out.Custom = append(out.Custom, provider.CustomRecord{Name: d.Name, Version: d.Version, InstanceID: s.InstanceID, Seq: s.Seq, Data: data})
+		if d.Attributes == nil {
+			continue
+		}
+		attrs, err := d.Attributes(s.Custom[d.Name])
+		if err != nil {
+			return nil, fmt.Errorf("search attributes of projection %s of %s at seq %d: %w", d.Name, s.InstanceID, s.Seq, err)
+		}
+		for k, v := range attrs {
+			if out.Attributes == nil {
+				out.Attributes = map[string]query.Value{}
+			}
+			out.Attributes[k] = v
+		}
 	}
 	s.changed, s.events = nil, nil
 	return out, nil
@@ -312,9 +365,11 @@ func (p *Projector) FoldAt(instanceID string, events []history.Event, seq int64)
 		all = append(all, s.events...)
 		s.events = nil
 	}
-	v := &View{Snapshot: snap, TaskEvents: all, Custom: s.Custom}
-	if snap.Started() {
-		v.Instance = snap.Record()
+	v := &View{Snapshot: snap, TaskEvents: all, Custom: map[string]any{}}
+	for i := range s.defs {
+		if d := &s.defs[i]; len(d.Workflows) == 0 || s.covered[d.Name] {
+			v.Custom[d.Name] = s.Custom[d.Name]
+		}
 	}
 	for _, id := range sortedKeys(s.Tasks) {
 		v.Tasks = append(v.Tasks, *s.Tasks[id])
@@ -324,5 +379,9 @@ func (p *Projector) FoldAt(instanceID string, events []history.Event, seq int64)
 		return nil, err
 	}
 	v.CustomRecords = out.Custom
+	if snap.Started() {
+		v.Instance = snap.Record()
+		round.MergeAttributes(v.Instance, out.Attributes)
+	}
 	return v, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -217,7 +218,37 @@ func (r *InstanceRecord) Diff(o *InstanceRecord) []string {
 	check("Failure", failureEqual(r.Failure, o.Failure))
 	check("LastError", r.LastError == o.LastError)
 	check("LastSeq", r.LastSeq == o.LastSeq)
+	check("Attributes", attributesEqual(r.Attributes, o.Attributes))
+	check("CustomStatusText", r.CustomStatusText == o.CustomStatusText)
 	return d
+}
+
+// attributesEqual compares two sets of attribute values; an unset (zero)
+// value counts as absent.
+func attributesEqual(a, b map[string]query.Value) bool {
+	set := func(m map[string]query.Value) int {
+		n := 0
+		for _, v := range m {
+			if v.Type != query.Invalid {
+				n++
+			}
+		}
+		return n
+	}
+	if set(a) != set(b) {
+		return false
+	}
+	for k, v := range a {
+		if v.Type == query.Invalid {
+			continue
+		}
+		w, ok := b[k]
+		if !ok || v.Type != w.Type || v.Str != w.Str || v.Int != w.Int || v.Bool != w.Bool || !v.Time.Equal(w.Time) ||
+			!slices.Equal(v.List, w.List) || !(v.Float == w.Float || v.Float != v.Float && w.Float != w.Float) {
+			return false
+		}
+	}
+	return true
 }
 
 func failureEqual(a, b *history.Failure) bool {

@@ -1,29 +1,18 @@
 package query
 
-import "errors"
-
-// errTodo marks the functions of this file whose bodies are being written.
-var errTodo = errors.New("query: not implemented yet")
-
 // Limits of a query: Parse refuses a longer text, a deeper nesting, a
 // longer IN list or more terms with ErrInvalidQuery.
 const (
-	MaxLength   = 16 << 10
-	MaxDepth    = 32
+	// MaxLength is the longest query text, in bytes.
+	MaxLength = 16 << 10
+	// MaxDepth is the deepest nesting of parentheses and prefix NOTs.
+	MaxDepth = 32
+	// MaxInValues is the most values of one IN list.
 	MaxInValues = 1000
-	MaxTerms    = 256
+	// MaxTerms is the most terms of a query: comparisons, IN, STARTS_WITH
+	// and IS [NOT] NULL count one, BETWEEN two (its two comparisons).
+	MaxTerms = 256
 )
-
-// Parse parses a filter. Built-in field names are case-insensitive; any
-// other name must be declared in schema. An empty or blank src returns a
-// nil Expr, which matches everything.
-func Parse(src string, schema Schema) (Expr, error) { return nil, errTodo }
-
-// ParseField resolves a field name (for a group-by) as Parse does.
-func ParseField(name string, schema Schema) (Field, error) { return Field{}, errTodo }
-
-// Match evaluates e over r. A nil e matches.
-func Match(e Expr, r Record) bool { return e == nil }
 
 // SchemaOf returns the Schema of a map of declarations.
 func SchemaOf(decls map[string]Type) Schema {

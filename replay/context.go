@@ -382,17 +382,9 @@ func (c *Context) SetCustomStatus(status any) error {
 	if err != nil {
 		return fmt.Errorf("chronicle: custom status: %w", err)
 	}
-	c.x.command(&history.CustomStatusSet{Status: payload}, "")
+	text, _ := status.(string)
+	c.x.command(&history.CustomStatusSet{Status: payload, Text: text}, "")
 	return nil
-}
-
-// UpsertSearchAttributes sets search attributes of the instance, by
-// declared name; a nil value unsets one. Each value must be of its declared
-// type, or nothing is recorded and the error wraps ErrInvalidArgument. The
-// change is an event of history, so it replays and is hash-chained like
-// any other.
-func (c *Context) UpsertSearchAttributes(attrs map[string]any) error {
-	return fmt.Errorf("chronicle: search attributes: not implemented yet")
 }
 
 // SideEffect runs fn once and records its result; replays return the

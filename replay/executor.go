@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -31,6 +33,9 @@ type Options struct {
 	DefaultRetry history.RetryPolicy
 	// Logger receives workflow logs outside replay. Default discards.
 	Logger *slog.Logger
+	// SearchAttributes declares the search attributes workflow code may
+	// set, by name ([Context.UpsertSearchAttributes]).
+	SearchAttributes map[string]query.Type
 }
 
 // Replayer runs workflow code deterministically against history. Its
@@ -84,6 +89,10 @@ type executor struct {
 	signals  []*signal          // raised and not yet consumed, in arrival order
 	waiters  []*signalWaiter    // waits for signals, in call order
 	resolved int64              // resolution counter for WhenAny
+
+	// attrs are the execution's search attributes: its start's, changed
+	// by its upserts.
+	attrs history.SearchAttributeMap
 
 	suspended bool
 	ended     bool // an end event is in history
@@ -223,6 +232,7 @@ func (r *Replayer) newExecutor(instanceID string, start *history.Event) (*execut
 		yielded: make(chan struct{}), futures: map[int64]*future{}, nextSeq: start.Seq + 1,
 	}
 	x.ctx = &Context{x: x}
+	x.upsert(attrs.SearchAttributes)
 	return x, nil
 }
 
@@ -364,7 +374,7 @@ func isCommand(k history.Kind) bool {
 		history.KindSubWorkflowScheduled, history.KindSignalSent, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
-		history.KindContinuedAsNew:
+		history.KindContinuedAsNew, history.KindSearchAttributesUpserted:
 		return true
 	}
 	return false
@@ -586,6 +596,7 @@ func (x *executor) live(now time.Time) ([]history.Event, *executor, error) {
 func (x *executor) continueAsNew(seq int64, can *history.ContinuedAsNew, now time.Time) (*executor, []history.Event, error) {
 	start := *x.start
 	start.Input, start.ContinuedFrom, start.Version = can.Input, x.executionID, can.Version
+	start.SearchAttributes = maps.Clone(x.attrs)
 	payload, err := history.EncodeAttributes(&start)
 	if err != nil {
 		return nil, nil, err

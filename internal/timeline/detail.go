@@ -2,6 +2,8 @@ package timeline
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +142,8 @@ func (d describer) detail(e *history.Event) string {
 		if a.Version != "" {
 			name += " v" + a.Version
 		}
-		return parts(name, labelled("key", a.BusinessKey), parent, from, labelled("input", d.payload(a.Input)))
+		return parts(name, labelled("key", a.BusinessKey), parent, from, labelled("input", d.payload(a.Input)),
+			labelled("attributes", attributes(a.SearchAttributes)))
 	case *history.ExecutionCompleted:
 		if r := d.payload(a.Output); r != "" {
 			return "result " + r
@@ -233,6 +236,11 @@ func (d describer) detail(e *history.Event) string {
 			return "status " + s
 		}
 		return "status cleared"
+	case *history.SearchAttributesUpserted:
+		if len(a.Attributes) == 0 {
+			return "no attributes"
+		}
+		return "attributes " + attributes(a.Attributes)
 	case *history.CompensationStarted:
 		return then("undo "+plural(a.Steps, "step"), ": ", message(a.Reason))
 	case *history.CompensationCompleted:
@@ -243,6 +251,19 @@ func (d describer) detail(e *history.Event) string {
 	}
 	// A kind added to history without a case here still shows its name.
 	return string(e.Kind)
+}
+
+// attributes lists search attribute values in name order, as query
+// literals ("customer='c-7', amount=12.5"); an unset one is "NULL".
+func attributes(m history.SearchAttributeMap) string {
+	if len(m) == 0 {
+		return ""
+	}
+	ps := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		ps = append(ps, k+"="+m[k].String())
+	}
+	return message(strings.Join(ps, ", "))
 }
 
 func reason(r string) string {

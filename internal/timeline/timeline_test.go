@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -137,6 +138,13 @@ func allKinds(t *testing.T) []eventCase {
 		{attrs: &history.ExecutionFailed{Failure: history.Failure{Message: "chronicle: activity credit-check failed after 3 attempt(s):\ncredit bureau timeout", Type: "ActivityError"}}, correlation: "exec-2"},
 		{attrs: &history.ExecutionTerminated{Reason: "withdrawn by applicant"}, correlation: "exec-2", actor: "user:ines"},
 		{attrs: &history.ExecutionTerminated{}, correlation: "exec-2"},
+		{attrs: &history.ExecutionStarted{Name: "loan-approval", ContinuedFrom: "exec-2",
+			SearchAttributes: history.SearchAttributeMap{"amount": {Type: query.Int, Int: 240000}, "branch": {Type: query.Keyword, Str: "north"}}}, correlation: "exec-3", actor: "system"},
+		{attrs: &history.SearchAttributesUpserted{Attributes: history.SearchAttributeMap{
+			"branch": {}, "risk": {Type: query.Float, Float: 0.25}, "tags": {Type: query.KeywordList, List: []string{"vip", "rush"}},
+			"due": {Type: query.Time, Time: t0.Add(72 * time.Hour)}, "reviewed": {Type: query.Bool, Bool: true},
+		}}},
+		{attrs: &history.SearchAttributesUpserted{}},
 	}
 }
 

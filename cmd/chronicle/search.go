@@ -37,7 +37,7 @@ func (c *cli) declarations() (map[string]query.Type, error) {
 	if strings.TrimSpace(src) != "" {
 		d, err := query.ParseDeclarations(src)
 		if err != nil {
-			return nil, usagef(nil, "invalid %s %q: %v (write name:type,name:type with the types keyword, int, float, bool, time, keyword_list)", from, src, err)
+			return nil, usagef(nil, "invalid %s %q: %v (write name:type,name:type)", from, src, err)
 		}
 		decls = d
 	}
@@ -68,9 +68,10 @@ func declaredList(decls map[string]query.Type) string {
 
 // queryHint is said after a query that does not parse.
 func queryHint(decls map[string]query.Type) string {
-	return "hint: the fields are " + strings.Join(builtinFields, ", ") +
-		" and the declared search attributes (" + declaredList(decls) + "); declare more with --search-attributes 'name:type,...' or " +
-		searchAttributesEnv + "; strings take single quotes: status = 'running' AND amount > 100 (docs/search.md)"
+	return "hint: the fields are " + strings.Join(builtinFields, ", ") + "\n" +
+		"      and the declared search attributes: " + declaredList(decls) + "\n" +
+		"      (declare them with --search-attributes 'name:type,...' or " + searchAttributesEnv + ");\n" +
+		"      strings take single quotes: status = 'running' AND amount > 100 (docs/search.md)"
 }
 
 // checkWhere parses a --where query against the declarations before the

@@ -96,7 +96,11 @@ var regions = map[string]string{"ORD-1001": "uk", "ORD-1002": "uk", "ORD-1003": 
 
 // orderAttributes are the search attributes the shop starts an order with.
 func orderAttributes(o Order) map[string]any {
-	return map[string]any{"customer": customers[o.Customer], "amount": float64(o.Total) / 100, "region": regions[o.ID]}
+	attrs := map[string]any{"customer": customers[o.Customer], "amount": float64(o.Total) / 100}
+	if r, ok := regions[o.ID]; ok {
+		attrs["region"] = r
+	}
+	return attrs
 }
 
 // outcome is what the demo produced; its test checks it.

@@ -474,3 +474,38 @@ func TestSearchQueries(t *testing.T) {
 	_, err = chronicle.ListProjections[itemsState](b.ctx, b.engine, "items", chronicle.ProjectionFilter{Where: "amount > 'x'"})
 	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
 }
+
+// TestUpsertLimit: an upsert that would give an instance more than
+// MaxSearchAttributes is refused and records nothing; unsetting makes
+// room again.
+func TestUpsertLimit(t *testing.T) {
+	t.Parallel()
+	decls := map[string]query.Type{}
+	for i := range chronicle.MaxSearchAttributes + 1 {
+		decls[fmt.Sprintf("a%02d", i)] = query.Int
+	}
+	b := setup(t, chronicle.Options{SearchAttributes: decls})
+	register(t, b.engine, "fill", func(ctx *chronicle.Context, _ int) (string, error) {
+		first := map[string]any{}
+		for i := range chronicle.MaxSearchAttributes {
+			first[fmt.Sprintf("a%02d", i)] = i
+		}
+		if err := ctx.UpsertSearchAttributes(first); err != nil {
+			return "", err
+		}
+		over := ctx.UpsertSearchAttributes(map[string]any{"a64": 64})
+		if !errors.Is(over, chronicle.ErrInvalidArgument) {
+			return "", fmt.Errorf("the 65th attribute gave %v", over)
+		}
+		// Unsetting one and setting another in one upsert keeps 64.
+		return "", ctx.UpsertSearchAttributes(map[string]any{"a00": nil, "a64": 64})
+	})
+	b.start(t, "fill", "f-1", 0)
+	b.drain(t)
+	require.Equal(t, "", result[string](t, b, "f-1"))
+	require.Equal(t, 2, count(b.history(t, "f-1"), history.KindSearchAttributesUpserted))
+	attrs := b.describe(t, "f-1").SearchAttributes
+	require.Len(t, attrs, chronicle.MaxSearchAttributes)
+	require.NotContains(t, attrs, "a00")
+	require.Equal(t, int64(64), attrs["a64"])
+}

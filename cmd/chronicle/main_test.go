@@ -364,7 +364,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	r = golden(t, "tampered_history_verify_json", exitFailure, flip, "--json", "history", "verify", "CLM-1001")
 	var v verifyJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
-	require.Equal(t, verifyJSON{InstanceID: "CLM-1001", Events: 16, BrokenSeq: 5, Reason: "hash does not match content"}, v)
+	require.Equal(t, verifyJSON{InstanceID: "CLM-1001", Events: 17, BrokenSeq: 5, Reason: "hash does not match content"}, v)
 
 	// An actor rewritten in place breaks the chain just the same.
 	r = runTool(t, "", tamper(t, "LOAN-2001", 9, func(e *history.Event) { e.Actor = "user:mallory" }), "history", "verify", "LOAN-2001")
@@ -376,7 +376,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 // the stored projections no longer match a fold of it.
 func TestProjectionsCheckFindsDifferences(t *testing.T) {
 	t.Parallel()
-	forge := tamper(t, "CLM-1001", 15, func(e *history.Event) {
+	forge := tamper(t, "CLM-1001", 16, func(e *history.Event) {
 		status, err := history.Encode("refunded")
 		require.NoError(t, err)
 		e.Payload, err = history.EncodeAttributes(&history.CustomStatusSet{Status: status})
@@ -406,7 +406,7 @@ func TestVerifyArchive(t *testing.T) {
 	require.Equal(t, string(data), r.stdout)
 	events, err := history.ReadJSONL(bytes.NewReader(data))
 	require.NoError(t, err)
-	require.Len(t, events, 16)
+	require.Len(t, events, 17)
 
 	verifyFile := func(name string, content []byte, h hooks) result {
 		t.Helper()
@@ -422,7 +422,7 @@ func TestVerifyArchive(t *testing.T) {
 	lines := strings.SplitAfter(string(data), "\n")
 	r = verifyFile("prefix.jsonl", []byte(strings.Join(lines[:9], "")), hooks{})
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
-	require.Contains(t, r.stdout, "matches the store: CLM-1001 holds the same hash at seq 9 and continues to seq 16")
+	require.Contains(t, r.stdout, "matches the store: CLM-1001 holds the same hash at seq 9 and continues to seq 17")
 
 	// Edit the actor of seq 2: the chain breaks there.
 	require.Contains(t, lines[1], `"actor":"worker:demo"`)
@@ -452,7 +452,7 @@ func TestVerifyArchive(t *testing.T) {
 	// The purged instance is gone, and show says where it went.
 	r = runTool(t, tmp, purged, "instance", "show", "CLM-1001")
 	require.Equal(t, exitFailure, r.code)
-	require.Equal(t, "chronicle: instance not found: CLM-1001 (purged 2026-11-23 10:00:00 by user:ops at seq 16)\n", r.stderr)
+	require.Equal(t, "chronicle: instance not found: CLM-1001 (purged 2026-11-23 10:00:00 by user:ops at seq 17)\n", r.stderr)
 }
 
 // TestPurgeArchiveIsTheHistory checks that purge --archive writes the
@@ -520,7 +520,7 @@ func TestDoctor(t *testing.T) {
 				VisibleAt: at.Add(time.Minute), Error: "project REF-4001: fold refunds: cannot read the amount"}))
 		}
 	}}
-	forged := tamper(t, "CLM-1001", 15, func(e *history.Event) {
+	forged := tamper(t, "CLM-1001", 16, func(e *history.Event) {
 		status, err := history.Encode("refunded")
 		require.NoError(t, err)
 		e.Payload, err = history.EncodeAttributes(&history.CustomStatusSet{Status: status})

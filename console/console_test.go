@@ -241,6 +241,11 @@ func TestInstanceSearch(t *testing.T) {
 	require.Contains(t, p.body, `<td class="attr">1280</td><td class="attr">POL-7731</td>`)
 	require.NotContains(t, p.body, `<th class="attr">approved</th>`)
 
+	// An instance's page lists its attributes.
+	p = b.get("/instance?id=CLM-1001")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `<dt class="attr">amount</dt><dd class="attr" data-attr="amount">1280</dd><dt class="attr">approved</dt><dd class="attr" data-attr="approved">true</dd>`)
+
 	for _, q := range []string{"amount >", "customer = 'Ada'", "amount = 'lots'", `status = '<script>x</script>'`} {
 		p := b.get("/instances?q=" + url.QueryEscape(q))
 		require.Equal(t, http.StatusBadRequest, p.code, q)

@@ -93,7 +93,13 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 func (e *Engine) Store() provider.Store { return e.store }
 
 // Options returns the engine's options with defaults filled in.
-func (e *Engine) Options() Options { return e.opts }
+func (e *Engine) Options() Options {
+	o := e.opts
+	// The declarations are the engine's own: a caller changing the map
+	// it gets does not change what the engine checks.
+	o.SearchAttributes = maps.Clone(o.SearchAttributes)
+	return o
+}
 
 func (e *Engine) workflow(name string) (replay.WorkflowFunc, bool) {
 	e.mu.RLock()

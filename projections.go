@@ -272,13 +272,17 @@ func (e *Engine) RebuildProjections(ctx context.Context, instanceID string) erro
 			}
 			return s.SaveProjections(ctx, p)
 		}
-		switch st := e.store.(type) {
-		case provider.TxStore:
-			err = st.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error { return write(ctx, tx) })
-		case provider.LeaseStore:
-			err = write(ctx, st)
+		// A store may implement both modes' methods (the memory store
+		// does); its Mode says which one it runs.
+		tx, isTx := e.store.(provider.TxStore)
+		lease, isLease := e.store.(provider.LeaseStore)
+		switch {
+		case e.store.Mode() == provider.ModeTransactional && isTx:
+			err = tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error { return write(ctx, tx) })
+		case e.store.Mode() == provider.ModePeekLock && isLease:
+			err = write(ctx, lease)
 		default:
-			return fmt.Errorf("rebuild %s: store implements neither mode", instanceID)
+			return fmt.Errorf("rebuild %s: the store does not implement its mode (%s)", instanceID, e.store.Mode())
 		}
 		if err == nil {
 			// A round that committed during the write may have had its

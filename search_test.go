@@ -15,6 +15,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/query"
 )
@@ -178,12 +179,29 @@ func orderWorkflow(ctx *chronicle.Context, round int) (string, error) {
 	return "done", err
 }
 
+// searchModes runs test in both modes of the memory store, with the
+// engine's cache and without it (every round loads its instance cold,
+// from the stored snapshot).
+func searchModes(t *testing.T, test func(t *testing.T, b *bundle)) {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
+		for _, cache := range []int{0, -1} {
+			t.Run(fmt.Sprintf("%s/cache%d", mode, cache), func(t *testing.T) {
+				t.Parallel()
+				test(t, setupOn(t, memory.New(memory.Options{Mode: mode}), chronicle.Options{SearchAttributes: orderDecls, CacheSize: cache}))
+			})
+		}
+	}
+}
+
 // TestUpsertSearchAttributes: workflow code's upserts are recorded in
 // history (a bad one records nothing), shown by Describe with the custom
 // status text, carried by continue-as-new, and replay deterministically.
 func TestUpsertSearchAttributes(t *testing.T) {
 	t.Parallel()
-	b := searchSetup(t)
+	searchModes(t, testUpsertSearchAttributes)
+}
+
+func testUpsertSearchAttributes(t *testing.T, b *bundle) {
 	register(t, b.engine, "order", orderWorkflow)
 	_, err := b.engine.Start(b.ctx, "order", 0, &chronicle.StartOptions{InstanceID: "o-1", SearchAttributes: map[string]any{"customer": "c-1", "vip": false}})
 	require.NoError(t, err)
@@ -320,7 +338,11 @@ func foldItems(s itemsState, e *chronicle.Event) (itemsState, error) {
 // the items attribute.
 func projectionSetup(t *testing.T, attrs func(itemsState) map[string]any) *bundle {
 	t.Helper()
-	b := searchSetup(t)
+	return projectionSetupOn(t, searchSetup(t), attrs)
+}
+
+func projectionSetupOn(t *testing.T, b *bundle, attrs func(itemsState) map[string]any) *bundle {
+	t.Helper()
 	activity(t, b.engine, "pick", func(_ context.Context, in int) (int, error) { return in, nil })
 	register(t, b.engine, "order", func(ctx *chronicle.Context, n int) (int, error) {
 		for i := range n {
@@ -346,9 +368,14 @@ func projectionSetup(t *testing.T, attrs func(itemsState) map[string]any) *bundl
 // rebuild reproduces them.
 func TestProjectionForWorkflowsAndAttributes(t *testing.T) {
 	t.Parallel()
-	b := projectionSetup(t, func(s itemsState) map[string]any {
-		return map[string]any{"items": s.Items, "customer": nil}
+	searchModes(t, func(t *testing.T, b *bundle) {
+		testProjectionForWorkflowsAndAttributes(t, projectionSetupOn(t, b, func(s itemsState) map[string]any {
+			return map[string]any{"items": s.Items, "customer": nil}
+		}))
 	})
+}
+
+func testProjectionForWorkflowsAndAttributes(t *testing.T, b *bundle) {
 	_, err := b.engine.Start(b.ctx, "order", 3, &chronicle.StartOptions{InstanceID: "o-1", SearchAttributes: map[string]any{"items": 100, "customer": "c-1"}})
 	require.NoError(t, err)
 	b.start(t, "other", "x-1", 1)
@@ -508,4 +535,38 @@ func TestUpsertLimit(t *testing.T) {
 	require.Len(t, attrs, chronicle.MaxSearchAttributes)
 	require.NotContains(t, attrs, "a00")
 	require.Equal(t, int64(64), attrs["a64"])
+}
+
+// TestWhereOnDeadStarts: an instance whose start was dead-lettered before
+// its first round is listed as pending when the filter matches what its
+// start gave, and not otherwise.
+func TestWhereOnDeadStarts(t *testing.T) {
+	t.Parallel()
+	b := searchSetup(t)
+	register(t, b.engine, "crash", func(*chronicle.Context, int) (int, error) { panic("boom") })
+	_, err := b.engine.Start(b.ctx, "crash", 0, &chronicle.StartOptions{InstanceID: "d-1", SearchAttributes: map[string]any{"customer": "ann"}})
+	require.NoError(t, err)
+	for range 5 {
+		b.advance(t, time.Minute)
+	}
+	inst := b.describe(t, "d-1")
+	require.Equal(t, chronicle.StatusPending, inst.Status)
+	require.NotEmpty(t, inst.Incident)
+	require.Equal(t, map[string]any{"customer": "ann"}, inst.SearchAttributes)
+
+	for where, want := range map[string][]string{
+		"customer = 'ann'":              {"d-1"},
+		"customer = 'bob'":              nil,
+		"workflow = 'crash'":            {"d-1"},
+		"status = 'running'":            nil,
+		"customer = 'ann' AND amount>1": nil,
+	} {
+		list, err := b.engine.ListInstances(b.ctx, chronicle.InstanceFilter{Where: where})
+		require.NoError(t, err, where)
+		var ids []string
+		for _, in := range list {
+			ids = append(ids, in.ID)
+		}
+		require.Equal(t, want, ids, where)
+	}
 }

@@ -44,8 +44,10 @@ func appendAttributes(b []byte, a Attributes) (_ []byte, ok bool) {
 			return append(b, 0x80), true
 		}
 		return mpack.AppendBin(mpack.AppendStr(append(b, 0x81), "output"), a.Output), true
+	case *SearchAttributesUpserted:
+		return a.Attributes.AppendMsgpack(mpack.AppendStr(append(b, 0x81), "attributes")), true
 	case *ExecutionStarted:
-		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 || len(a.SearchAttributes) > 0 {
+		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 {
 			return b, false
 		}
 		return appendExecutionStarted(b, a), true
@@ -92,7 +94,7 @@ func appendActivityScheduled(b []byte, a *ActivityScheduled) []byte {
 }
 
 func appendExecutionStarted(b []byte, a *ExecutionStarted) []byte {
-	b = mpack.AppendMapLen(b, 1+mpack.Count(a.Version != "", len(a.Input) > 0, a.BusinessKey != "", a.Parent != nil, a.Trace != "", a.ContinuedFrom != ""))
+	b = mpack.AppendMapLen(b, 1+mpack.Count(a.Version != "", len(a.Input) > 0, a.BusinessKey != "", a.Parent != nil, a.Trace != "", a.ContinuedFrom != "", len(a.SearchAttributes) > 0))
 	b = mpack.AppendStr(mpack.AppendStr(b, "name"), a.Name)
 	if a.Version != "" {
 		b = mpack.AppendStr(mpack.AppendStr(b, "version"), a.Version)
@@ -114,6 +116,9 @@ func appendExecutionStarted(b []byte, a *ExecutionStarted) []byte {
 	}
 	if a.ContinuedFrom != "" {
 		b = mpack.AppendStr(mpack.AppendStr(b, "continued_from"), a.ContinuedFrom)
+	}
+	if len(a.SearchAttributes) > 0 {
+		b = a.SearchAttributes.AppendMsgpack(mpack.AppendStr(b, "search_attributes"))
 	}
 	return b
 }
@@ -199,9 +204,26 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 				s.Trace = r.Str()
 			case 6:
 				s.ContinuedFrom = r.Str()
+			case 7:
+				s.SearchAttributes = readAttributeMap(&r)
 			}
 		}
 		a = s
+	case KindSearchAttributesUpserted:
+		if r.MapLen() != 1 || r.Key(searchAttributesUpsertedFields, new(int)) != 0 {
+			return nil, false
+		}
+		u := &SearchAttributesUpserted{}
+		switch {
+		case r.Off < len(payload) && payload[r.Off] == 0xc0: // nil
+			r.Off++
+		case r.Off < len(payload) && payload[r.Off] == 0x80: // empty
+			r.Off++
+			u.Attributes = SearchAttributeMap{}
+		default:
+			u.Attributes = readAttributeMap(&r)
+		}
+		a = u
 	default:
 		return nil, false
 	}
@@ -242,9 +264,11 @@ var (
 	activityScheduledFields  = []string{"name", "input", "retry", "queue", "timeout"}
 	activityCompletedFields  = []string{"result", "attempts"}
 	executionCompletedFields = []string{"output"}
-	executionStartedFields   = []string{"name", "version", "input", "business_key", "parent", "trace", "continued_from"}
-	parentRefFields          = []string{"instance_id", "execution_id", "scheduled_seq"}
-	retryPolicyFields        = []string{"max_attempts", "initial_interval", "max_interval", "multiplier", "non_retryable"}
+	executionStartedFields   = []string{"name", "version", "input", "business_key", "parent", "trace", "continued_from", "search_attributes"}
+
+	searchAttributesUpsertedFields = []string{"attributes"}
+	parentRefFields                = []string{"instance_id", "execution_id", "scheduled_seq"}
+	retryPolicyFields              = []string{"max_attempts", "initial_interval", "max_interval", "multiplier", "non_retryable"}
 )
 
 // decodeScalar decodes an integer into *int or *int64, or a string into

@@ -40,8 +40,53 @@ func genInt(t *rapid.T, label string) int64 {
 	).Draw(t, label)
 }
 
+func genTime(t *rapid.T, label string) time.Time {
+	switch rapid.IntRange(0, 3).Draw(t, label+" form") {
+	case 0:
+		return time.Time{}
+	case 1:
+		return time.Unix(rapid.Int64Range(0, 1<<32-1).Draw(t, label), 0).UTC()
+	case 2:
+		return time.Unix(rapid.Int64Range(0, 1<<34-1).Draw(t, label), rapid.Int64Range(0, 999999999).Draw(t, label+" ns")).UTC()
+	}
+	return time.Unix(rapid.Int64Range(-1<<40, 1<<40).Draw(t, label), rapid.Int64Range(0, 999999999).Draw(t, label+" ns")).UTC()
+}
+
+// genValues draws attribute values: real ones set the field of their
+// type, but any mix must encode alike.
+func genValues(t *rapid.T) SearchAttributeMap {
+	switch rapid.IntRange(0, 4).Draw(t, "values form") {
+	case 0:
+		return nil
+	case 1:
+		return SearchAttributeMap{}
+	}
+	m := SearchAttributeMap{}
+	for i := rapid.IntRange(1, 8).Draw(t, "values"); i > 0; i-- {
+		v := query.Value{Type: query.Type(rapid.IntRange(0, 6).Draw(t, "value type"))}
+		if rapid.Bool().Draw(t, "str") {
+			v.Str = genStr(t, "str value")
+		}
+		if rapid.Bool().Draw(t, "int") {
+			v.Int = genInt(t, "int value")
+		}
+		if rapid.Bool().Draw(t, "float") {
+			v.Float = rapid.Float64().Draw(t, "float value")
+		}
+		v.Bool = rapid.Bool().Draw(t, "bool value")
+		v.Time = genTime(t, "time value")
+		if rapid.Bool().Draw(t, "list") {
+			v.List = rapid.SliceOfN(rapid.String(), 0, 5).Draw(t, "list value")
+		}
+		m[genStr(t, "value name")] = v
+	}
+	return m
+}
+
 func genAttributes(t *rapid.T) Attributes {
-	switch rapid.IntRange(0, 5).Draw(t, "type") {
+	switch rapid.IntRange(0, 6).Draw(t, "type") {
+	case 6:
+		return &SearchAttributesUpserted{Attributes: genValues(t)}
 	case 0:
 		return &TurnStarted{}
 	case 1:
@@ -69,15 +114,18 @@ func genAttributes(t *rapid.T) Attributes {
 			a.BusinessParts = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "parts")
 			a.Tags = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "tags")
 		}
-		if rapid.Bool().Draw(t, "search attributes") {
-			a.SearchAttributes = map[string]query.Value{
-				genStr(t, "attr"): {Type: query.Int, Int: genInt(t, "attr value")},
-				"k":               {Type: query.Keyword, Str: genStr(t, "keyword")},
-			}
-		}
+		a.SearchAttributes = genValues(t)
 		return a
 	default:
 		return &ActivityFailed{Failure: Failure{Message: genStr(t, "message")}, Attempts: int(genInt(t, "attempts"))}
+	}
+}
+
+// normalize puts the times the reflective decoder gives in the local
+// zone in UTC, as DecodeAttributes does.
+func normalize(a Attributes) {
+	if n, ok := a.(utcNormalizer); ok {
+		n.normalizeUTC()
 	}
 }
 
@@ -100,6 +148,7 @@ func TestFastCodecMatchesReflective(t *testing.T) {
 		}
 		slow := kindInfo[a.EventKind()].new()
 		require.NoError(t, Decode(want, slow))
+		normalize(slow)
 		dec, err := DecodeAttributes(a.EventKind(), want)
 		require.NoError(t, err)
 		require.Equal(t, slow, dec)
@@ -132,6 +181,7 @@ func TestFastDecodeFallsBack(t *testing.T) {
 		}
 		slow := kindInfo[a.EventKind()].new()
 		require.NoError(t, Decode(data, slow), "the fast decoder accepted % x", data)
+		normalize(slow)
 		require.Equal(t, slow, fast, "% x", data)
 	})
 }

@@ -1,15 +1,11 @@
 package round
 
 import (
-	"encoding/binary"
-	"maps"
-	"math"
 	"slices"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/mpack"
 	"github.com/chronicleflow/chronicle/provider"
-	"github.com/chronicleflow/chronicle/query"
 )
 
 // appendSnapshot appends the encoding of s that MarshalSnapshot stores:
@@ -75,10 +71,7 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 		b = mpack.AppendStr(mpack.AppendStr(b, "custom_status_text"), s.CustomStatusText)
 	}
 	if len(s.Attributes) > 0 {
-		b = mpack.AppendMapLen(mpack.AppendStr(b, "attributes"), len(s.Attributes))
-		for _, k := range slices.Sorted(maps.Keys(s.Attributes)) {
-			b = appendValue(mpack.AppendStr(b, k), s.Attributes[k])
-		}
+		b = s.Attributes.AppendMsgpack(mpack.AppendStr(b, "attributes"))
 	}
 	if !s.CreatedAt.IsZero() {
 		b = mpack.AppendTime(mpack.AppendStr(b, "created_at"), s.CreatedAt)
@@ -151,64 +144,6 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	return b
 }
 
-// appendValue appends a search attribute value as the reflective encoder
-// writes a query.Value: a map of its non-empty fields.
-func appendValue(b []byte, v query.Value) []byte {
-	b = mpack.AppendMapLen(b, 1+mpack.Count(v.Str != "", v.Int != 0, v.Float != 0, v.Bool, !v.Time.IsZero(), len(v.List) > 0))
-	b = mpack.AppendInt(mpack.AppendStr(b, "t"), int64(v.Type))
-	if v.Str != "" {
-		b = mpack.AppendStr(mpack.AppendStr(b, "s"), v.Str)
-	}
-	if v.Int != 0 {
-		b = mpack.AppendInt(mpack.AppendStr(b, "i"), v.Int)
-	}
-	if v.Float != 0 {
-		b = binary.BigEndian.AppendUint64(append(mpack.AppendStr(b, "f"), 0xcb), math.Float64bits(v.Float))
-	}
-	if v.Bool {
-		b = append(mpack.AppendStr(b, "b"), 0xc3)
-	}
-	if !v.Time.IsZero() {
-		b = mpack.AppendTime(mpack.AppendStr(b, "tm"), v.Time)
-	}
-	if len(v.List) > 0 {
-		b = mpack.AppendStrings(mpack.AppendStr(b, "l"), v.List)
-	}
-	return b
-}
-
-// readValue reads what appendValue writes.
-func readValue(r *mpack.Reader) query.Value {
-	var v query.Value
-	next := 0
-	for n := r.MapLen(); n > 0 && r.OK; n-- {
-		switch r.Key(valueFields, &next) {
-		case 0:
-			t := r.Int()
-			if t < 0 || t > math.MaxUint8 {
-				r.OK = false
-			}
-			v.Type = query.Type(t)
-		case 1:
-			v.Str = r.Str()
-		case 2:
-			v.Int = r.Int()
-		case 3:
-			v.Float = r.Float64()
-		case 4:
-			v.Bool = r.Bool()
-		case 5:
-			v.Time = r.Time()
-		case 6:
-			v.List = r.Strings()
-		}
-	}
-	if next == 0 {
-		r.OK = false // the type is always written
-	}
-	return v
-}
-
 func appendPendingNames(b []byte, m map[int64]string) []byte {
 	b = mpack.AppendArrayLen(b, len(m))
 	for _, seq := range sortedSeqs(m) {
@@ -277,18 +212,11 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 		case 11:
 			s.CustomStatusText = r.Str()
 		case 12:
-			n := r.MapLen()
-			if n == 0 || n > len(r.Buf)-r.Off {
+			m, n, ok := history.ReadSearchAttributeMap(r.Buf[r.Off:])
+			if !ok {
 				return false
 			}
-			s.Attributes = make(history.SearchAttributeMap, n)
-			for ; n > 0 && r.OK; n-- {
-				k := r.Str()
-				if _, dup := s.Attributes[k]; dup {
-					return false
-				}
-				s.Attributes[k] = readValue(&r)
-			}
+			s.Attributes, r.Off = m, r.Off+n
 		case 13:
 			s.CreatedAt = r.Time()
 		case 14:
@@ -353,7 +281,6 @@ var (
 		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows", "signals"}
 	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
 	failureFields = []string{"message", "type", "non_retryable", "details"}
-	valueFields   = []string{"t", "s", "i", "f", "b", "tm", "l"}
 )
 
 func readPendingNames(r *mpack.Reader) []pendingName {

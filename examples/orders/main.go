@@ -35,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -240,7 +241,8 @@ func search(ctx context.Context, engine *chronicle.Engine, out *console, res *ou
 	}
 	out.printf("%s:\n", bigOrdersQuery)
 	for _, in := range found {
-		out.printf("  %s  %-9s €%-9.2f %-3s %s\n", in.ID, in.CustomStatusText, in.SearchAttributes["amount"], in.SearchAttributes["region"], in.SearchAttributes["tracking"])
+		amount, _ := in.SearchAttributes["amount"].(float64)
+		out.printf("  %s  %-9s %-10s %-3s %s\n", in.ID, in.CustomStatusText, cents(int(math.Round(amount*100))), in.SearchAttributes["region"], in.SearchAttributes["tracking"])
 		res.Found = append(res.Found, in.ID)
 	}
 	counts, err := engine.CountInstances(ctx, chronicle.CountFilter{Where: "workflow = 'order'", By: "custom_status"})

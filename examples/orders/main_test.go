@@ -52,7 +52,7 @@ func TestDemo(t *testing.T) {
 		"Grace cancels ORD-1003",
 		"ORD-1004  expired",
 		"CompensationStarted",
-		"ORD-1002  settled   €1299.00   uk  TRK-ORD-1002",
+		"ORD-1002  settled   €1,299.00  uk  TRK-ORD-1002",
 		"settled    2",
 	} {
 		if !bytes.Contains(out.Bytes(), []byte(s)) {

@@ -195,6 +195,69 @@ func TestInstanceList(t *testing.T) {
 	}
 }
 
+// TestInstanceSearch checks the query box: it narrows the list, shows the
+// custom status and the chosen attributes, counts the filter's instances
+// by status, and shows a query that does not parse, escaped, as a problem
+// of the page rather than an error.
+func TestInstanceSearch(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"amount > 1000", []string{"CLM-1001", "CLM-1002", "CLM-1004", "LOAN-2001", "LOAN-2002"}},
+		{"amount > 1000 AND status = 'running'", []string{"CLM-1002", "LOAN-2002"}},
+		{"policy = 'POL-8812'", []string{"CLM-1002", "CLM-1004"}},
+		{"custom_status = 'awaiting review'", []string{"CLM-1002", "CLM-1003", "CLM-1004"}},
+		{"approved = true", []string{"CLM-1001"}},
+		{"NOT approved = true AND workflow = 'claim'", []string{"CLM-1002", "CLM-1003", "CLM-1004"}},
+		{"amount IS NULL", []string{"KYC-3001"}},
+	} {
+		p := b.get("/instances?q=" + url.QueryEscape(tt.query))
+		require.Equal(t, http.StatusOK, p.code, tt.query)
+		require.Equal(t, tt.want, ids(p.body, "instance"), tt.query)
+	}
+
+	// The query narrows the other fields; the count row counts the
+	// filter's instances by status, the status field aside, and links to
+	// each status.
+	p := b.get("/instances?workflow=claim&status=running&q=" + url.QueryEscape("amount >= 1000"))
+	require.Equal(t, http.StatusOK, p.code)
+	require.Equal(t, []string{"CLM-1002"}, ids(p.body, "instance"))
+	require.Contains(t, p.body, `data-status="completed"><span class="status status-completed">completed</span> <span class="n">1</span>`, "CLM-1001")
+	require.Contains(t, p.body, `data-status="running"><span class="status status-running">running</span> <span class="n">1</span>`, "CLM-1002")
+	require.Contains(t, p.body, `data-status="terminated"><span class="status status-terminated">terminated</span> <span class="n">1</span>`, "CLM-1004")
+	require.Contains(t, p.body, `3 in all`)
+	require.Contains(t, p.body, `value="amount &gt;= 1000"`, "the box keeps the query, escaped")
+
+	// Custom status and the attribute columns.
+	p = b.get("/instances?columns=amount,policy&q=" + url.QueryEscape("id = 'CLM-1001'"))
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `<th class="attr">amount</th><th class="attr">policy</th>`)
+	require.Contains(t, p.body, `<td class="custom-status">paid</td>`)
+	require.Contains(t, p.body, `<td class="attr">1280</td><td class="attr">POL-7731</td>`)
+	require.NotContains(t, p.body, `<th class="attr">approved</th>`)
+
+	// An instance's page lists its attributes.
+	p = b.get("/instance?id=CLM-1001")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `<dt class="attr">amount</dt><dd class="attr" data-attr="amount">1280</dd><dt class="attr">approved</dt><dd class="attr" data-attr="approved">true</dd>`)
+
+	for _, q := range []string{"amount >", "customer = 'Ada'", "amount = 'lots'", `status = '<script>x</script>'`} {
+		p := b.get("/instances?q=" + url.QueryEscape(q))
+		require.Equal(t, http.StatusBadRequest, p.code, q)
+		require.Contains(t, p.body, `id="filter-problem"`, q)
+		require.Empty(t, ids(p.body, "instance"), q)
+		require.NotContains(t, p.body, "<script>", q)
+	}
+	p = b.get("/instances?columns=customer")
+	require.Equal(t, http.StatusBadRequest, p.code)
+	require.Contains(t, p.body, `&#34;customer&#34; not declared`)
+}
+
 func TestPaging(t *testing.T) {
 	t.Parallel()
 	d := seed(t)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/chronicleflow/chronicle/internal/resulttype"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // instanceStatuses are the statuses the instance filter offers.
@@ -53,18 +55,56 @@ func page[T any](c *console, path string, q url.Values, rows []T, id func(T) str
 // instancesPage is the data of the instance list.
 type instancesPage struct {
 	Status, Workflow, Key, From, To string
-	Statuses                        []string
-	Rows                            []*chronicle.Instance
-	Pager                           pager
-	Problem                         string
+	// Query is the filter in the query language (the q parameter), as
+	// typed; Columns the declared attributes shown as columns, and
+	// ColumnsText the columns parameter as typed.
+	Query       string
+	Columns     []string
+	ColumnsText string
+	// Declared lists the declared search attributes, for the query box's
+	// hint: "amount (float)".
+	Declared []string
+	Statuses []string
+	Rows     []instanceRow
+	// Counts are the instances of each status over the filter but its
+	// status; Total is their sum. CountErr says why they are missing.
+	Counts   []statusCount
+	Total    int64
+	CountErr string
+	Pager    pager
+	Problem  string
 }
+
+// instanceRow is one row of the instance list: the instance and the
+// values of the chosen attribute columns.
+type instanceRow struct {
+	*chronicle.Instance
+	Attrs []string
+}
+
+// statusCount is one status of the count row, with the link that filters
+// the list by it.
+type statusCount struct {
+	Status  string
+	Count   int64
+	URL     string
+	Current bool
+}
+
+// maxColumns bounds the attribute columns of the instance list.
+const maxColumns = 8
 
 func (c *console) instances(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	decls := c.engine.Options().SearchAttributes
 	p := instancesPage{Status: q.Get("status"), Workflow: strings.TrimSpace(q.Get("workflow")),
-		Key: strings.TrimSpace(q.Get("key")), From: q.Get("from"), To: q.Get("to"), Statuses: instanceStatuses}
+		Key: strings.TrimSpace(q.Get("key")), From: q.Get("from"), To: q.Get("to"), Statuses: instanceStatuses,
+		Query: strings.TrimSpace(q.Get("q")), ColumnsText: q.Get("columns")}
+	for _, name := range slices.Sorted(maps.Keys(decls)) {
+		p.Declared = append(p.Declared, name+" ("+typeName(decls[name])+")")
+	}
 	f := chronicle.InstanceFilter{Status: chronicle.Status(p.Status), Workflow: p.Workflow, BusinessKey: p.Key,
-		AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
+		Where: p.Query, AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
 	var problems []string
 	if p.Status != "" && !slices.Contains(instanceStatuses, p.Status) {
 		problems = append(problems, "unknown status "+strconv.Quote(p.Status))
@@ -76,6 +116,16 @@ func (c *console) instances(w http.ResponseWriter, r *http.Request) {
 	if f.CreatedTo, err = parseTime(p.To); err != nil {
 		problems = append(problems, "created before: "+err.Error())
 	}
+	if p.Query != "" {
+		if _, err := query.Parse(p.Query, query.SchemaOf(decls)); err != nil {
+			problems = append(problems, "query: "+err.Error())
+		}
+	}
+	var cerr string
+	p.Columns, cerr = chooseColumns(q, decls)
+	if cerr != "" {
+		problems = append(problems, "columns: "+cerr)
+	}
 	if len(problems) > 0 {
 		p.Problem = strings.Join(problems, "; ")
 		c.render(w, r, http.StatusBadRequest, "instances", "Instances", "instances", p)
@@ -83,11 +133,136 @@ func (c *console) instances(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := c.engine.ListInstances(r.Context(), f)
 	if err != nil {
+		if errors.Is(err, chronicle.ErrInvalidArgument) || errors.Is(err, query.ErrInvalidQuery) {
+			p.Problem = "query: " + err.Error()
+			c.render(w, r, http.StatusBadRequest, "instances", "Instances", "instances", p)
+			return
+		}
 		c.failErr(w, r, err)
 		return
 	}
-	p.Rows, p.Pager = page(c, "/instances", q, list, func(in *chronicle.Instance) string { return in.ID })
+	list, p.Pager = page(c, "/instances", q, list, func(in *chronicle.Instance) string { return in.ID })
+	for _, in := range list {
+		row := instanceRow{Instance: in}
+		for _, name := range p.Columns {
+			row.Attrs = append(row.Attrs, attrText(in.SearchAttributes[name]))
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	c.statusCounts(r, q, f, &p)
 	c.render(w, r, http.StatusOK, "instances", "Instances", "instances", p)
+}
+
+// chooseColumns returns the attribute columns of the instance list: those
+// the columns parameter names (comma-separated), or by default the
+// declared attributes in name order, at most maxColumns of them.
+func chooseColumns(q url.Values, decls map[string]query.Type) ([]string, string) {
+	if !q.Has("columns") {
+		names := slices.Sorted(maps.Keys(decls))
+		return names[:min(len(names), maxColumns)], ""
+	}
+	var cols, unknown []string
+	for _, name := range strings.Split(q.Get("columns"), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || slices.Contains(cols, name) {
+			continue
+		}
+		if _, ok := decls[name]; !ok {
+			unknown = append(unknown, strconv.Quote(name))
+			continue
+		}
+		cols = append(cols, name)
+	}
+	if len(unknown) > 0 {
+		return nil, strings.Join(unknown, ", ") + " not declared (Options.SearchAttributes)"
+	}
+	if len(cols) > maxColumns {
+		return nil, fmt.Sprintf("at most %d", maxColumns)
+	}
+	return cols, ""
+}
+
+// statusCounts counts the instances of each status over the list's filter
+// without its status, for the count row; each count links to the list
+// filtered by its status. Pending instances are not counted: they have no
+// record yet.
+func (c *console) statusCounts(r *http.Request, q url.Values, f chronicle.InstanceFilter, p *instancesPage) {
+	var terms []string
+	if f.Where != "" {
+		terms = append(terms, "("+f.Where+")")
+	}
+	if f.Workflow != "" {
+		terms = append(terms, "workflow = "+quote(f.Workflow))
+	}
+	if f.BusinessKey != "" {
+		terms = append(terms, "business_key = "+quote(f.BusinessKey))
+	}
+	if !f.CreatedFrom.IsZero() {
+		terms = append(terms, "created_at >= "+quote(f.CreatedFrom.UTC().Format(time.RFC3339Nano)))
+	}
+	if !f.CreatedTo.IsZero() {
+		terms = append(terms, "created_at < "+quote(f.CreatedTo.UTC().Format(time.RFC3339Nano)))
+	}
+	groups, err := c.engine.CountInstances(r.Context(), chronicle.CountFilter{Where: strings.Join(terms, " AND "), By: "status"})
+	if err != nil {
+		c.log.WarnContext(r.Context(), "console: count instances", slog.Any("error", err))
+		p.CountErr = "counts unavailable: " + err.Error()
+		return
+	}
+	for _, g := range groups {
+		s, _ := g.Value.(string)
+		if s == "" {
+			continue
+		}
+		link := maps.Clone(q)
+		link.Del("after")
+		link.Set("status", s)
+		p.Counts = append(p.Counts, statusCount{Status: s, Count: g.Count, URL: c.link("/instances", link), Current: s == p.Status})
+		p.Total += g.Count
+	}
+}
+
+// quote writes s as a string literal of the query language.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// typeName is the name of an attribute type as declarations spell it.
+func typeName(t query.Type) string {
+	switch t {
+	case query.Keyword:
+		return "keyword"
+	case query.Int:
+		return "int"
+	case query.Float:
+		return "float"
+	case query.Bool:
+		return "bool"
+	case query.Time:
+		return "time"
+	case query.KeywordList:
+		return "keyword_list"
+	}
+	return "invalid"
+}
+
+// attrText formats an attribute's value for a cell; "" when unset.
+func attrText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(v)
+	case time.Time:
+		return when(v)
+	case []string:
+		return strings.Join(v, ", ")
+	}
+	return fmt.Sprint(v)
 }
 
 // parseTime reads a time filter: what an <input type="datetime-local">

@@ -37,6 +37,7 @@ func (c *console) parseTemplates() (map[string]*template.Template, error) {
 			return c.link("/tasks", url.Values{"instance": {instanceID}, "status": {"any"}})
 		},
 		"when":   when,
+		"attr":   attrText,
 		"short":  func(n int, s string) string { return timeline.Shorten(timeline.Clean(s), n) },
 		"join":   strings.Join,
 		"plural": plural,

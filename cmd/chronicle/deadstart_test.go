@@ -54,7 +54,7 @@ func TestAllSkipsDeadLetteredStart(t *testing.T) {
 	r := runTool(t, "", deadStart(t), "history", "verify", "--all")
 	require.Equal(t, exitOK, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "\n"+skipped+"\n")
-	require.Contains(t, r.stdout, "CLM-1001   ok: 16 events")
+	require.Contains(t, r.stdout, "CLM-1001   ok: 17 events")
 	require.Contains(t, r.stdout, "8 histories verified: 8 ok, 0 broken; 1 instances without history skipped\n")
 
 	r = runTool(t, "", deadStart(t), "--json", "history", "verify", "--all")
@@ -72,7 +72,7 @@ func TestAllSkipsDeadLetteredStart(t *testing.T) {
 	r = runTool(t, "", deadStart(t), "projections", "rebuild", "--all")
 	require.Equal(t, exitOK, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "skipped BOOM-1: no history yet, its start was dead-lettered (redrive its dead letter to run it)\n")
-	require.Contains(t, r.stdout, "rebuilt the projections of CLM-1001 from 16 events\n")
+	require.Contains(t, r.stdout, "rebuilt the projections of CLM-1001 from 17 events\n")
 
 	r = runTool(t, "", deadStart(t), "--json", "projections", "rebuild", "--all")
 	require.Equal(t, exitOK, r.code, r.stderr)

@@ -48,6 +48,12 @@ global flags:
                  the codec of the deployment's engines (Options.Codec),
                  to show payloads; task results always take the codec
                  their task records
+  --search-attributes DECLS
+                 the search attributes the deployment declares
+                 (Options.SearchAttributes), as name:type,name:type with
+                 the types keyword, int, float, bool, time, keyword_list;
+                 default $CHRONICLE_SEARCH_ATTRIBUTES. Queries (--where)
+                 name them; the demo data declares amount, policy, approved
   --sign-key FILE
                  sign checkpoints with this Ed25519 key ("KEYID BASE64-SEED",
                  made by keygen): checkpoint write, and purge first

@@ -29,6 +29,9 @@ type instanceJSON struct {
 	LastError     string            `json:"last_error,omitempty"`
 	Incident      string            `json:"incident,omitempty"`
 	Failure       *failureJSON      `json:"failure,omitempty"`
+	// CustomStatusText is the custom status when it was set as a string.
+	CustomStatusText string              `json:"custom_status_text,omitempty"`
+	SearchAttributes map[string]attrJSON `json:"search_attributes,omitempty"`
 }
 
 type failureJSON struct {
@@ -43,6 +46,7 @@ func toInstanceJSON(i *chronicle.Instance) instanceJSON {
 		BusinessKey: i.BusinessKey, BusinessParts: i.BusinessParts, ParentID: i.ParentID,
 		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), CompletedAt: i.CompletedAt.UTC(),
 		LastSeq: i.LastSeq, LastError: i.LastError, Incident: i.Incident,
+		CustomStatusText: i.CustomStatusText, SearchAttributes: toAttrsJSON(i.SearchAttributes),
 	}
 	if f := i.Failure; f != nil {
 		out.Failure = &failureJSON{Message: f.Message, Type: f.Type, NonRetryable: f.NonRetryable}
@@ -60,6 +64,9 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 	var f chronicle.InstanceFilter
 	var status string
 	var from, to timeFlag
+	var columns listFlag
+	fs.StringVar(&f.Where, "where", "", "only instances matching this query, such as \"status = 'running' AND amount > 100\" (docs/search.md)")
+	fs.Var(&columns, "columns", "show these declared search attributes as columns (comma-separated or repeated)")
 	fs.StringVar(&status, "status", "", "only instances in this status: "+strings.Join(instanceStatuses, ", "))
 	fs.StringVar(&f.Workflow, "workflow", "", "only instances of this workflow")
 	fs.StringVar(&f.BusinessKey, "key", "", "only instances with this business key")
@@ -76,6 +83,13 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 	if f.Limit < 1 {
 		return usagef(cmd, "invalid value %d for flag --limit: must be at least 1", f.Limit)
 	}
+	if err := c.checkWhere(cmd, f.Where); err != nil {
+		return err
+	}
+	cols, err := c.columns(cmd, columns)
+	if err != nil {
+		return err
+	}
 	f.Status, f.CreatedFrom, f.CreatedTo = chronicle.Status(status), from.t, to.t
 	e, err := c.open()
 	if err != nil {
@@ -83,7 +97,7 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 	}
 	list, err := e.ListInstances(c.ctx, f)
 	if err != nil {
-		return err
+		return c.queryError(cmd, f.Where, err)
 	}
 	if c.json {
 		out := make([]instanceJSON, len(list))
@@ -96,11 +110,20 @@ func runInstancesList(c *cli, cmd *command, args []string) error {
 		c.printf("no instances match\n")
 		return nil
 	}
+	header := []string{"ID", "WORKFLOW", "STATUS", "CUSTOM STATUS", "BUSINESS KEY"}
+	for _, name := range cols {
+		header = append(header, strings.ToUpper(name))
+	}
+	header = append(header, "CREATED", "UPDATED", "INCIDENT")
 	rows := make([][]string, len(list))
 	for i, in := range list {
-		rows[i] = []string{in.ID, in.Workflow, string(in.Status), in.BusinessKey, when(in.CreatedAt), when(in.UpdatedAt), timeline.Shorten(in.Incident, 60)}
+		row := []string{in.ID, in.Workflow, string(in.Status), timeline.Shorten(in.CustomStatusText, 30), in.BusinessKey}
+		for _, name := range cols {
+			row = append(row, attrText(in.SearchAttributes[name]))
+		}
+		rows[i] = append(row, when(in.CreatedAt), when(in.UpdatedAt), timeline.Shorten(in.Incident, 60))
 	}
-	table(c.stdout, "", []string{"ID", "WORKFLOW", "STATUS", "BUSINESS KEY", "CREATED", "UPDATED", "INCIDENT"}, rows)
+	table(c.stdout, "", header, rows)
 	if len(list) == f.Limit {
 		c.printf("more may follow: --after %s\n", list[len(list)-1].ID)
 	}
@@ -188,6 +211,7 @@ func runInstanceShow(c *cli, cmd *command, args []string) error {
 		{"Completed", whenSet(in.CompletedAt)},
 		{"Last seq", fmt.Sprint(in.LastSeq)},
 		{"Custom status", customText},
+		{"Attributes", attrsText(in.SearchAttributes)},
 		{"Result", resultText},
 		{"Failure", failure},
 		{"Last error", in.LastError},
@@ -206,6 +230,16 @@ func runInstanceShow(c *cli, cmd *command, args []string) error {
 		c.deadLetterTable("  ", letters, false)
 	}
 	return nil
+}
+
+// attrsText renders search attributes on one line, by name:
+// "amount=1280, policy=POL-7731".
+func attrsText(attrs map[string]any) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		parts = append(parts, name+"="+attrText(attrs[name]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // whenSet is when, but "" for an unset time so fields leaves it out.

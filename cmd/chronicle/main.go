@@ -15,6 +15,7 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 func main() {
@@ -99,6 +100,10 @@ type cli struct {
 	signKey string
 	// codec is the codec of the deployment's payloads (--codec).
 	codec string
+	// searchAttrs declares search attributes (--search-attributes).
+	searchAttrs string
+	// decls are the parsed declarations, set by declarations.
+	decls map[string]query.Type
 
 	// Opened on first use by open.
 	engine     *chronicle.Engine
@@ -129,7 +134,7 @@ var errReported = errors.New("problem reported")
 var codecs = map[string]chronicle.Codec{"msgpack": chronicle.MsgpackCodec{}, "json": chronicle.JSONCodec{}}
 
 // globalUsage is the usage line of the tool.
-const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--sign-key FILE] [--json] COMMAND [ARGS]"
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--search-attributes DECLS] [--sign-key FILE] [--json] COMMAND [ARGS]"
 
 func (c *cli) exit(err error) int {
 	var ue *usageError
@@ -163,6 +168,7 @@ func (c *cli) main(args []string) error {
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.StringVar(&c.signKey, "sign-key", "", "")
 	fs.StringVar(&c.codec, "codec", "msgpack", "")
+	fs.StringVar(&c.searchAttrs, "search-attributes", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.help(nil)
@@ -208,7 +214,8 @@ func commands() []*command {
 	return []*command{
 		{"demo", "", "describe the demo data of the memory store", runDemo},
 		{"migrate", "", "create or upgrade the PostgreSQL schema", runMigrate},
-		{"instances list", "[--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]", "list instances", runInstancesList},
+		{"instances list", "[--where QUERY] [--columns A,B] [--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]", "list instances", runInstancesList},
+		{"instances count", "[--by FIELD] [--where QUERY]", "count instances, grouped by a field", runInstancesCount},
 		{"instance show", "ID", "show an instance: fields, result, open human tasks, dead letters", runInstanceShow},
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
@@ -372,8 +379,12 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		return nil, err
 	}
 	c.closeStore = closeStore
+	decls, err := c.declarations()
+	if err != nil {
+		return nil, err
+	}
 	if mem, ok := store.(*memory.Store); ok {
-		d, err := demodata.Seed(c.ctx, mem)
+		d, err := demodata.SeedWith(c.ctx, mem, demodata.SeedOptions{SearchAttributes: decls})
 		if err != nil {
 			return nil, err
 		}
@@ -386,7 +397,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		}
 		return c.engine, nil
 	}
-	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec]}
+	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec], SearchAttributes: decls}
 	if c.signKey != "" {
 		s, err := chronicle.ReadSigningKey(c.signKey)
 		if err != nil {

@@ -148,6 +148,25 @@ func TestCommands(t *testing.T) {
 		{"instances_list_none", ok, []string{"instances", "list", "--workflow", "mortgage"}},
 		{"instance_list_alias", ok, []string{"instance", "list", "--status", "failed"}},
 
+		// search: --where, --columns, instances count
+		{"instances_list_where", ok, []string{"instances", "list", "--where", "amount > 1000 AND status = 'running'", "--columns", "amount,policy"}},
+		{"instances_list_where_custom_status", ok, []string{"instances", "list", "--where", "custom_status IN ('awaiting review', 'paid')"}},
+		{"instances_list_where_not", ok, []string{"instances", "list", "--where", "NOT approved = true", "--columns", "approved,amount"}},
+		{"instances_list_where_json", ok, []string{"--json", "instances", "list", "--where", "policy = 'POL-8812'"}},
+		{"instances_list_where_bad", usage, []string{"instances", "list", "--where", "amount >"}},
+		{"instances_list_where_undeclared", usage, []string{"instances", "list", "--where", "customer = 'Ada'"}},
+		{"instances_list_where_wrong_type", usage, []string{"instances", "list", "--where", "amount = 'lots'"}},
+		{"instances_list_columns_undeclared", usage, []string{"instances", "list", "--columns", "customer"}},
+		{"instances_list_declared", ok, []string{"--search-attributes", "region:keyword", "instances", "list", "--where", "region = 'eu' OR amount < 100", "--columns", "region,amount"}},
+		{"instances_count", ok, []string{"instances", "count"}},
+		{"instances_count_by_status", ok, []string{"instances", "count", "--by", "status"}},
+		{"instances_count_by_custom_status", ok, []string{"instances", "count", "--by", "custom_status", "--where", "workflow = 'claim'"}},
+		{"instances_count_by_attribute_json", ok, []string{"--json", "instances", "count", "--by", "approved"}},
+		{"instances_count_bad_by", usage, []string{"instances", "count", "--by", "colour"}},
+		{"instances_count_bad_where", usage, []string{"instances", "count", "--where", "status = 'sleeping'"}},
+		{"bad_search_attributes", usage, []string{"--search-attributes", "amount:money", "instances", "list"}},
+		{"search_attributes_conflict", usage, []string{"--search-attributes", "amount:int", "instances", "list"}},
+
 		// instance show
 		{"instance_show_completed", ok, []string{"instance", "show", "CLM-1001"}},
 		{"instance_show_open_task", ok, []string{"instance", "show", "CLM-1003"}},
@@ -293,6 +312,26 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// TestSearchAttributesFromEnvironment checks that CHRONICLE_SEARCH_ATTRIBUTES
+// declares attributes when --search-attributes is not given, and that the
+// flag wins over it.
+func TestSearchAttributesFromEnvironment(t *testing.T) {
+	t.Setenv("CHRONICLE_SEARCH_ATTRIBUTES", "region:keyword")
+	r := runTool(t, "", hooks{}, "instances", "list", "--where", "region = 'eu'")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "no instances match\n", r.stdout)
+
+	r = runTool(t, "", hooks{}, "--search-attributes", "zone:keyword", "instances", "list", "--where", "region = 'eu'")
+	require.Equal(t, exitUsage, r.code, r.stdout)
+	require.Contains(t, r.stderr, "region")
+	require.Contains(t, r.stderr, "zone keyword")
+
+	t.Setenv("CHRONICLE_SEARCH_ATTRIBUTES", "region:colour")
+	r = runTool(t, "", hooks{}, "instances", "list")
+	require.Equal(t, exitUsage, r.code, r.stdout)
+	require.Contains(t, r.stderr, "invalid CHRONICLE_SEARCH_ATTRIBUTES")
+}
+
 // TestFlagsAfterDoubleDash checks that "--" ends the flags: what follows is
 // an argument even when it looks like a flag.
 func TestFlagsAfterDoubleDash(t *testing.T) {
@@ -325,7 +364,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	r = golden(t, "tampered_history_verify_json", exitFailure, flip, "--json", "history", "verify", "CLM-1001")
 	var v verifyJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
-	require.Equal(t, verifyJSON{InstanceID: "CLM-1001", Events: 16, BrokenSeq: 5, Reason: "hash does not match content"}, v)
+	require.Equal(t, verifyJSON{InstanceID: "CLM-1001", Events: 17, BrokenSeq: 5, Reason: "hash does not match content"}, v)
 
 	// An actor rewritten in place breaks the chain just the same.
 	r = runTool(t, "", tamper(t, "LOAN-2001", 9, func(e *history.Event) { e.Actor = "user:mallory" }), "history", "verify", "LOAN-2001")
@@ -337,7 +376,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 // the stored projections no longer match a fold of it.
 func TestProjectionsCheckFindsDifferences(t *testing.T) {
 	t.Parallel()
-	forge := tamper(t, "CLM-1001", 15, func(e *history.Event) {
+	forge := tamper(t, "CLM-1001", 16, func(e *history.Event) {
 		status, err := history.Encode("refunded")
 		require.NoError(t, err)
 		e.Payload, err = history.EncodeAttributes(&history.CustomStatusSet{Status: status})
@@ -367,7 +406,7 @@ func TestVerifyArchive(t *testing.T) {
 	require.Equal(t, string(data), r.stdout)
 	events, err := history.ReadJSONL(bytes.NewReader(data))
 	require.NoError(t, err)
-	require.Len(t, events, 16)
+	require.Len(t, events, 17)
 
 	verifyFile := func(name string, content []byte, h hooks) result {
 		t.Helper()
@@ -383,7 +422,7 @@ func TestVerifyArchive(t *testing.T) {
 	lines := strings.SplitAfter(string(data), "\n")
 	r = verifyFile("prefix.jsonl", []byte(strings.Join(lines[:9], "")), hooks{})
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
-	require.Contains(t, r.stdout, "matches the store: CLM-1001 holds the same hash at seq 9 and continues to seq 16")
+	require.Contains(t, r.stdout, "matches the store: CLM-1001 holds the same hash at seq 9 and continues to seq 17")
 
 	// Edit the actor of seq 2: the chain breaks there.
 	require.Contains(t, lines[1], `"actor":"worker:demo"`)
@@ -413,7 +452,7 @@ func TestVerifyArchive(t *testing.T) {
 	// The purged instance is gone, and show says where it went.
 	r = runTool(t, tmp, purged, "instance", "show", "CLM-1001")
 	require.Equal(t, exitFailure, r.code)
-	require.Equal(t, "chronicle: instance not found: CLM-1001 (purged 2026-11-23 10:00:00 by user:ops at seq 16)\n", r.stderr)
+	require.Equal(t, "chronicle: instance not found: CLM-1001 (purged 2026-11-23 10:00:00 by user:ops at seq 17)\n", r.stderr)
 }
 
 // TestPurgeArchiveIsTheHistory checks that purge --archive writes the
@@ -481,7 +520,7 @@ func TestDoctor(t *testing.T) {
 				VisibleAt: at.Add(time.Minute), Error: "project REF-4001: fold refunds: cannot read the amount"}))
 		}
 	}}
-	forged := tamper(t, "CLM-1001", 15, func(e *history.Event) {
+	forged := tamper(t, "CLM-1001", 16, func(e *history.Event) {
 		status, err := history.Encode("refunded")
 		require.NoError(t, err)
 		e.Payload, err = history.EncodeAttributes(&history.CustomStatusSet{Status: status})

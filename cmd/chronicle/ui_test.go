@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // uiRun is a run of chronicle ui in the background.
@@ -190,4 +191,21 @@ func TestUI(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.stdout.String(), "Chronicle console on http://127.0.0.1:"), r.stdout.String())
 		require.Contains(t, r.stdout.String(), "(read-only;")
 	})
+}
+
+// TestUISearch serves chronicle ui with a declaration of its own besides
+// the demo's: the console's query box takes queries on both, and shows a
+// query on an undeclared attribute as a problem of the page.
+func TestUISearch(t *testing.T) {
+	t.Parallel()
+	r := startUI(t, "--search-attributes", "region:keyword", "ui", "--listen", "127.0.0.1:0")
+	require.Equal(t, query.Keyword, r.engine.Options().SearchAttributes["region"])
+	c := client(t)
+	code, body := get(t, c, "http://"+r.addr+"/instances?q="+url.QueryEscape("amount < 100 OR region = 'eu'"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Regexp(t, `data-id="REF-4001"`, body)
+	require.NotContains(t, body, `data-id="CLM-1001"`)
+	code, body = get(t, c, "http://"+r.addr+"/instances?q="+url.QueryEscape("zone = 'eu'"))
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `unknown field &#34;zone&#34;`)
 }

@@ -263,6 +263,70 @@ func TestConsole(t *testing.T) {
 	}
 }
 
+// TestSearch types a query on a search attribute into the instance
+// list's query box, submits it and sees only the matching instances, with
+// their attributes as columns and the count of each status; then a query
+// that does not parse, which the page explains instead of failing.
+func TestSearch(t *testing.T) {
+	s := serve(t, false)
+	ctx := browser(t, 1280, 900)
+
+	do(t, ctx, chromedp.Navigate(s.url+"/instances"), chromedp.WaitVisible(chromedp.CSS(`#filter-query`)))
+	do(t, ctx,
+		chromedp.SendKeys(chromedp.CSS(`#filter-query`), "amount > 1000 AND policy != 'POL-7731'"),
+		chromedp.Click(chromedp.CSS(`#filter-apply`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr.instance[data-id="CLM-1003"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr.instance[data-id="CLM-1002"]`)),
+	)
+	// CLM-1001 is over 1000 but on POL-7731; the loans have no policy, so
+	// != is false for them; CLM-1003 and the refund are under 1000.
+	if got, want := rows(t, ctx, `tr.instance`), []string{"CLM-1002", "CLM-1004"}; !equal(got, want) {
+		t.Fatalf("instances matching the query: %v, want %v", got, want)
+	}
+	if loc := run(t, ctx, chromedp.Location()); !strings.Contains(loc, "q=amount") {
+		t.Errorf("the query is not in the address: %s", loc)
+	}
+	if v := run(t, ctx, chromedp.Value(chromedp.CSS(`#filter-query`))); v != "amount > 1000 AND policy != 'POL-7731'" {
+		t.Errorf("the query box holds %q after the search", v)
+	}
+	cells := run(t, ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll('tr.instance[data-id="CLM-1002"] td.custom-status, tr.instance[data-id="CLM-1002"] td.attr'), c => c.textContent)`))
+	// The declared attributes in name order: amount, approved, policy.
+	if want := []string{"awaiting review", "4300", "", "POL-8812"}; !equal(cells, want) {
+		t.Errorf("CLM-1002's custom status and attributes %q, want %q", cells, want)
+	}
+	// The count row counts the query's instances by status: CLM-1002
+	// running, CLM-1004 terminated.
+	counts := run(t, ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll('#status-counts a.count'), a => a.dataset.status + '=' + a.querySelector('.n').textContent)`))
+	if want := []string{"running=1", "terminated=1"}; !equal(counts, want) {
+		t.Errorf("status counts %v, want %v", counts, want)
+	}
+
+	// A count links to the list narrowed to its status, the query kept.
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS(`#status-counts a.count[data-status="terminated"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr.instance[data-id="CLM-1002"]`)),
+	)
+	if got, want := rows(t, ctx, `tr.instance`), []string{"CLM-1004"}; !equal(got, want) {
+		t.Errorf("the terminated count lists %v, want %v", got, want)
+	}
+
+	// A query that does not parse: the page says why, and lists nothing.
+	do(t, ctx,
+		chromedp.Clear(chromedp.CSS(`#filter-query`)),
+		chromedp.SendKeys(chromedp.CSS(`#filter-query`), "amount >"),
+		chromedp.Click(chromedp.CSS(`#filter-apply`)),
+		chromedp.WaitVisible(chromedp.CSS(`#filter-problem`)),
+	)
+	if msg := run(t, ctx, chromedp.Text(chromedp.CSS(`#filter-problem`))); !strings.HasPrefix(msg, "query: ") {
+		t.Errorf("problem %q", msg)
+	}
+	if got := rows(t, ctx, `tr.instance`); len(got) != 0 {
+		t.Errorf("a bad query lists %v", got)
+	}
+}
+
 func equal(a, b []string) bool {
 	return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == len(b)
 }

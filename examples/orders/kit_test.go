@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ type shopMocks struct {
 // and every activity mocked but the payment, which each test mocks.
 func newOrderEnv(t *testing.T) (*chronicletest.Env, *shopMocks) {
 	t.Helper()
-	env := chronicletest.New(t)
+	env := chronicletest.New(t, chronicletest.EngineOptions(chronicle.Options{SearchAttributes: searchAttributes}))
 	if err := orderWorkflow.Register(env.Engine(), (&workflows{}).order); err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +69,30 @@ func newOrderEnv(t *testing.T) (*chronicletest.Env, *shopMocks) {
 	return env, m
 }
 
+// customStatuses returns the custom statuses an instance's history set,
+// in order.
+func customStatuses(t *testing.T, env *chronicletest.Env, id string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range env.History(id) {
+		if e.Kind != history.KindCustomStatusSet {
+			continue
+		}
+		a, err := history.DecodeAttributes(e.Kind, e.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a.(*history.CustomStatusSet).Text)
+	}
+	return out
+}
+
 // startOrder starts an order as the shop does; it runs when the
 // environment runs.
 func startOrder(t *testing.T, env *chronicletest.Env, o Order) string {
 	t.Helper()
-	run, err := orderWorkflow.Start(env.Context(), env.Engine(), o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer})
+	run, err := orderWorkflow.Start(env.Context(), env.Engine(), o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer,
+		SearchAttributes: orderAttributes(o)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +164,16 @@ func TestSettledAfterFourteenDayReturnWindow(t *testing.T) {
 
 	id := startOrder(t, env, smallOrder)
 	env.RunFor(day)
-	env.AssertCustomStatus(id, "in return window")
+	env.AssertCustomStatus(id, customShipped)
 	if !equal(m.journal, []string{"reserve ORD-1", "ship ORD-1"}) {
 		t.Fatalf("journal after a day %v", m.journal)
 	}
 	inst := env.Wait(id)
+	// The attributes of its start, and the tracking number the workflow
+	// set once the order shipped.
+	if want := map[string]any{"customer": "C-0815", "amount": 89.9, "tracking": "TRK-ORD-1"}; !maps.Equal(inst.SearchAttributes, want) {
+		t.Fatalf("search attributes %v, want %v", inst.SearchAttributes, want)
+	}
 	t.Logf("14-day return window and retries: %s of virtual time in %s", env.Elapsed(), time.Since(wall))
 
 	r := result(t, env, id)
@@ -212,6 +237,10 @@ func TestCustomerCancelsAwaitingApproval(t *testing.T) {
 		t.Fatalf("journal %v", m.journal)
 	}
 	env.AssertCustomStatus(id, statusCancelled)
+	// The custom status follows the saga: refunded, then cancelled.
+	if got, want := customStatuses(t, env, id), []string{customReserving, customCharging, customPaid, customApproval, customRefunded, statusCancelled}; !equal(got, want) {
+		t.Fatalf("custom statuses %q, want %q", got, want)
+	}
 	env.AssertHistoryContains(id,
 		history.KindTaskCreated, history.KindTimerCreated, history.KindEventRaised,
 		history.KindTaskCancelled, history.KindTimerCancelled,
@@ -266,7 +295,7 @@ func TestManagerApproves(t *testing.T) {
 	env.ClaimTaskAt(2*time.Hour, id, string(approvalTask), manager)
 	decideAt(t, env, 3*time.Hour, id, Approval{Approved: true, Note: "regular customer"})
 	env.RunFor(4 * time.Hour)
-	env.AssertCustomStatus(id, "in return window")
+	env.AssertCustomStatus(id, customShipped)
 	inst := env.Wait(id)
 
 	if r := result(t, env, id); r.Status != statusSettled {

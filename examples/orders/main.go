@@ -13,6 +13,12 @@
 //   - a cancellation signal from the customer;
 //   - a 14-day return window before the order is settled (the demo
 //     shortens it to two seconds);
+//   - search attributes: each order carries its customer number, amount
+//     and region from its start, and its tracking number once shipped;
+//     its custom status says where its saga is ("paid", "shipped",
+//     "refunded", "cancelled"); the demo ends by finding orders by custom
+//     status and amount (ListInstances with Where) and counting them by
+//     custom status (CountInstances);
 //   - typed handles: the workflow is a chronicle.Workflow[Order, Result],
 //     the cancellation a chronicle.Signal[Cancellation] and the approval a
 //     chronicle.HumanTask[ApprovalRequest, Approval], so the compiler
@@ -29,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -81,12 +88,36 @@ var orders = []Order{
 	{ID: "ORD-1004", Customer: "Alan", Address: "3 Bletchley Road, Milton Keynes", Items: []Item{{SKU: "BOMBE-KIT", Quantity: 1}}, Total: 180000},
 }
 
+// customers are the shop's customer numbers: the customer search
+// attribute holds the number, never the name.
+var customers = map[string]string{"Ada": "C-0815", "Charles": "C-1834", "Grace": "C-1906", "Alan": "C-1912"}
+
+// regions are the regions the orders ship to.
+var regions = map[string]string{"ORD-1001": "uk", "ORD-1002": "uk", "ORD-1003": "us", "ORD-1004": "uk"}
+
+// orderAttributes are the search attributes the shop starts an order with.
+func orderAttributes(o Order) map[string]any {
+	attrs := map[string]any{"customer": customers[o.Customer], "amount": float64(o.Total) / 100}
+	if r, ok := regions[o.ID]; ok {
+		attrs["region"] = r
+	}
+	return attrs
+}
+
 // outcome is what the demo produced; its test checks it.
 type outcome struct {
 	Results   map[string]Result
 	Histories map[string][]history.Event
 	Books     books
+	// Found are the ids the demo's search found, ByStatus its count by
+	// custom status.
+	Found    []string
+	ByStatus map[string]int64
 }
+
+// bigOrdersQuery is the demo's search: the orders of €1,000 or more that
+// went through (ListInstances with Where; docs/search.md).
+const bigOrdersQuery = "amount >= 1000 AND custom_status IN ('shipped', 'settled')"
 
 func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	out := newConsole(w)
@@ -96,7 +127,8 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 		"a day, cancelled after three), ship, and settle once the 14-day return window\n" +
 		"has passed. The demo shortens the windows to seconds.\n")
 
-	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "shop", ShutdownTimeout: 5 * time.Second})
+	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "shop", ShutdownTimeout: 5 * time.Second,
+		SearchAttributes: searchAttributes})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +165,8 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	runs := make([]chronicle.Handle[Result], 0, len(orders))
 	for _, o := range orders {
 		o.ApprovalDue, o.ApprovalTimeout, o.ReturnWindow = demoApprovalDue, demoApprovalTimeout, demoReturnWindow
-		run, err := orderWorkflow.Start(ctx, engine, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer})
+		run, err := orderWorkflow.Start(ctx, engine, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer,
+			SearchAttributes: orderAttributes(o)})
 		if err != nil {
 			return nil, err
 		}
@@ -180,6 +213,10 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 	out.printf("\nStill reserved: %s\nStill charged:  %s\nSettled:        %s\n",
 		list(res.Books.Reserved), list(res.Books.Charged), list(res.Books.Settled))
 
+	if err := search(ctx, engine, out, res); err != nil {
+		return nil, err
+	}
+
 	out.section("Histories")
 	out.printf("ORD-1001: the payment's two attempts are one ActivityScheduled and one\n" +
 		"ActivityCompleted \"attempt 2\"; the return window is a timer.\n" +
@@ -192,6 +229,34 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 		}
 	}
 	return res, out.err()
+}
+
+// search finds orders with the query API: the large orders that went
+// through, and every order counted by its custom status.
+func search(ctx context.Context, engine *chronicle.Engine, out *console, res *outcome) error {
+	out.section("Search")
+	found, err := engine.ListInstances(ctx, chronicle.InstanceFilter{Workflow: string(orderWorkflow), Where: bigOrdersQuery})
+	if err != nil {
+		return err
+	}
+	out.printf("%s:\n", bigOrdersQuery)
+	for _, in := range found {
+		amount, _ := in.SearchAttributes["amount"].(float64)
+		out.printf("  %s  %-9s %-10s %-3s %s\n", in.ID, in.CustomStatusText, cents(int(math.Round(amount*100))), in.SearchAttributes["region"], in.SearchAttributes["tracking"])
+		res.Found = append(res.Found, in.ID)
+	}
+	counts, err := engine.CountInstances(ctx, chronicle.CountFilter{Where: "workflow = 'order'", By: "custom_status"})
+	if err != nil {
+		return err
+	}
+	out.printf("\nOrders by custom status:\n")
+	res.ByStatus = map[string]int64{}
+	for _, c := range counts {
+		status, _ := c.Value.(string)
+		out.printf("  %-10s %d\n", status, c.Count)
+		res.ByStatus[status] = c.Count
+	}
+	return nil
 }
 
 // backOffice plays the people who get the shop's notices: the sales

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -32,6 +33,14 @@ func TestDemo(t *testing.T) {
 		!equal(res.Books.Settled, []string{"ORD-1001", "ORD-1002"}) {
 		t.Errorf("books %+v", res.Books)
 	}
+	// The search: the large orders that went through, and the count by
+	// custom status.
+	if !equal(res.Found, []string{"ORD-1002"}) {
+		t.Errorf("%q found %v, want ORD-1002", bigOrdersQuery, res.Found)
+	}
+	if want := map[string]int64{"settled": 2, "cancelled": 1, "expired": 1}; !maps.Equal(res.ByStatus, want) {
+		t.Errorf("orders by custom status %v, want %v", res.ByStatus, want)
+	}
 	for id, events := range res.Histories {
 		if err := history.Verify(events); err != nil {
 			t.Errorf("%s: %v", id, err)
@@ -43,6 +52,8 @@ func TestDemo(t *testing.T) {
 		"Grace cancels ORD-1003",
 		"ORD-1004  expired",
 		"CompensationStarted",
+		"ORD-1002  settled   €1,299.00  uk  TRK-ORD-1002",
+		"settled    2",
 	} {
 		if !bytes.Contains(out.Bytes(), []byte(s)) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())

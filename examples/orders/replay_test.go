@@ -32,7 +32,7 @@ var record = flag.Bool("record", false, "record "+historiesDir+" again by runnin
 // registered.
 func replayEngine(t *testing.T, order func(*chronicle.Context, Order) (Result, error)) *chronicle.Engine {
 	t.Helper()
-	e, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "replay"})
+	e, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "replay", SearchAttributes: searchAttributes})
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
 	if order == nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // This file is the order workflow. An order reserves stock and takes the
@@ -83,6 +84,32 @@ const (
 	approvalTask  = chronicle.HumanTask[ApprovalRequest, Approval]("approve-order")
 )
 
+// searchAttributes are the search attributes the shop declares
+// (Options.SearchAttributes): the shop sets customer (its customer
+// number, not a name: attributes are stored in plaintext to be indexed),
+// amount (in euros) and region when it starts an order, and the workflow
+// sets tracking once the order has shipped. Every engine that runs or
+// replays the workflow declares them; the shop finds orders with them
+// (ListInstances with Where, CountInstances), as main.go does.
+var searchAttributes = map[string]query.Type{
+	"customer": query.Keyword,
+	"amount":   query.Float,
+	"region":   query.Keyword,
+	"tracking": query.Keyword,
+}
+
+// The custom statuses the order sets as its saga goes, as strings, so
+// that they can be queried (custom_status = 'shipped').
+const (
+	customReserving = "reserving stock"
+	customCharging  = "charging"
+	customPaid      = "paid"
+	customApproval  = "awaiting approval"
+	customShipping  = "shipping"
+	customShipped   = "shipped"
+	customRefunded  = "refunded"
+)
+
 // Activity names, recorded in history.
 const (
 	reserveStockActivity  = "reserve-stock"
@@ -141,20 +168,21 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 	cancelled := ctx.WaitEvent(string(cancelSignal), nil)
 
 	saga := ctx.NewSaga()
-	// undo runs the compensations registered so far, last first.
+	// undo runs the compensations registered so far, last first, then
+	// sets the outcome as the custom status.
 	undo := func(status, reason string) (Result, error) {
 		w.note(ctx, "%s (%s): compensating", status, reason)
-		if err := ctx.SetCustomStatus(status); err != nil {
-			return Result{}, err
-		}
 		if err := saga.Compensate(reason); err != nil {
 			return Result{}, fmt.Errorf("compensate %s: %w", o.ID, err)
+		}
+		if err := ctx.SetCustomStatus(status); err != nil {
+			return Result{}, err
 		}
 		return Result{Status: status, Reason: reason}, nil
 	}
 
 	// 1. Reserve the stock; releasing it undoes the reservation.
-	if err := ctx.SetCustomStatus("reserving stock"); err != nil {
+	if err := ctx.SetCustomStatus(customReserving); err != nil {
 		return Result{}, err
 	}
 	reservation, err := chronicle.CallActivity[string](ctx, reserveStockActivity, StockRequest{Order: o.ID, Items: o.Items}, nil)
@@ -167,7 +195,7 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 	})
 
 	// 2. Take the payment, retried by paymentRetry; a refund undoes it.
-	if err := ctx.SetCustomStatus("charging"); err != nil {
+	if err := ctx.SetCustomStatus(customCharging); err != nil {
 		return Result{}, err
 	}
 	payment, err := chronicle.CallActivity[string](ctx, chargePaymentActivity, PaymentRequest{Order: o.ID, Customer: o.Customer, Amount: o.Total},
@@ -180,15 +208,20 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 		return Result{}, err
 	}
 	saga.AddCompensation(refundPaymentActivity, func(ctx *chronicle.Context) error {
-		_, err := chronicle.CallActivity[string](ctx, refundPaymentActivity, payment, nil)
-		return err
+		if _, err := chronicle.CallActivity[string](ctx, refundPaymentActivity, payment, nil); err != nil {
+			return err
+		}
+		return ctx.SetCustomStatus(customRefunded)
 	})
+	if err := ctx.SetCustomStatus(customPaid); err != nil {
+		return Result{}, err
+	}
 
 	// 3. A large order waits for a manager: a task due in approvalDue,
 	// cancelled with the order when nobody decides within approvalTimeout
 	// or the customer cancels first.
 	if o.Total >= approvalThreshold {
-		if err := ctx.SetCustomStatus("awaiting approval"); err != nil {
+		if err := ctx.SetCustomStatus(customApproval); err != nil {
 			return Result{}, err
 		}
 		task := approvalTask.Create(ctx, ApprovalRequest{Order: o.ID, Customer: o.Customer, Total: o.Total}, &chronicle.TaskOptions{
@@ -237,17 +270,22 @@ func (w *workflows) order(ctx *chronicle.Context, o Order) (Result, error) {
 
 	// 4. Ship. From here on the customer returns the goods instead of
 	// cancelling, and the saga is done.
-	if err := ctx.SetCustomStatus("shipping"); err != nil {
+	if err := ctx.SetCustomStatus(customShipping); err != nil {
 		return Result{}, err
 	}
 	tracking, err := chronicle.CallActivity[string](ctx, shipOrderActivity, ShipRequest{Order: o.ID, Address: o.Address, Items: o.Items}, nil)
 	if err != nil {
 		return undo(statusCancelled, "could not ship: "+err.Error())
 	}
+	// The parcel's tracking number becomes a search attribute, so support
+	// finds the order from it (tracking = 'TRK-ORD-1001').
+	if err := ctx.UpsertSearchAttributes(map[string]any{"tracking": tracking}); err != nil {
+		return Result{}, err
+	}
 
 	// 5. Settle with the seller when the return window has passed: a
 	// durable timer of 14 days.
-	if err := ctx.SetCustomStatus("in return window"); err != nil {
+	if err := ctx.SetCustomStatus(customShipped); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Timer(o.ReturnWindow, &chronicle.TimerOptions{Name: "return window"}).Get(nil); err != nil {

@@ -22,6 +22,10 @@
 // client API draws come from a counter ("id-0001", ...), and the node is
 // "demo". Seeding twice gives byte-identical histories, hashes included.
 //
+// The instances carry search attributes ([SearchAttributes]): claims,
+// loans and the refund their amount, claims their policy, and a reviewed
+// claim whether it was approved, which the claim workflow sets.
+//
 // After seeding, the refund's activity is registered, as if the fix had
 // been deployed: redriving its dead letter lets the refund complete.
 package demodata
@@ -35,6 +39,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -88,9 +93,36 @@ func (c *counter) next() string {
 	return fmt.Sprintf("id-%04d", c.n)
 }
 
+// SearchAttributes are the search attributes the demo declares: a claim,
+// a loan and a refund carry their amount, a claim its policy from its
+// start, and a reviewed claim whether it was approved, set by the
+// workflow once the review is in.
+func SearchAttributes() map[string]query.Type {
+	return map[string]query.Type{"amount": query.Float, "policy": query.Keyword, "approved": query.Bool}
+}
+
+// SeedOptions adjust [SeedWith].
+type SeedOptions struct {
+	// SearchAttributes declares attributes besides the demo's own
+	// ([SearchAttributes]); a name the demo declares must keep its type.
+	SearchAttributes map[string]query.Type
+}
+
 // Seed creates the demo engine on store, which must be empty, and fills the
 // store with the demo instances. Call [Demo.Close] when done with it.
 func Seed(ctx context.Context, store provider.FullStore) (*Demo, error) {
+	return SeedWith(ctx, store, SeedOptions{})
+}
+
+// SeedWith is [Seed] with options.
+func SeedWith(ctx context.Context, store provider.FullStore, opts SeedOptions) (*Demo, error) {
+	decls := SearchAttributes()
+	for name, t := range opts.SearchAttributes {
+		if own, ok := decls[name]; ok && own != t {
+			return nil, fmt.Errorf("%w: demodata: the demo declares %s as %v, not %v", chronicle.ErrInvalidArgument, name, own, t)
+		}
+		decls[name] = t
+	}
 	if store == nil {
 		return nil, fmt.Errorf("%w: demodata: nil store", chronicle.ErrInvalidArgument)
 	}
@@ -101,7 +133,8 @@ func Seed(ctx context.Context, store provider.FullStore) (*Demo, error) {
 	ids := &counter{}
 	// The demo dead-letters an activity on purpose: keep its warning off
 	// the CLI's standard error.
-	engine, err := chronicle.New(store, chronicle.Options{NodeID: NodeID, Clock: clock, NewID: ids.next, Logger: slog.New(slog.DiscardHandler)})
+	engine, err := chronicle.New(store, chronicle.Options{NodeID: NodeID, Clock: clock, NewID: ids.next,
+		Logger: slog.New(slog.DiscardHandler), SearchAttributes: decls})
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +205,9 @@ func (d *Demo) at(ctx context.Context, offset time.Duration) error {
 func (d *Demo) seed(ctx context.Context) error {
 	e := d.Engine
 	clerk := chronicle.StartOptions{Actor: "clerk.ines", Version: "1"}
-	start := func(offset time.Duration, workflow, id string, input any, parts map[string]string) error {
+	start := func(offset time.Duration, workflow, id string, input any, parts map[string]string, attrs map[string]any) error {
 		o := clerk
-		o.InstanceID, o.BusinessKey, o.BusinessParts = id, id, parts
+		o.InstanceID, o.BusinessKey, o.BusinessParts, o.SearchAttributes = id, id, parts, attrs
 		d.Clock.Set(Start.Add(offset))
 		if _, err := e.Start(ctx, workflow, input, &o); err != nil {
 			return err
@@ -184,7 +217,7 @@ func (d *Demo) seed(ctx context.Context) error {
 	claim := func(offset time.Duration, number, policy, holder string, amount int, damage string) error {
 		return start(offset, ClaimWorkflow, number,
 			Claim{Number: number, Policy: policy, Policyholder: holder, Amount: amount, Damage: damage},
-			map[string]string{"policy": policy, "line": "home"})
+			map[string]string{"policy": policy, "line": "home"}, map[string]any{"amount": float64(amount), "policy": policy})
 	}
 	steps := []func() error{
 		func() error { return claim(0, "CLM-1001", "POL-7731", "Grace Hopper", 1280, "water damage, kitchen") },
@@ -199,17 +232,17 @@ func (d *Demo) seed(ctx context.Context) error {
 		},
 		func() error {
 			return start(20*time.Minute, LoanWorkflow, "LOAN-2001",
-				LoanApplication{Number: "LOAN-2001", Applicant: "Ada Lovelace", Amount: 240000}, map[string]string{"branch": "london"})
+				LoanApplication{Number: "LOAN-2001", Applicant: "Ada Lovelace", Amount: 240000}, map[string]string{"branch": "london"}, map[string]any{"amount": 240000.0})
 		},
 		func() error {
 			return start(25*time.Minute, KYCWorkflow, "KYC-3001",
-				Person{Customer: "C-5521", Name: "Charles Babbage", Passport: "P1234567"}, map[string]string{"customer": "C-5521"})
+				Person{Customer: "C-5521", Name: "Charles Babbage", Passport: "P1234567"}, map[string]string{"customer": "C-5521"}, nil)
 		},
 		// The identity check is retried once, a minute later.
 		func() error { return d.at(ctx, 27*time.Minute) },
 		func() error {
 			return start(30*time.Minute, RefundWorkflow, "REF-4001",
-				RefundRequest{Order: "ORD-99817", Amount: 89}, map[string]string{"order": "ORD-99817"})
+				RefundRequest{Order: "ORD-99817", Amount: 89}, map[string]string{"order": "ORD-99817"}, map[string]any{"amount": 89.0})
 		},
 		// alice approves CLM-1001 without claiming it first: she holds one
 		// of its roles and it is unassigned.
@@ -238,7 +271,7 @@ func (d *Demo) seed(ctx context.Context) error {
 		},
 		func() error {
 			return start(2*time.Hour, LoanWorkflow, "LOAN-2002",
-				LoanApplication{Number: "LOAN-2002", Applicant: "Kathleen Booth", Amount: 180000}, map[string]string{"branch": "leeds"})
+				LoanApplication{Number: "LOAN-2002", Applicant: "Kathleen Booth", Amount: 180000}, map[string]string{"branch": "leeds"}, map[string]any{"amount": 180000.0})
 		},
 		// The next morning: LOAN-2001's cooling-off timer fires.
 		func() error { return d.at(ctx, 20*time.Minute+CoolingOff) },

@@ -12,6 +12,7 @@ import (
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/internal/leakcheck"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -164,4 +165,40 @@ func TestHistoriesAreSealed(t *testing.T) {
 	require.Equal(t, "user:clerk.ines", events[0].Actor)
 	require.Equal(t, demodata.Start, events[0].At)
 	require.NoError(t, history.Verify(events))
+}
+
+// TestSearchAttributes checks the attributes the demo sets at start and
+// from workflow code, and that SeedWith refuses to redeclare one of them
+// with another type.
+func TestSearchAttributes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	want := map[string]map[string]any{
+		"CLM-1001":  {"amount": 1280.0, "policy": "POL-7731", "approved": true},
+		"CLM-1002":  {"amount": 4300.0, "policy": "POL-8812"},
+		"KYC-3001":  nil,
+		"LOAN-2001": {"amount": 240000.0},
+		"REF-4001":  {"amount": 89.0},
+	}
+	for id, attrs := range want {
+		in, err := d.Engine.Describe(ctx, id)
+		require.NoError(t, err)
+		if attrs == nil {
+			require.Empty(t, in.SearchAttributes, id)
+			continue
+		}
+		require.Equal(t, attrs, in.SearchAttributes, id)
+	}
+	in, err := d.Engine.Describe(ctx, "CLM-1001")
+	require.NoError(t, err)
+	require.Equal(t, "paid", in.CustomStatusText)
+
+	_, err = demodata.SeedWith(ctx, memory.New(memory.Options{}), demodata.SeedOptions{SearchAttributes: map[string]query.Type{"amount": query.Int}})
+	require.ErrorIs(t, err, chronicle.ErrInvalidArgument)
+	extra, err := demodata.SeedWith(ctx, memory.New(memory.Options{}), demodata.SeedOptions{SearchAttributes: map[string]query.Type{"region": query.Keyword}})
+	require.NoError(t, err)
+	t.Cleanup(extra.Close)
+	require.Equal(t, query.Keyword, extra.Engine.Options().SearchAttributes["region"])
+	require.Equal(t, query.Float, extra.Engine.Options().SearchAttributes["amount"])
 }

@@ -147,6 +147,9 @@ func claimWorkflow(ctx *chronicle.Context, c Claim) (Settlement, error) {
 		return Settlement{}, err
 	}
 	s := Settlement{Claim: c.Number, Approved: review.Approved, Note: review.Note}
+	if err := ctx.UpsertSearchAttributes(map[string]any{"approved": review.Approved && review.Amount > 0}); err != nil {
+		return Settlement{}, err
+	}
 	if !review.Approved || review.Amount <= 0 {
 		s.Approved = false
 		return s, ctx.SetCustomStatus("rejected")

@@ -754,7 +754,7 @@ func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, ove
 	err := ctx.CallActivity(scheduleFireActivity, scheduleFireInput{
 		ScheduleID: st.ID, InstanceID: id, Workflow: st.Workflow, Input: st.Input,
 		Overlap: overlap, Previous: st.Running, Actor: actor,
-	}, nil).Get(&res)
+	}, &ActivityOptions{Retry: fireRetry}).Get(&res)
 	f := ScheduleFiring{Nominal: nominal, InstanceID: id, Actor: actor, At: ctx.Now()}
 	if err != nil {
 		f.Outcome = "failed: " + err.Error()
@@ -778,6 +778,11 @@ func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, ove
 	st.record(f)
 	return nil
 }
+
+// fireRetry retries a firing's start until the store answers: a firing
+// is lost only when its start is refused for good (an input the workflow
+// no longer takes).
+var fireRetry = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 2}
 
 // scheduleFire is the activity that starts a firing: it applies the
 // overlap policy to the previous firing's instance and starts the firing's
@@ -829,6 +834,9 @@ func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (schedu
 		InstanceID: in.InstanceID, Reuse: ReuseReturnExisting, Actor: actor,
 		Tags: map[string]string{"chronicle.schedule": in.ScheduleID},
 	})
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrPayloadTooLarge) {
+		return scheduleFireResult{}, NonRetryable(err)
+	}
 	if err != nil {
 		return scheduleFireResult{}, err
 	}

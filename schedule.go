@@ -138,30 +138,30 @@ type ScheduleOptions struct {
 // ScheduleFiring is one nominal time of a schedule and what became of it.
 type ScheduleFiring struct {
 	// Nominal is the time the spec named (UTC).
-	Nominal time.Time
+	Nominal time.Time `json:"nominal"`
 	// InstanceID is the instance it starts: "<id>@<nominal RFC 3339>".
-	InstanceID string
+	InstanceID string `json:"instance_id"`
 	// Outcome is "started", "already-started" (an earlier firing, a
 	// backfill or another node started it), "skipped" (overlap),
 	// "missed" (outside the catch-up window), or "buffered".
-	Outcome string
+	Outcome string `json:"outcome"`
 	// Actor is "schedule" for a firing of the spec, or who triggered or
 	// backfilled it.
-	Actor string
+	Actor string `json:"actor"`
 	// At is when the schedule recorded it (workflow time).
-	At time.Time
+	At time.Time `json:"at"`
 }
 
 // ScheduleChange is one change of a schedule, as recorded.
 type ScheduleChange struct {
 	// Kind is create, update, pause, resume, trigger, backfill or delete.
-	Kind string
+	Kind string `json:"kind"`
 	// Actor is who made it ("user:<name>" or "system").
-	Actor string
+	Actor string `json:"actor"`
 	// Note is the reason or pause note given with it.
-	Note string
+	Note string `json:"note,omitempty"`
 	// At is when the schedule recorded it (workflow time).
-	At time.Time
+	At time.Time `json:"at"`
 }
 
 // ScheduleDescription is a schedule as of its last turn.

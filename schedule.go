@@ -294,7 +294,9 @@ func (c *compiled) next(t time.Time) (time.Time, bool) {
 	}
 	var n time.Time
 	if c.sched != nil {
-		n = c.sched.Next(t.In(c.loc))
+		for n = c.sched.Next(t.In(c.loc)); !n.IsZero() && c.repeated(n); {
+			n = c.sched.Next(n)
+		}
 		if n.IsZero() {
 			return time.Time{}, false
 		}
@@ -314,6 +316,20 @@ func (c *compiled) next(t time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return n.UTC(), true
+}
+
+// repeated reports whether the wall-clock time of n in the schedule's
+// zone occurred before, less than two hours earlier: the second pass of
+// an hour a DST change repeats, which a cron time fires in once.
+func (c *compiled) repeated(n time.Time) bool {
+	wall := n.In(c.loc)
+	for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+		e := n.Add(-back).In(c.loc)
+		if e.Year() == wall.Year() && e.YearDay() == wall.YearDay() && e.Hour() == wall.Hour() && e.Minute() == wall.Minute() && e.Second() == wall.Second() {
+			return true
+		}
+	}
+	return false
 }
 
 // jitter returns the deterministic delay of a firing.

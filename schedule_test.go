@@ -125,6 +125,28 @@ func TestScheduleCronAcrossDST(t *testing.T) {
 	}
 }
 
+func TestScheduleCronDSTSkippedAndRepeated(t *testing.T) {
+	// 02:30 does not exist in New York on 2026-03-08 and 01:30 happens
+	// twice on 2026-11-01: the first does not fire that day, the second
+	// fires once, at its first pass.
+	env := scheduleEnv(t, chronicletest.StartAt(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC)))
+	e := env.Engine()
+	if err := e.CreateSchedule(env.Context(), "gap", chronicle.ScheduleOptions{
+		Spec: chronicle.ScheduleSpec{Cron: "30 2 * * *", TimeZone: "America/New_York"}, Workflow: "job", Input: jobInput{}}); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(3 * 24 * time.Hour)
+	assertJobs(t, e, []string{"gap@2026-03-09T06:30:00Z", "gap@2026-03-10T06:30:00Z"})
+
+	later := scheduleEnv(t, chronicletest.StartAt(time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC)))
+	if err := later.Engine().CreateSchedule(later.Context(), "fold", chronicle.ScheduleOptions{
+		Spec: chronicle.ScheduleSpec{Cron: "30 1 * * *", TimeZone: "America/New_York"}, Workflow: "job", Input: jobInput{}}); err != nil {
+		t.Fatal(err)
+	}
+	later.RunFor(2 * 24 * time.Hour)
+	assertJobs(t, later.Engine(), []string{"fold@2026-11-01T05:30:00Z", "fold@2026-11-02T06:30:00Z"})
+}
+
 func TestScheduleIntervalStartEnd(t *testing.T) {
 	env := scheduleEnv(t)
 	e, s := env.Engine(), env.StartTime()

@@ -38,7 +38,7 @@ const (
 	scheduleFireActivity = "chronicle.schedule.fire"
 	// scheduleContinueEvery is how many wake-ups an execution of a
 	// schedule handles before it continues as new.
-	scheduleContinueEvery = 100
+	scheduleContinueEvery = 50
 	// scheduleBufferPoll is how often a schedule with a buffered firing
 	// checks whether the previous firing has ended.
 	scheduleBufferPoll = time.Minute
@@ -544,21 +544,14 @@ func (e *Engine) scheduleDescription(ctx context.Context, inst *Instance) (*Sche
 		return nil, fmt.Errorf("schedule %s: %w", id, err)
 	}
 	if !ok {
-		// Not run yet: the definition is the start's input.
-		events, err := e.History(ctx, inst.ID)
+		// Not run yet: the definition is the input of its start, queued
+		// or in history.
+		input, err := e.scheduleInput(ctx, inst.ID)
 		if err != nil {
 			return nil, err
 		}
-		for _, ev := range events {
-			if ev.Kind == history.KindExecutionStarted {
-				a, err := ev.Attributes()
-				if err != nil {
-					return nil, err
-				}
-				if err := e.Decode(a.(*history.ExecutionStarted).Input, &st); err != nil {
-					return nil, fmt.Errorf("schedule %s: %w", id, err)
-				}
-			}
+		if err := e.Decode(input, &st); err != nil {
+			return nil, fmt.Errorf("schedule %s: %w", id, err)
 		}
 	}
 	d := &ScheduleDescription{
@@ -572,6 +565,39 @@ func (e *Engine) scheduleDescription(ctx context.Context, inst *Instance) (*Sche
 		}
 	}
 	return d, nil
+}
+
+// scheduleInput returns the input of the newest start of a schedule
+// instance that has not set its status yet.
+func (e *Engine) scheduleInput(ctx context.Context, instanceID string) ([]byte, error) {
+	_, start, err := e.find(ctx, instanceID, true)
+	if err != nil {
+		return nil, err
+	}
+	if start != nil {
+		a, err := history.DecodeAttributes(start.Kind, start.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := a.(*history.ExecutionStarted); ok {
+			return s.Input, nil
+		}
+	}
+	events, err := e.History(ctx, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	var input []byte
+	for _, ev := range events {
+		if ev.Kind == history.KindExecutionStarted {
+			a, err := ev.Attributes()
+			if err != nil {
+				return nil, err
+			}
+			input = a.(*history.ExecutionStarted).Input
+		}
+	}
+	return input, nil
 }
 
 // ListSchedules returns the live schedules in id order, as of their last

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 	"github.com/chronicleflow/chronicle/round"
@@ -151,5 +152,18 @@ func crashSchedule(t *testing.T, mode provider.Mode, seed uint64) {
 	if len(got) < 10 {
 		t.Errorf("only %d firings started", len(got))
 	}
-	t.Logf("%d firings started, %d missed, up to %s", len(got), missed, last.Sub(start))
+	events, err := nodes[0].History(ctx, chronicle.SchedulePrefix+"cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	executions := 0
+	for _, ev := range events {
+		if ev.Kind == history.KindExecutionStarted {
+			executions++
+		}
+	}
+	if executions < 2 {
+		t.Errorf("the schedule never continued as new: %d executions", executions)
+	}
+	t.Logf("%d firings started, %d missed, up to %s, %d executions of the schedule", len(got), missed, last.Sub(start), executions)
 }

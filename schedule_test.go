@@ -402,6 +402,53 @@ func TestScheduleValidation(t *testing.T) {
 	}
 }
 
+func TestScheduleBeforeItsFirstTurn(t *testing.T) {
+	// No worker has run the schedule yet: its description is the
+	// definition, and a backfill is accepted and applied once it runs.
+	env := scheduleEnv(t)
+	e, s, ctx := env.Engine(), env.StartTime(), env.Context()
+	if err := e.CreateSchedule(ctx, "early", every(time.Hour, "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.DescribeSchedule(ctx, "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Every != time.Hour || d.Workflow != "job" || len(d.Next) == 0 || !d.Next[0].Equal(s.Add(time.Hour)) {
+		t.Errorf("description before the first turn: %+v", d)
+	}
+	if err := e.BackfillSchedule(ctx, "early", s.Add(-2*time.Hour), s.Add(-time.Hour), "erin"); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(time.Minute)
+	assertJobs(t, e, firedAt("early", s, -2*time.Hour, -time.Hour))
+}
+
+func TestScheduleThroughClient(t *testing.T) {
+	// A Client without the workflow's code creates the schedule; the
+	// engine's workers run it.
+	store := memory.New(memory.Options{})
+	env := scheduleEnv(t, chronicletest.Store(store))
+	c, err := chronicle.NewClient(store, chronicle.ClientOptions{Clock: envClock{env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateSchedule(env.Context(), "cl", every(time.Hour, "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(2*time.Hour + time.Minute)
+	assertJobs(t, env.Engine(), firedAt("cl", env.StartTime(), time.Hour, 2*time.Hour))
+	l, err := c.ListSchedules(env.Context())
+	if err != nil || len(l) != 1 || l[0].ID != "cl" || l[0].Started != 2 {
+		t.Errorf("list through the client: %+v, %v", l, err)
+	}
+}
+
+// envClock reads the clock of an environment.
+type envClock struct{ env *chronicletest.Env }
+
+func (c envClock) Now() time.Time { return c.env.Now() }
+
 func TestScheduleJitterDeterministic(t *testing.T) {
 	env := scheduleEnv(t)
 	e, s := env.Engine(), env.StartTime()

@@ -351,6 +351,11 @@ func (e *Engine) checkSchedule(id string, o *ScheduleOptions) (*scheduleState, e
 	if strings.Contains(id, "@") {
 		return nil, invalid("schedule id %q holds '@'", id)
 	}
+	// The longest id of a firing must be a valid instance id too.
+	longest := ScheduleInstanceID(SchedulePrefix+id, time.Date(2000, 1, 1, 0, 0, 0, 999999999, time.UTC))
+	if err := e.validateID("schedule id (with the prefix and a firing's time)", longest); err != nil {
+		return nil, err
+	}
 	if _, err := compileSpec(o.Spec); err != nil {
 		return nil, err
 	}

@@ -393,6 +393,9 @@ func TestScheduleValidation(t *testing.T) {
 	if err := e.CreateSchedule(ctx, "a@b", every(time.Hour, "", 0)); !errors.Is(err, chronicle.ErrInvalidArgument) {
 		t.Errorf("id with @: %v", err)
 	}
+	if err := e.CreateSchedule(ctx, strings.Repeat("x", 190), every(time.Hour, "", 0)); !errors.Is(err, chronicle.ErrInvalidArgument) {
+		t.Errorf("an id too long for its firings: %v", err)
+	}
 	list, err := e.ListInstances(ctx, chronicle.InstanceFilter{})
 	if err != nil || len(list) != 0 {
 		t.Errorf("a refused schedule wrote instances: %v %v", list, err)

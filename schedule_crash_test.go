@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,8 +27,12 @@ import (
 // started exactly once or recorded as missed; no instance may have two
 // executions.
 func TestScheduleNeverDoublesUnderCrashes(t *testing.T) {
+	seeds := uint64(4)
+	if n, err := strconv.ParseUint(os.Getenv("CHRONICLE_SCHEDULE_SEEDS"), 10, 32); err == nil && n > 0 {
+		seeds = n // a longer run: CHRONICLE_SCHEDULE_SEEDS=200
+	}
 	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
-		for seed := uint64(1); seed <= 4; seed++ {
+		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", mode, seed), func(t *testing.T) {
 				t.Parallel()
 				crashSchedule(t, mode, seed)
@@ -84,6 +90,7 @@ func crashSchedule(t *testing.T, mode provider.Mode, seed uint64) {
 	faulty = true
 	mu.Unlock()
 	idle := 0
+	latest := start // the latest the clock read before a step back
 	for step := 0; step < 4000; step++ {
 		i := rng.IntN(len(nodes))
 		if rng.IntN(50) == 0 {
@@ -104,6 +111,7 @@ func crashSchedule(t *testing.T, mode provider.Mode, seed uint64) {
 		case r == 0:
 			clock.Advance(time.Duration(1+rng.IntN(6)) * time.Hour) // every node was down
 		case r == 1:
+			latest = later(latest, clock.Now())
 			clock.Set(clock.Now().Add(-time.Duration(1+rng.IntN(15)) * time.Minute)) // the clock steps back
 		default:
 			clock.Advance(time.Duration(1+rng.IntN(300)) * time.Second)
@@ -113,8 +121,10 @@ func crashSchedule(t *testing.T, mode provider.Mode, seed uint64) {
 	faulty = false
 	t.Logf("%d faults injected, clock at %s", faults, clock.Now().Sub(start))
 	mu.Unlock()
-	// Quiesce: run both nodes until neither finds work for two minutes of
-	// clock.
+	// Quiesce: the clock back where it was before its last step back
+	// (work enqueued then is due from then on), run both nodes until
+	// neither finds work for four minutes of clock.
+	clock.Set(later(latest, clock.Now()))
 	for quiet := 0; quiet < 240; {
 		w0, err0 := nodes[0].RunOnce(ctx)
 		w1, err1 := nodes[1].RunOnce(ctx)
@@ -166,4 +176,11 @@ func crashSchedule(t *testing.T, mode provider.Mode, seed uint64) {
 		t.Errorf("the schedule never continued as new: %d executions", executions)
 	}
 	t.Logf("%d firings started, %d missed, up to %s, %d executions of the schedule", len(got), missed, last.Sub(start), executions)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

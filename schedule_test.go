@@ -475,3 +475,31 @@ func TestScheduleJitterDeterministic(t *testing.T) {
 		t.Errorf("no firing was delayed by the jitter")
 	}
 }
+
+func TestScheduleJSONCodec(t *testing.T) {
+	// The schedule's state, signals and firings go through the engine's
+	// codec: the JSON one keeps them too.
+	env := scheduleEnv(t, chronicletest.EngineOptions(chronicle.Options{Codec: chronicle.JSONCodec{}}))
+	e, s, ctx := env.Engine(), env.StartTime(), env.Context()
+	o := every(time.Hour, chronicle.OverlapBufferOne, 0)
+	o.Spec.TimeZone, o.CatchupWindow = "Asia/Kolkata", 2*time.Hour
+	if err := e.CreateSchedule(ctx, "js", o); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(90 * time.Minute)
+	if err := e.PauseSchedule(ctx, "js", "json", "fay"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.BackfillSchedule(ctx, "js", s.Add(-time.Hour), s.Add(-time.Hour), "fay"); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(time.Hour)
+	assertJobs(t, e, firedAt("js", s, -time.Hour, time.Hour))
+	d, err := e.DescribeSchedule(ctx, "js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Paused || d.Note != "json" || d.Spec.TimeZone != "Asia/Kolkata" || d.CatchupWindow != 2*time.Hour || d.Overlap != chronicle.OverlapBufferOne {
+		t.Errorf("described as %+v", d)
+	}
+}

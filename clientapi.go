@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/query"
@@ -49,6 +50,16 @@ type Client interface {
 	GetDeadLetter(ctx context.Context, id string) (*DeadLetter, error)
 	RedriveDeadLetter(ctx context.Context, id, by string) error
 	DiscardDeadLetter(ctx context.Context, id, by string) error
+
+	CreateSchedule(ctx context.Context, id string, opts ScheduleOptions) error
+	UpdateSchedule(ctx context.Context, id string, opts ScheduleOptions) error
+	PauseSchedule(ctx context.Context, id, note, actor string) error
+	ResumeSchedule(ctx context.Context, id, note, actor string) error
+	TriggerSchedule(ctx context.Context, id, actor string) error
+	BackfillSchedule(ctx context.Context, id string, from, to time.Time, actor string) error
+	DeleteSchedule(ctx context.Context, id, note, actor string) error
+	DescribeSchedule(ctx context.Context, id string) (*ScheduleDescription, error)
+	ListSchedules(ctx context.Context) ([]*ScheduleDescription, error)
 
 	// Decode decodes a payload encoded with the client's codec (an
 	// instance's input in its history, a task's payload).

@@ -46,6 +46,10 @@ type Engine struct {
 	combine combiner
 	// cp collects heads for signed checkpoints; nil when they are off.
 	cp *checkpointer
+	// schedClient starts the firings of schedules whose workflow this
+	// engine has not registered (see scheduleClient).
+	schedMu     sync.Mutex
+	schedClient *Engine
 }
 
 // New returns an engine on store. It validates the options and fills in
@@ -84,6 +88,9 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := e.registerSchedules(); err != nil {
 		return nil, err
 	}
 	return e, nil

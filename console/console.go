@@ -135,6 +135,7 @@ func New(engine *chronicle.Engine, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /deadletters", c.deadLetters)
 	mux.HandleFunc("GET /tasks", c.tasks)
 	mux.HandleFunc("GET /task", c.task)
+	mux.HandleFunc("GET /schedules", c.schedules)
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/") {

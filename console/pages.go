@@ -722,3 +722,44 @@ func (c *console) checkSigned(ctx context.Context, id string, ch *chain) {
 		ch.Verified = false
 	}
 }
+
+// schedulesPage is the data of the schedule list.
+type schedulesPage struct {
+	Rows []scheduleRow
+}
+
+// scheduleRow is one schedule in the list.
+type scheduleRow struct {
+	ID, Instance, Spec, Workflow, Overlap, Note string
+	Paused                                      bool
+	Next                                        time.Time
+	Started, Skipped                            int64
+	Last                                        *chronicle.ScheduleFiring
+}
+
+func (c *console) schedules(w http.ResponseWriter, r *http.Request) {
+	list, err := c.engine.ListSchedules(r.Context())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	var p schedulesPage
+	for _, d := range list {
+		row := scheduleRow{ID: d.ID, Instance: chronicle.SchedulePrefix + d.ID, Spec: d.Spec.Cron, Workflow: d.Workflow,
+			Overlap: string(d.Overlap), Paused: d.Paused, Note: d.Note, Started: d.Started, Skipped: d.Skipped}
+		if d.Spec.Every > 0 {
+			row.Spec = "every " + d.Spec.Every.String()
+		}
+		if d.Spec.TimeZone != "" {
+			row.Spec += " (" + d.Spec.TimeZone + ")"
+		}
+		if len(d.Next) > 0 {
+			row.Next = d.Next[0]
+		}
+		if n := len(d.Recent); n > 0 {
+			row.Last = &d.Recent[n-1]
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	c.render(w, r, http.StatusOK, "schedules", "Schedules", "schedules", p)
+}

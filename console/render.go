@@ -19,7 +19,7 @@ import (
 
 // pageNames are the templates of templates/ that render a whole page;
 // the others (layout.html, parts.html) are shared by every page.
-var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "error"}
+var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "schedules", "error"}
 
 // parseTemplates parses each page with the shared templates.
 func (c *console) parseTemplates() (map[string]*template.Template, error) {

@@ -235,6 +235,14 @@ func commands() []*command {
 		{"dlq show", "ID", "show a dead letter and its original work item", runDLQShow},
 		{"dlq redrive", "ID --by U", "requeue a dead letter's work item", runDLQRedrive},
 		{"dlq discard", "ID --by U", "close a dead letter without processing it", runDLQDiscard},
+		{"schedules list", "", "list schedules: spec, workflow, overlap policy, state, next firing", runSchedulesList},
+		{"schedule show", "ID", "show a schedule: spec, state, next and recent firings, changes with who made them", runScheduleShow},
+		{"schedule create", "ID --workflow W (--cron EXPR | --every D) --by U [--zone TZ] [--start TIME] [--end TIME] [--jitter D] [--overlap P] [--catchup D] [--input JSON] [--paused] [--note N]", "create a schedule", runScheduleCreate},
+		{"schedule pause", "ID --by U [--note N]", "pause a schedule, with a note saying why", runSchedulePause},
+		{"schedule resume", "ID --by U [--note N]", "resume a paused schedule", runScheduleResume},
+		{"schedule trigger", "ID --by U", "fire a schedule now", runScheduleTrigger},
+		{"schedule backfill", "ID --from TIME --to TIME --by U", "start the firings of a past range that never started", runScheduleBackfill},
+		{"schedule delete", "ID --by U [--note N]", "delete a schedule; instances it started keep running", runScheduleDelete},
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
@@ -247,7 +255,8 @@ func commands() []*command {
 
 // aliases map the other number of a group name to the one commands use,
 // so that "instance list" and "tasks show" work too.
-var aliases = map[string]string{"instance": "instances", "instances": "instance", "task": "tasks", "tasks": "task"}
+var aliases = map[string]string{"instance": "instances", "instances": "instance", "task": "tasks", "tasks": "task",
+	"schedule": "schedules", "schedules": "schedule"}
 
 // lookup finds the command args start with and returns it with the rest
 // of args.

@@ -418,7 +418,9 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		if perr != nil {
 			return fmt.Errorf("%w: float value %s", ErrTypeMismatch, n)
 		}
-		out, err = Of(Float, f)
+		if out, err = Of(Float, f); err != nil {
+			return err
+		}
 	case Bool:
 		var b bool
 		if err := dec(&b); err != nil {

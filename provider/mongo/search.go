@@ -639,19 +639,20 @@ func groupValue(f field, raw bson.RawValue) query.Value {
 // the index instead of the collection.
 var indexedGroups = map[string]bool{"st": true, "n": true, "bk": true}
 
-// CountInstances implements provider.QueryStore: one aggregation,
-// $match then $group (FerretDB 1.x has both), the groups merged and
-// ordered here (the no-value group first, then by value).
-func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesParams) ([]provider.GroupCount, error) {
+// countPipeline is the aggregation of CountInstances and the field it
+// groups by: $match, a $sort by the field when it has an index of its own
+// and nothing else narrows the match (so that MongoDB reads the index,
+// not the collection), and $group.
+func countPipeline(p *provider.CountInstancesParams) (bson.A, field, error) {
 	where, err := compileWhere(p.Where)
 	if err != nil {
-		return nil, err
+		return nil, field{}, err
 	}
 	var key any
 	var f field
 	if p.By != nil {
 		if f, err = groupKey(p.By); err != nil {
-			return nil, err
+			return nil, field{}, err
 		}
 		key = "$" + f.path
 	}
@@ -660,6 +661,17 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 		pipeline = append(pipeline, filter("$sort", filter(f.path, 1)))
 	}
 	pipeline = append(pipeline, filter("$group", filter("_id", key, "c", filter("$sum", 1))))
+	return pipeline, f, nil
+}
+
+// CountInstances implements provider.QueryStore: one aggregation,
+// $match then $group (FerretDB 1.x has both), the groups merged and
+// ordered here (the no-value group first, then by value).
+func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesParams) ([]provider.GroupCount, error) {
+	pipeline, f, err := countPipeline(p)
+	if err != nil {
+		return nil, err
+	}
 	cur, err := s.c.instances.Aggregate(ctx, pipeline)
 	if err != nil {
 		return nil, fmt.Errorf("count instances: %w", translate(err))

@@ -290,3 +290,34 @@ func TestSearchCustomProjections(t *testing.T) {
 	require.Equal(t, "o28,o29", list(nil, "o27", 10))
 	require.Equal(t, "", list(cmpT(fCustomer, query.Eq, kw("nobody")), "", 10))
 }
+
+// TestSearchMigrationBackfills: documents written before migration 4
+// have no search fields; the migration adds them from the record, so
+// queries on attributes and on the new built-ins find those instances.
+func TestSearchMigrationBackfills(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	saveRecords(t, s, searchRecords())
+	require.NoError(t, chmongo.AsBeforeSearch(ctx, s))
+	where := &query.And{Terms: []query.Expr{cmpT(fCustomer, query.Eq, kw("acme")), &query.Exists{Field: fParent}}}
+	got, err := s.ListInstances(ctx, &provider.ListInstancesParams{Where: where})
+	require.NoError(t, err)
+	require.Empty(t, got, "the fields are gone")
+	v, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+
+	require.NoError(t, s.Migrate(ctx))
+	got, err = s.ListInstances(ctx, &provider.ListInstancesParams{Where: where})
+	require.NoError(t, err)
+	require.Equal(t, "i2", ids(got))
+	got, err = s.ListInstances(ctx, &provider.ListInstancesParams{Where: &query.Prefix{Field: fTags, Prefix: "bl"}})
+	require.NoError(t, err)
+	require.Equal(t, "i1", ids(got))
+	got, err = s.ListInstances(ctx, &provider.ListInstancesParams{Where: &query.Exists{Field: fDone}})
+	require.NoError(t, err)
+	require.Equal(t, "i2,i4", ids(got))
+	v, err = s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, chmongo.LatestSchemaVersion(), v)
+}

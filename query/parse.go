@@ -486,7 +486,7 @@ func (p *parser) term() (Expr, error) {
 		return p.between(f, start)
 	case p.tok.is("STARTS_WITH"):
 		if f.Type != Keyword && f.Type != KeywordList {
-			return nil, p.errorf(opPos, "STARTS_WITH does not apply to %s, a %s field", f.Name, f.Type)
+			return nil, p.errorf(opPos, "STARTS_WITH does not apply to %s, %s field", f.Name, article(f.Type))
 		}
 		if err := p.next(); err != nil {
 			return nil, err
@@ -633,7 +633,7 @@ func allowed(f Field, pos int, what string, op Op) error {
 	default:
 		return nil
 	}
-	return &SyntaxError{Pos: pos, Msg: fmt.Sprintf("%s does not apply to %s, a %s field", what, f.Name, f.Type)}
+	return &SyntaxError{Pos: pos, Msg: fmt.Sprintf("%s does not apply to %s, %s field", what, f.Name, article(f.Type))}
 }
 
 // literal reads a literal of the field's type (an element's type for a
@@ -641,7 +641,7 @@ func allowed(f Field, pos int, what string, op Op) error {
 func (p *parser) literal(f Field) (Value, error) {
 	t := p.tok
 	bad := func(want string) (Value, error) {
-		return Value{}, p.errorf(t.pos, "unexpected %s: want %s for %s, a %s field", t, want, f.Name, f.Type)
+		return Value{}, p.errorf(t.pos, "unexpected %s: want %s for %s, %s field", t, want, f.Name, article(f.Type))
 	}
 	var v Value
 	switch f.Type {

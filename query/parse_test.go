@@ -181,7 +181,7 @@ func TestParseErrors(t *testing.T) {
 		{"amount =", 8, "want a number for amount"},
 		{"amount = 'x'", 9, "want a number for amount, a float field"},
 		{"amount = 1e999", 9, "out of range"},
-		{"n = 1.5", 4, "want an integer for n, a int field"},
+		{"n = 1.5", 4, "want an integer for n, an int field"},
 		{"n = 1e3", 4, "want an integer"},
 		{"n = 9223372036854775808", 4, "out of range"},
 		{"n = '1'", 4, "want an integer"},
@@ -461,4 +461,47 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) printed %q, parsed back as %q", src, printed, back.String())
 		}
 	})
+}
+
+// TestParseLexErrorsEverywhere checks that a bad character is reported
+// wherever the parser reads the next token.
+func TestParseLexErrorsEverywhere(t *testing.T) {
+	for _, src := range []string{
+		"!", "NOT !", "( !", "(n = 1 !", "n !", "n = !", "n = 1 !", "n = 1 AND !", "n = 1 OR !",
+		"n IN !", "n IN ( !", "n IN (1 !", "n IN (1, !", "n IN (1) !",
+		"n NOT !", "n NOT IN !", "n NOT BETWEEN !", "n BETWEEN !", "n BETWEEN 1 !", "n BETWEEN 1 AND !", "n BETWEEN 1 AND 2 !",
+		"customer STARTS_WITH !", "customer STARTS_WITH 'a' !", "n IS !", "n IS NOT !", "n IS NULL !", "n IS NOT NULL !",
+		"ok = true !", "(n = 1) !",
+	} {
+		_, err := Parse(src, testSchema)
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Pos != strings.IndexByte(src, '!') || !strings.Contains(se.Msg, `unexpected "!"`) {
+			t.Fatalf("Parse(%q) = %v; want unexpected \"!\" at %d", src, err, strings.IndexByte(src, '!'))
+		}
+	}
+	// A long literal is shortened in a message.
+	_, err := Parse("n = '"+strings.Repeat("é", 100)+"'", testSchema)
+	if err == nil || !strings.Contains(err.Error(), "…") || len(err.Error()) > 200 {
+		t.Fatalf("long literal in a message: %v", err)
+	}
+}
+
+func TestStringOfBuiltExprs(t *testing.T) {
+	// A built-in named by its Builtin alone prints its name.
+	e := &Or{Terms: []Expr{
+		&Cmp{Field: Field{Builtin: FieldWorkflow, Type: Keyword}, Op: Eq, Value: kw("orders")},
+		&Not{X: &Prefix{Field: fCustomer, Prefix: "a'b"}},
+	}}
+	want := "workflow = 'orders' OR NOT customer STARTS_WITH 'a''b'"
+	if got := e.String(); got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
+	for op, s := range map[Op]string{Eq: "=", Ne: "!=", Lt: "<", Le: "<=", Gt: ">", Ge: ">=", 0: "Op(0)", 9: "Op(9)"} {
+		if op.String() != s {
+			t.Fatalf("Op(%d).String() = %q, want %q", op, op.String(), s)
+		}
+	}
+	if Attribute.Type() != Invalid || FieldVersion.Type() != Keyword || FieldUpdatedAt.Type() != Time || Builtin(99).Type() != Invalid {
+		t.Fatal("Builtin.Type")
+	}
 }

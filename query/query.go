@@ -4,6 +4,36 @@
 // their own native form (SQL with bind parameters, a MongoDB filter
 // document, a fold in memory); user text never reaches a store as text.
 //
+// # Values
+//
+// A search attribute is declared with a [Type] (Keyword, Int, Float, Bool,
+// Time, KeywordList) and holds a [Value]; [Of] converts a Go value and
+// checks the limits ([MaxKeywordBytes], [MaxListLen], finite floats, times
+// in UTC to the microsecond). The zero Value is "no value".
+//
+// # The language
+//
+//	status = 'running' AND customer = 'acme'
+//	  AND created_at BETWEEN '2026-01-01' AND '2026-02-01'
+//	amount > 100 OR NOT (tags IN ('test', 'demo') OR business_key IS NULL)
+//	workflow STARTS_WITH 'order' AND completed_at IS NOT NULL
+//
+// A term tests one field: a built-in (id, workflow, status, custom_status,
+// business_key, version, parent_id, created_at, updated_at, completed_at)
+// or a declared attribute. The operators are = != <> < <= > >=, [NOT] IN
+// (list), [NOT] BETWEEN lo AND hi (inclusive), STARTS_WITH 'prefix' and
+// IS [NOT] NULL; terms combine with NOT, AND and OR (in that precedence)
+// and parentheses. Keywords of the language and built-in names are
+// case-insensitive. Literals are 'strings' (a quote doubled inside),
+// numbers, true and false; a time is a string in RFC 3339 or YYYY-MM-DD
+// (midnight UTC). A literal must suit its field's type; Bool takes = and
+// != only, KeywordList =, !=, IN and STARTS_WITH (meaning "holds").
+//
+// The logic is two-valued: a term on a field without a value is false,
+// and NOT inverts a whole term (see [Match]). [Parse] refuses a text
+// beyond [MaxLength], [MaxDepth], [MaxInValues] or [MaxTerms] with a
+// [*SyntaxError] that names the position.
+//
 // The package is a leaf: it imports only the standard library, so the
 // history and provider packages can hold its values.
 package query
@@ -107,18 +137,20 @@ type Or struct{ Terms []Expr }
 // Not matches when X does not.
 type Not struct{ X Expr }
 
-// Cmp compares a field with a value of the field's type. A field without a
-// value (an attribute never set, CompletedAt of a running instance) makes
-// every comparison false, != included; NOT inverts the whole term. On a
-// KeywordList field, Eq means "holds" and Ne "does not hold" (and the list
-// is set).
+// Cmp compares a field with a value of the field's type (a Keyword for a
+// KeywordList field: an element). A field without a value (an attribute
+// never set, CompletedAt of a running instance) makes every comparison
+// false, != included; NOT inverts the whole term. On a KeywordList field,
+// Eq means "holds" and Ne "does not hold" (and the list is set); Parse
+// gives a KeywordList field no other operator.
 type Cmp struct {
 	Field Field
 	Op    Op
 	Value Value
 }
 
-// In matches a field equal to any of Values (on a KeywordList: holding any).
+// In matches a field equal to any of Values (on a KeywordList: holding any;
+// its Values are then Keywords). Parse gives at least one value.
 type In struct {
 	Field  Field
 	Values []Value

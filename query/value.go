@@ -190,12 +190,12 @@ func Of(t Type, v any) (Value, error) {
 			return Value{}, nil
 		}
 		if val.Type != t {
-			return Value{}, fmt.Errorf("%w: want a %s, got a %s value", ErrTypeMismatch, t, val.Type)
+			return Value{}, fmt.Errorf("%w: want %s, got %s value", ErrTypeMismatch, article(t), article(val.Type))
 		}
 		return Of(t, val.Any())
 	}
 	mismatch := func() (Value, error) {
-		return Value{}, fmt.Errorf("%w: want a %s, got %T", ErrTypeMismatch, t, v)
+		return Value{}, fmt.Errorf("%w: want %s, got %T", ErrTypeMismatch, article(t), v)
 	}
 	rv := reflect.ValueOf(v)
 	switch t {
@@ -295,6 +295,14 @@ func checkTime(t time.Time) error {
 		return fmt.Errorf("a time in the year %d (want 1 to 9999)", y)
 	}
 	return nil
+}
+
+// article writes a type's name after "a" or "an".
+func article(t Type) string {
+	if t == Int || t == Invalid {
+		return "an " + t.String()
+	}
+	return "a " + t.String()
 }
 
 // formatFloat writes a float so that strconv.ParseFloat reads it back

@@ -184,7 +184,7 @@ func (s *Store) Tamper(f func(rows *TamperRows)) {
 			rows.Histories[id] = cloneEvents(in.events)
 		}
 		if in.record != nil {
-			r := *in.record
+			r := copyRecord(in.record)
 			rows.Records[id] = &r
 		}
 	}
@@ -210,7 +210,7 @@ func (s *Store) Tamper(f func(rows *TamperRows)) {
 	}
 	for id, rec := range rows.Records {
 		in := s.instance(id)
-		r := *rec
+		r := copyRecord(rec)
 		in.record = &r
 		if _, ok := rows.Histories[id]; !ok {
 			in.events = nil

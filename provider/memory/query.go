@@ -11,10 +11,12 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
+// cloneRecord returns a copy of in's record with its incident.
 func cloneRecord(in *instance) provider.InstanceRecord {
-	r := *in.record
+	r := copyRecord(in.record)
 	r.Incident = in.incident
 	return r
 }
@@ -42,7 +44,8 @@ func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesPara
 				!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom),
 				!p.CreatedTo.IsZero() && !r.CreatedAt.Before(p.CreatedTo),
 				!p.UpdatedBefore.IsZero() && !r.UpdatedAt.Before(p.UpdatedBefore),
-				p.Terminal && !r.Status.Terminal():
+				p.Terminal && !r.Status.Terminal(),
+				!query.Match(p.Where, r):
 				continue
 			}
 			out = append(out, cloneRecord(s.instances[id]))

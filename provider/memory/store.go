@@ -58,6 +58,11 @@ const (
 	OpGetTombstone        Op = "GetTombstone"
 	OpListTombstones      Op = "ListTombstones"
 
+	// OpCountInstances and OpListCustomProjections are the searches of
+	// provider.QueryStore.
+	OpCountInstances        Op = "CountInstances"
+	OpListCustomProjections Op = "ListCustomProjections"
+
 	// OpListQueuedActivities lists an instance's activity tasks.
 	OpListQueuedActivities Op = "ListQueuedActivities"
 )
@@ -462,8 +467,7 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*provider.InstanceR
 		if !ok || in.record == nil {
 			return fmt.Errorf("instance %s: %w", id, provider.ErrNotFound)
 		}
-		c := *in.record
-		c.Incident = in.incident
+		c := cloneRecord(in)
 		rec = &c
 		return nil
 	})
@@ -569,7 +573,7 @@ func (s *Store) saveProjections(p *provider.Projections) {
 		in.snapshot, in.snapshotSeq = append([]byte(nil), p.Snapshot...), p.Seq
 	}
 	if p.Instance != nil && (in.record == nil || p.Seq > in.record.LastSeq) {
-		rec := *p.Instance
+		rec := copyRecord(p.Instance)
 		rec.LastSeq = p.Seq
 		rec.Incident = ""
 		in.record = &rec

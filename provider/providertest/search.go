@@ -356,6 +356,16 @@ func testSearch(t *testing.T, factory Factory) {
 		requireValue(t, kw("south"), s.b.instanceOf(t, "rt-1").Attributes["region"], "a record read back is the store's own copy")
 		s.expect(t, "customer IS NULL", "rt-1", "rt-3")
 		s.expect(t, "region = 'south'", "rt-1")
+
+		// Nor are a list's elements shared, written or read.
+		list := searchRecord("rt-4", "order", provider.StatusRunning, "", "C-4", "v1", "", time.Hour, time.Hour, 0, attrs("tags", keywords("x", "y")))
+		s.saveRecord(t, list)
+		list.Attributes["tags"].List[0] = "mutated"
+		got = s.b.instanceOf(t, "rt-4")
+		requireValue(t, keywords("x", "y"), got.Attributes["tags"], "tags of rt-4 after the caller changed its list")
+		got.Attributes["tags"].List[1] = "mutated"
+		requireValue(t, keywords("x", "y"), s.b.instanceOf(t, "rt-4").Attributes["tags"], "tags of rt-4 after the caller changed the list it read")
+		s.expect(t, "tags = 'x'", "rt-2", "rt-4")
 	})
 
 	t.Run("OperatorsOnAttributes", func(t *testing.T) {
@@ -1093,11 +1103,11 @@ func testSearch(t *testing.T, factory Factory) {
 		s.expect(t, sb.String(), "s-01")
 		requireGroups(t, []provider.GroupCount{{Count: 1}}, s.count(t, sb.String(), ""), "count under deep nesting")
 
-		// NOT nested 30 deep: an even number of NOTs is the term itself.
-		not := strings.Repeat("NOT (", depth) + "region = 'north'" + strings.Repeat(")", depth)
-		s.expect(t, not, "s-01", "s-03", "s-07")
-		not = strings.Repeat("NOT (", depth-1) + "region = 'north'" + strings.Repeat(")", depth-1)
-		s.expect(t, not, "s-02", "s-04", "s-05", "s-06")
+		// NOT and parentheses count alike towards query.MaxDepth: 30 NOTs,
+		// and 15 NOTs each of a parenthesized expression.
+		s.expect(t, strings.Repeat("NOT ", depth)+"region = 'north'", "s-01", "s-03", "s-07")
+		s.expect(t, strings.Repeat("NOT ", depth-1)+"region = 'north'", "s-02", "s-04", "s-05", "s-06")
+		s.expect(t, strings.Repeat("NOT (", depth/2)+"region = 'north'"+strings.Repeat(")", depth/2), "s-02", "s-04", "s-05", "s-06")
 	})
 
 	t.Run("MatchesQueryMatch", func(t *testing.T) {

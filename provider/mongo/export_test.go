@@ -77,9 +77,10 @@ func SetBeforeWrite(s *Store, hook func(what string) error) { s.beforeWrite = ho
 // InstanceFilter is the filter document ListInstances sends for p.
 func InstanceFilter(p *provider.ListInstancesParams) (bson.D, error) { return instanceFilter(p) }
 
-// CountPipeline is the aggregation CountInstances sends for p.
+// CountPipeline is the aggregation CountInstances sends for p to
+// MongoDB.
 func CountPipeline(p *provider.CountInstancesParams) (bson.A, error) {
-	pl, _, err := countPipeline(p)
+	pl, _, err := countPipeline(p, true)
 	return pl, err
 }
 

@@ -640,10 +640,10 @@ func groupValue(f field, raw bson.RawValue) query.Value {
 var indexedGroups = map[string]bool{"st": true, "n": true, "bk": true}
 
 // countPipeline is the aggregation of CountInstances and the field it
-// groups by: $match, a $sort by the field when it has an index of its own
-// and nothing else narrows the match (so that MongoDB reads the index,
-// not the collection), and $group.
-func countPipeline(p *provider.CountInstancesParams) (bson.A, field, error) {
+// groups by: $match, a $sort by the field when it has an index of its own,
+// nothing else narrows the match and sortFirst is set (so that MongoDB
+// reads the index, not the collection), and $group.
+func countPipeline(p *provider.CountInstancesParams, sortFirst bool) (bson.A, field, error) {
 	where, err := compileWhere(p.Where)
 	if err != nil {
 		return nil, field{}, err
@@ -657,18 +657,30 @@ func countPipeline(p *provider.CountInstancesParams) (bson.A, field, error) {
 		key = "$" + f.path
 	}
 	pipeline := bson.A{filter("$match", where)}
-	if p.By != nil && indexedGroups[f.path] && len(where) == 0 {
+	if sortFirst && p.By != nil && indexedGroups[f.path] && len(where) == 0 {
 		pipeline = append(pipeline, filter("$sort", filter(f.path, 1)))
 	}
 	pipeline = append(pipeline, filter("$group", filter("_id", key, "c", filter("$sum", 1))))
 	return pipeline, f, nil
 }
 
+// onFerretDB reports whether the server is FerretDB, asking it once: a
+// count sorts before it groups only on MongoDB, since FerretDB 1.x
+// uses no index and would sort every document in memory. A failed
+// question counts as MongoDB (the sort costs, and changes no answer).
+func (s *Store) onFerretDB(ctx context.Context) bool {
+	s.ferretOnce.Do(func() {
+		ferret, err := s.isFerretDB(ctx)
+		s.ferret = err == nil && ferret
+	})
+	return s.ferret
+}
+
 // CountInstances implements provider.QueryStore: one aggregation,
 // $match then $group (FerretDB 1.x has both), the groups merged and
 // ordered here (the no-value group first, then by value).
 func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesParams) ([]provider.GroupCount, error) {
-	pipeline, f, err := countPipeline(p)
+	pipeline, f, err := countPipeline(p, !s.onFerretDB(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -434,6 +434,9 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		if perr != nil {
 			return fmt.Errorf("%w: time value: %v", ErrTypeMismatch, perr)
 		}
+		if err := checkTime(tm.UTC()); err != nil {
+			return fmt.Errorf("%w: %v", ErrTypeMismatch, err)
+		}
 		out = Value{Type: Time, Time: tm.UTC()}
 	case KeywordList:
 		var list []string

@@ -269,6 +269,7 @@ func TestValueJSONRefuses(t *testing.T) {
 		`{"type":"float","value":1e999}`,
 		`{"type":"bool","value":1}`,
 		`{"type":"time","value":"yesterday"}`,
+		`{"type":"time","value":"0000-12-31T23:00:00Z"}`,
 		`{"type":"keyword","value":3}`,
 		`{"type":"keyword_list","value":"a"}`,
 		`{"type":"keyword","value":"a\u0000"}`,
@@ -371,4 +372,34 @@ func TestValueString(t *testing.T) {
 			t.Fatalf("%#v.String() = %q, want %q", v, got, want)
 		}
 	}
+}
+
+// FuzzValueJSON reads arbitrary JSON as a Value: it never panics, and what
+// it reads writes back and reads again as the same Value.
+func FuzzValueJSON(f *testing.F) {
+	for _, s := range []string{
+		`null`, `{"type":"int","value":12}`, `{"type":"float","value":-0}`, `{"type":"float","value":1e-400}`,
+		`{"type":"keyword","value":"a\u00e9"}`, `{"type":"time","value":"2026-01-02T03:04:05.123456789+02:00"}`,
+		`{"type":"keyword_list","value":[]}`, `{"type":"keyword_list","value":["a","b"]}`, `{"type":"bool","value":true}`,
+		`{"type":"int"}`, `{"type":"int","value":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v Value
+		if err := json.Unmarshal(data, &v); err != nil {
+			return
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("Marshal(%#v) (read from %s): %v", v, data, err)
+		}
+		var back Value
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("Unmarshal(%s): %v", b, err)
+		}
+		if !reflect.DeepEqual(back, v) {
+			t.Fatalf("%s read as %#v, written %s, read back as %#v", data, v, b, back)
+		}
+	})
 }

@@ -15,4 +15,11 @@
 // the caller sees an error), which is how tests model lost connections and
 // commits whose outcome is unknown. [Store.WorkHint] closes a channel when
 // work is enqueued, so workers sleep without polling.
+//
+// Searches (ListInstances under a Where, CountInstances,
+// ListCustomProjections) evaluate the filter with [query.Match] over every
+// instance record: a scan, the reference the other providers' native
+// queries are checked against. Records are copied in and out, search
+// attributes included, so a caller never shares a map or slice with the
+// store.
 package memory

@@ -602,6 +602,40 @@ func testSearch(t *testing.T, factory Factory) {
 		s.expect(t, "tags = 'a b'", "l-3")
 	})
 
+	t.Run("EmptyKeyword", func(t *testing.T) {
+		// An empty keyword is a value of an attribute (query.Of takes
+		// it), unlike an empty built-in field, which has no value.
+		t.Parallel()
+		s := newSearcher(t, factory)
+		e1 := searchRecord("e-1", "order", provider.StatusRunning, "", "", "v1", "", time.Hour, time.Hour, 0,
+			attrs("customer", kw(""), "tags", keywords("", "a")))
+		e2 := searchRecord("e-2", "order", provider.StatusRunning, "x", "K", "v1", "", time.Hour, time.Hour, 0,
+			attrs("customer", kw("a"), "tags", keywords("a")))
+		e3 := searchRecord("e-3", "order", provider.StatusRunning, "", "", "v1", "", time.Hour, time.Hour, 0, nil)
+		for _, r := range []*provider.InstanceRecord{e1, e2, e3} {
+			s.saveRecord(t, r)
+		}
+		requireAttributes(t, e1, s.b.instanceOf(t, "e-1"))
+		s.expect(t, "customer = ''", "e-1")
+		s.expect(t, "customer != ''", "e-2")
+		s.expect(t, "customer < 'a'", "e-1")
+		s.expect(t, "customer IN ('', 'b')", "e-1")
+		s.expect(t, "customer STARTS_WITH ''", "e-1", "e-2")
+		s.expect(t, "customer IS NOT NULL", "e-1", "e-2")
+		s.expect(t, "customer IS NULL", "e-3")
+		s.expect(t, "NOT customer = ''", "e-2", "e-3")
+		s.expect(t, "tags = ''", "e-1")
+		s.expect(t, "tags != ''", "e-2")
+		s.expect(t, "tags STARTS_WITH ''", "e-1", "e-2")
+		s.expect(t, "custom_status = ''")
+		s.expect(t, "custom_status STARTS_WITH ''", "e-2")
+		s.expect(t, "business_key < 'K'")
+		s.expect(t, "business_key IN ('', 'K')", "e-2")
+		s.expect(t, "NOT business_key = ''", "e-1", "e-2", "e-3")
+		requireGroups(t, []provider.GroupCount{{Count: 1}, {Value: kw(""), Count: 1}, {Value: kw("a"), Count: 1}}, s.count(t, "", "customer"), "count by customer")
+		requireGroups(t, []provider.GroupCount{{Count: 2}, {Value: kw("x"), Count: 1}}, s.count(t, "", "custom_status"), "count by custom_status")
+	})
+
 	t.Run("KeywordByteOrder", func(t *testing.T) {
 		// Keywords compare by their UTF-8 bytes, as Go strings do: upper
 		// case before lower case, every non-ASCII letter after 'z'.

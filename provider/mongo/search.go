@@ -601,11 +601,11 @@ func groupKey(by *query.Field) (field, error) {
 
 // groupValue reads a group's key back into a Value of the field's type;
 // no value (missing, null, "" of a keyword built-in, a value stored with
-// another type) is the zero Value.
+// another type) is the zero Value. An empty keyword attribute is a value.
 func groupValue(f field, raw bson.RawValue) query.Value {
 	switch f.typ {
 	case query.Keyword:
-		if s, ok := raw.StringValueOK(); ok && s != "" {
+		if s, ok := raw.StringValueOK(); ok && (s != "" || f.attr) {
 			return query.Value{Type: query.Keyword, Str: s}
 		}
 	case query.Int:

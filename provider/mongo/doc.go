@@ -32,6 +32,12 @@
 // the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
 // run under a lock document.
 //
+// An instance document keeps the search attributes twice (values by name
+// for ranges, prefixes and grouping; one key per value for equality and
+// IN, which the index {ax, st, ca} serves), and queries translate the
+// filter's AST into a filter document of BSON values, never text
+// (docs/providers.md, "Search attributes and queries").
+//
 // # How the contract is met
 //
 // Exclusion never rests on a conditional update: the store must also be

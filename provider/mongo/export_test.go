@@ -3,7 +3,10 @@ package mongo
 import (
 	"context"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // SetAfterFirstRead installs the hook CancelActivities runs after its
@@ -70,3 +73,26 @@ func LegacyClaims(ctx context.Context, s *Store, taskID string, n int64, token, 
 // SetBeforeWrite installs the hook some multi-record steps run before a
 // record write (see Store.beforeWrite); an error stops the step there.
 func SetBeforeWrite(s *Store, hook func(what string) error) { s.beforeWrite = hook }
+
+// InstanceFilter is the filter document ListInstances sends for p.
+func InstanceFilter(p *provider.ListInstancesParams) (bson.D, error) { return instanceFilter(p) }
+
+// CountPipeline is the aggregation CountInstances sends for p to
+// MongoDB.
+func CountPipeline(p *provider.CountInstancesParams) (bson.A, error) {
+	pl, _, err := countPipeline(p, true)
+	return pl, err
+}
+
+// IsFerretDB reports whether the store's server is FerretDB.
+func IsFerretDB(ctx context.Context, s *Store) (bool, error) { return s.isFerretDB(ctx) }
+
+// AsBeforeSearch makes the store look as a store of schema 3 left it: the
+// search fields of every instance document removed, the version 3.
+func AsBeforeSearch(ctx context.Context, s *Store) error {
+	if _, err := s.c.instances.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("ver", "", "p", "", "cs", "", "co", "", "a", "", "ax", "")}}); err != nil {
+		return err
+	}
+	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 3))
+	return err
+}

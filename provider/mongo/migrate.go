@@ -27,6 +27,74 @@ var migrations = []migration{
 	{1, "collections and indexes", migrateIndexes},
 	{2, "signed checkpoints", migrateCheckpoints},
 	{3, "activity task steps", migrateActivitySteps},
+	{4, "search fields of instance records", migrateSearch},
+}
+
+// migrateSearch adds the search fields of instance documents (the
+// built-ins queries need, the attributes in "a" and "ax") to documents
+// written before them, from their encoded record, each only while it is
+// unchanged, and creates the indexes of queries: {ax, st, ca} (equality on
+// attributes, a status, a created_at range), and on MongoDB a wildcard
+// index on "a" (ranges and prefixes of attributes), which FerretDB 1.x
+// cannot create (it uses no secondary index at all; see docs/providers.md).
+func migrateSearch(ctx context.Context, s *Store) error {
+	for {
+		cur, err := s.c.instances.Find(ctx, filter("ax", filter("$exists", false)), options.Find().SetSort(filter("_id", 1)).SetLimit(500))
+		if err != nil {
+			return translate(err)
+		}
+		var docs []instanceDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return translate(err)
+		}
+		if len(docs) == 0 {
+			break
+		}
+		for _, d := range docs {
+			rec, err := d.record("")
+			if err != nil {
+				return err
+			}
+			rec.InstanceID = d.ID
+			n := newInstanceDoc(&rec, d.Seq, d.Record)
+			upd := filter("$set", filter("ver", n.Version, "p", n.ParentID, "cs", n.CustomStatus, "ax", n.AX))
+			if n.A != nil {
+				upd[0].Value = append(upd[0].Value.(bson.D), bson.E{Key: "a", Value: n.A})
+			}
+			if n.Completed != 0 {
+				upd[0].Value = append(upd[0].Value.(bson.D), bson.E{Key: "co", Value: n.Completed})
+			}
+			if _, err := s.c.instances.UpdateOne(ctx, filter("_id", d.ID, "s", d.Seq, "ax", filter("$exists", false)), upd); err != nil {
+				return fmt.Errorf("search fields of instance %s: %w", d.ID, translate(err))
+			}
+		}
+		// A document changed meanwhile was rewritten whole, with its
+		// search fields; the next page finds the rest.
+	}
+	if _, err := s.c.instances.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "ax", Value: 1}, {Key: "st", Value: 1}, {Key: "ca", Value: 1}}}); err != nil {
+		return fmt.Errorf("index on %s: %w", s.c.instances.Name(), translate(err))
+	}
+	ferret, err := s.isFerretDB(ctx)
+	if err != nil {
+		return err
+	}
+	if !ferret {
+		if _, err := s.c.instances.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a.$**", Value: 1}}}); err != nil {
+			return fmt.Errorf("wildcard index on %s (MongoDB 4.2 or later): %w", s.c.instances.Name(), translate(err))
+		}
+	}
+	return nil
+}
+
+// isFerretDB reports whether the server is FerretDB (its buildInfo names
+// its version).
+func (s *Store) isFerretDB(ctx context.Context) (bool, error) {
+	var info bson.M
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return false, fmt.Errorf("buildInfo: %w", translate(err))
+	}
+	_, ok := info["ferretdbVersion"]
+	return ok, nil
 }
 
 // migrateActivitySteps turns the claim documents of schema 2 into task

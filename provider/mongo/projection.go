@@ -12,19 +12,46 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 )
 
 // instanceDoc is an instance's record projection, by instance id: the
-// fields ListInstances filters on, and the whole record encoded.
+// fields ListInstances and queries filter on, and the whole record
+// encoded (which GetInstance and ListInstances decode, so every field
+// round-trips exactly). Times are Unix nanoseconds, absent when zero.
+// The search attributes are kept twice: A holds their values by name
+// (keywords as strings, ints as int64, floats as doubles, booleans,
+// times as int64 microseconds, lists as arrays of strings), for
+// ranges, prefixes, existence and grouping; AX holds one key per value
+// (attrKey), for equality and IN through the compound index
+// {ax, st, ca} (docs/providers.md, "Search").
 type instanceDoc struct {
-	ID          string `bson:"_id"`
-	Seq         int64  `bson:"s"`
-	Status      string `bson:"st"`
-	Name        string `bson:"n"`
-	BusinessKey string `bson:"bk"`
-	Created     int64  `bson:"ca"`
-	Updated     int64  `bson:"ua"`
-	Record      []byte `bson:"r"`
+	ID           string   `bson:"_id"`
+	Seq          int64    `bson:"s"`
+	Status       string   `bson:"st"`
+	Name         string   `bson:"n"`
+	BusinessKey  string   `bson:"bk"`
+	Version      string   `bson:"ver"`
+	ParentID     string   `bson:"p"`
+	CustomStatus string   `bson:"cs"`
+	Created      int64    `bson:"ca,omitempty"`
+	Updated      int64    `bson:"ua,omitempty"`
+	Completed    int64    `bson:"co,omitempty"`
+	A            bson.D   `bson:"a,omitempty"`
+	AX           []string `bson:"ax"`
+	Record       []byte   `bson:"r"`
+}
+
+// newInstanceDoc builds the document of rec, folded at seq; data is rec
+// encoded.
+func newInstanceDoc(rec *provider.InstanceRecord, seq int64, data []byte) *instanceDoc {
+	a, ax := attrFields(rec.Attributes)
+	return &instanceDoc{
+		ID: rec.InstanceID, Seq: seq, Status: string(rec.Status), Name: rec.Name, BusinessKey: rec.BusinessKey,
+		Version: rec.Version, ParentID: rec.ParentID, CustomStatus: rec.CustomStatusText,
+		Created: provider.UnixNanos(rec.CreatedAt), Updated: provider.UnixNanos(rec.UpdatedAt), Completed: provider.UnixNanos(rec.CompletedAt),
+		A: a, AX: ax, Record: data,
+	}
 }
 
 // snapshotDoc is an instance's runtime snapshot.
@@ -152,10 +179,8 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 		if err != nil {
 			return fmt.Errorf("instance record of %s: %w", p.InstanceID, err)
 		}
-		doc := &instanceDoc{
-			ID: p.InstanceID, Seq: p.Seq, Status: string(rec.Status), Name: rec.Name, BusinessKey: rec.BusinessKey,
-			Created: provider.UnixNanos(rec.CreatedAt), Updated: provider.UnixNanos(rec.UpdatedAt), Record: data,
-		}
+		rec.InstanceID = p.InstanceID
+		doc := newInstanceDoc(&rec, p.Seq, data)
 		if _, err := writeForward(ctx, s.c.instances, p.InstanceID, p.Seq, doc, nil); err != nil {
 			return fmt.Errorf("instance record of %s: %w", p.InstanceID, err)
 		}
@@ -254,6 +279,12 @@ func (d *instanceDoc) record(incident string) (provider.InstanceRecord, error) {
 	}
 	rec.LastSeq, rec.Incident = d.Seq, incident
 	utc(&rec.CreatedAt, &rec.UpdatedAt, &rec.CompletedAt)
+	for name, v := range rec.Attributes {
+		if v.Type == query.Time {
+			utc(&v.Time)
+			rec.Attributes[name] = v
+		}
+	}
 	return rec, nil
 }
 
@@ -280,34 +311,11 @@ func (s *Store) GetInstance(ctx context.Context, instanceID string) (*provider.I
 
 // ListInstances implements provider.QueryStore.
 func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesParams) ([]provider.InstanceRecord, error) {
-	f := filter("_id", filter("$gt", p.AfterID))
-	add := func(k string, v any) { f = append(f, bson.E{Key: k, Value: v}) }
-	if p.Status != "" {
-		add("st", string(p.Status))
+	f, err := instanceFilter(p)
+	if err != nil {
+		return nil, err
 	}
-	if p.Name != "" {
-		add("n", p.Name)
-	}
-	if p.BusinessKey != "" {
-		add("bk", p.BusinessKey)
-	}
-	created := bson.D{}
-	if !p.CreatedFrom.IsZero() {
-		created = append(created, bson.E{Key: "$gte", Value: provider.UnixNanos(p.CreatedFrom)})
-	}
-	if !p.CreatedTo.IsZero() {
-		created = append(created, bson.E{Key: "$lt", Value: provider.UnixNanos(p.CreatedTo)})
-	}
-	if len(created) > 0 {
-		add("ca", created)
-	}
-	if !p.UpdatedBefore.IsZero() {
-		add("ua", filter("$lt", provider.UnixNanos(p.UpdatedBefore)))
-	}
-	if p.Terminal {
-		add("st", filter("$in", []string{string(provider.StatusCompleted), string(provider.StatusFailed), string(provider.StatusTerminated)}))
-	}
-	cur, err := s.c.instances.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetLimit(int64(limitOf(p.Limit))))
+	cur, err := s.c.instances.Find(ctx, f, options.Find().SetSort(filter("_id", 1)).SetLimit(int64(limitOf(p.Limit))).SetProjection(filter("a", 0, "ax", 0)))
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -138,6 +138,10 @@ type Store struct {
 	afterSettleStep func(taskID string) error
 	// beforeWrite is Options.BeforeWrite.
 	beforeWrite func(what string) error
+
+	// ferretOnce asks the server once whether it is FerretDB (ferret).
+	ferretOnce sync.Once
+	ferret     bool
 }
 
 // collections are the store's collections; docs/providers.md lists their

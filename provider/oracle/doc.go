@@ -92,6 +92,11 @@
 //     HUMAN_TASK_ROLES (the roles of each task, indexed for the inbox
 //     filter), HUMAN_TASK_EVENTS, CUSTOM_PROJECTIONS.
 //   - TOMBSTONES: one row per purge, primary key (instance_id, seq).
+//   - ATTRIBUTES (migration 2): the search attributes of instance
+//     records, one row per value or list element, indexed by (name, value,
+//     instance_id) for each kind of value; INSTANCES gains the custom
+//     status text. Queries compile to SQL whose values are all binds
+//     (docs/providers.md, "Search attributes and queries").
 //   - The AQ queue table WQT (RAW payload, single consumer) and its queue
 //     WQ, started.
 //   - SCHEMA_MIGRATIONS and MIGRATION_LOCK: the migrator's records and

@@ -66,6 +66,7 @@ const (
 	tableHumanTaskEvents   = "HUMAN_TASK_EVENTS"
 	tableCustomProjections = "CUSTOM_PROJECTIONS"
 	tableTombstones        = "TOMBSTONES"
+	tableAttributes        = "ATTRIBUTES"
 	tableSchemaMigrations  = "SCHEMA_MIGRATIONS"
 	tableMigrationLock     = "MIGRATION_LOCK"
 	sequenceLeaseTokens    = "LEASE_TOKENS"
@@ -79,7 +80,7 @@ const (
 var dataTables = []string{
 	tableHistory, tableMessages, tableActivityTasks, tableActivityTaskIDs, tableDeadLetters,
 	tableHumanTaskRoles, tableHumanTasks, tableHumanTaskEvents, tableCustomProjections,
-	tableTombstones, tableInstances,
+	tableTombstones, tableAttributes, tableInstances,
 }
 
 // Tables lists the names, as [Store.Table] takes them, of the tables

@@ -32,8 +32,14 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 		if err != nil {
 			return err
 		}
-		if _, err := db.ExecContext(ctx, s.sql.saveRecord, args...); err != nil {
+		n, err := affected(ctx, db, s.sql.saveRecord, args...)
+		if err != nil {
 			return failf(err, "save the record of %s", p.InstanceID)
+		}
+		if n > 0 {
+			if err := s.saveAttributes(ctx, db, p.InstanceID, r.Attributes); err != nil {
+				return err
+			}
 		}
 	}
 	if err := s.saveTasks(ctx, db, p); err != nil {
@@ -109,7 +115,7 @@ func recordArgs(instanceID string, seq int64, r *provider.InstanceRecord) ([]any
 	values := []any{
 		r.ExecutionID, r.Name, r.Version, string(r.Status), r.BusinessKey, textArg(parts), blobArg(r.CustomStatus),
 		r.ParentID, timeArg(r.CreatedAt), timeArg(r.UpdatedAt), timeArg(r.CompletedAt), blobArg(r.Output),
-		blobArg(failure), textArg(r.LastError),
+		blobArg(failure), textArg(r.LastError), textArg(r.CustomStatusText), statusKey(r.CustomStatusText),
 	}
 	args := []any{named("inst", instanceID), named("seq", seq)}
 	for i, v := range values {
@@ -197,7 +203,7 @@ func scanRecord(row rowScanner) (*provider.InstanceRecord, error) {
 	err := row.Scan(strScan{&r.InstanceID}, intScan{&r.LastSeq}, strScan{&r.ExecutionID}, strScan{&r.Name},
 		strScan{&r.Version}, strScan{&status}, strScan{&r.BusinessKey}, strScan{&parts}, &r.CustomStatus,
 		strScan{&r.ParentID}, timeScan{&r.CreatedAt}, timeScan{&r.UpdatedAt}, timeScan{&r.CompletedAt},
-		&r.Output, &failure, strScan{&r.LastError}, strScan{&r.Incident})
+		&r.Output, &failure, strScan{&r.LastError}, strScan{&r.Incident}, strScan{&r.CustomStatusText})
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +228,9 @@ func (s *Store) GetInstance(ctx context.Context, instanceID string) (*provider.I
 	if err != nil {
 		return nil, failf(err, "instance %s", instanceID)
 	}
+	if err := s.loadAttributes(ctx, []*provider.InstanceRecord{r}); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -244,7 +253,7 @@ func (s *Store) GetSnapshot(ctx context.Context, instanceID string) ([]byte, int
 // resetProjections deletes an instance's built-in projections, the
 // snapshot first, and the custom records p names.
 func (s *Store) resetProjections(ctx context.Context, db dbtx, p *provider.ResetProjectionsParams) error {
-	for _, sql := range []string{s.sql.resetInstance, s.sql.resetTaskRoles, s.sql.resetTasks, s.sql.resetTaskEvents} {
+	for _, sql := range []string{s.sql.resetInstance, s.sql.deleteAttributes, s.sql.resetTaskRoles, s.sql.resetTasks, s.sql.resetTaskEvents} {
 		if _, err := db.ExecContext(ctx, sql, named("inst", p.InstanceID)); err != nil {
 			return failf(err, "reset projections of %s", p.InstanceID)
 		}

@@ -16,23 +16,38 @@ func (s *Store) ListInstances(ctx context.Context, p *provider.ListInstancesPara
 	if p.Terminal {
 		terminal = 1
 	}
-	rows, err := s.db.QueryContext(ctx, s.sql.listInstances, named("after", p.AfterID), named("status", string(p.Status)),
+	text, args, err := s.withWhere(s.sql.listInstances, p.Where)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, named("after", p.AfterID), named("status", string(p.Status)),
 		named("name", p.Name), named("bkey", p.BusinessKey), named("cfrom", timeArg(p.CreatedFrom)),
 		named("cto", timeArg(p.CreatedTo)), named("ubefore", timeArg(p.UpdatedBefore)),
 		named("terminal", terminal), named("lim", int64(limitOf(p.Limit))))
+	rows, err := s.db.QueryContext(ctx, text, args...)
 	if err != nil {
 		return nil, failf(err, "list instances")
 	}
 	defer rows.Close()
-	var out []provider.InstanceRecord
+	var out []*provider.InstanceRecord
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
 			return nil, failf(err, "list instances")
 		}
-		out = append(out, *r)
+		out = append(out, r)
 	}
-	return out, failf(rows.Err(), "list instances")
+	if err := rows.Err(); err != nil {
+		return nil, failf(err, "list instances")
+	}
+	if err := s.loadAttributes(ctx, out); err != nil {
+		return nil, err
+	}
+	recs := make([]provider.InstanceRecord, len(out))
+	for i, r := range out {
+		recs[i] = *r
+	}
+	return recs, nil
 }
 
 // scanTask reads the columns of taskSelect.

@@ -152,12 +152,14 @@ const appendHistoryRow = `
 var recordColumns = []string{
 	"execution_id", "name", "version", "status", "business_key", "business_parts", "custom_status",
 	"parent_id", "created_at", "updated_at", "completed_at", "output", "failure", "last_error",
+	"custom_status_text", "custom_status_key",
 }
 
 // recordBinds are the binds of recordColumns in saveRecordSQL.
 var recordBinds = []string{
 	"exec", "name", "version", "status", "bkey", "parts", "cstatus",
 	"parent", "created", "updated", "completed", "output", "failure", "lerr",
+	"cstext", "cskey",
 }
 
 // saveRecordSQL writes the instance record when it was folded beyond the
@@ -231,7 +233,7 @@ WHEN NOT MATCHED THEN INSERT (instance_id, name, version, seq, data)
 // recordSelect reads an instance record; scanRecord takes its columns.
 const recordSelect = `
 SELECT instance_id, record_seq, execution_id, name, version, status, business_key, business_parts, custom_status,
-    parent_id, created_at, updated_at, completed_at, output, failure, last_error, incident
+    parent_id, created_at, updated_at, completed_at, output, failure, last_error, incident, custom_status_text
 FROM {{obj:INSTANCES}}`
 
 const getInstanceSQL = recordSelect + `
@@ -241,9 +243,12 @@ const getSnapshotSQL = `
 SELECT snapshot, snapshot_seq FROM {{obj:INSTANCES}} WHERE instance_id = :inst AND snapshot IS NOT NULL`
 
 // listInstancesSQL filters instance records. A NULL time counts as the
-// earliest time, before any bound, as in the other providers.
-const listInstancesSQL = recordSelect + `
+// earliest time, before any bound, as in the other providers. {{where}}
+// is the compiled Where of the call (compileWhere: SQL of this package
+// and binds only).
+const listInstancesSQL = recordSelect + ` i
 WHERE record_seq IS NOT NULL
+  AND ({{where}})
   AND (:after IS NULL OR instance_id > :after)
   AND (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
@@ -254,6 +259,53 @@ WHERE record_seq IS NOT NULL
   AND (:terminal = 0 OR status IN ('completed', 'failed', 'terminated'))
 ORDER BY instance_id
 FETCH FIRST :lim ROWS ONLY`
+
+// countInstancesSQL counts the instance records matching {{where}},
+// grouped by {{group}} (a column of the instances table, or of the
+// attribute rows g joined for a group by an attribute; the constant 0
+// for one group, when {{groupby}} is empty). {{join}} is that join or
+// nothing. The column is chosen from a fixed list, never user text.
+const countInstancesSQL = `
+SELECT {{group}}, COUNT(*)
+FROM {{obj:INSTANCES}} i{{join}}
+WHERE i.record_seq IS NOT NULL
+  AND ({{where}}){{groupby}}`
+
+// countJoinSQL joins the rows of the attribute a count groups by; an
+// instance without one gets NULL, the group of no value.
+const countJoinSQL = `
+LEFT JOIN {{obj:ATTRIBUTES}} g ON g.instance_id = i.instance_id AND g.name = :gname AND g.vtype = :gtype`
+
+// listCustomSQL reads the records of a user projection whose instance
+// record matches {{where}}, in one statement.
+const listCustomSQL = `
+SELECT c.instance_id, c.version, c.seq, c.data
+FROM {{obj:CUSTOM_PROJECTIONS}} c
+JOIN {{obj:INSTANCES}} i ON i.instance_id = c.instance_id
+WHERE c.name = :pname
+  AND i.record_seq IS NOT NULL
+  AND (:after IS NULL OR c.instance_id > :after)
+  AND ({{where}})
+ORDER BY c.instance_id
+FETCH FIRST :lim ROWS ONLY`
+
+// listAttributesSQL reads the attribute rows of instances, in order.
+const listAttributesSQL = `
+SELECT instance_id, name, pos, vtype, str, num, dbl
+FROM {{obj:ATTRIBUTES}}
+WHERE instance_id IN ({{list:ids}})
+ORDER BY instance_id, name, pos`
+
+// deleteAttributesSQL removes the attribute rows of an instance: before
+// its record's new rows are written, when it is reset, when it is purged.
+const deleteAttributesSQL = `
+DELETE FROM {{obj:ATTRIBUTES}} WHERE instance_id = :inst`
+
+// insertAttributeRow is one INTO clause of the multi-row insert of an
+// instance's attribute rows; %d is the row's index.
+const insertAttributeRow = `
+    INTO {{obj:ATTRIBUTES}} (instance_id, name, pos, vtype, str, num, dbl)
+    VALUES (:inst, :a_nm%[1]d, :a_pos%[1]d, :a_typ%[1]d, :a_str%[1]d, :a_num%[1]d, :a_dbl%[1]d)`
 
 const taskSelect = `
 SELECT t.task_id, t.instance_id, t.execution_id, t.name, t.status, t.assignee, t.roles, t.payload, t.result,
@@ -460,6 +512,7 @@ var purgeSQL = []string{
 	`DELETE FROM {{obj:DEAD_LETTERS}} WHERE instance_id = :inst`,
 	resetTaskRolesSQL, resetTasksSQL, resetTaskEventsSQL,
 	`DELETE FROM {{obj:CUSTOM_PROJECTIONS}} WHERE instance_id = :inst`,
+	deleteAttributesSQL,
 	`DELETE FROM {{obj:INSTANCES}} WHERE instance_id = :inst`,
 }
 
@@ -568,6 +621,8 @@ type statements struct {
 	saveRecord, saveSnapshot, saveTask, deleteTaskRoles                           string
 	insertTaskRole, takenTask, saveTaskEvent, saveCustom                          string
 	getInstance, getSnapshot, listInstances                                       string
+	countInstances, countJoin, listCustom, listAttributes, deleteAttributes       string
+	insertAttributeRow                                                            string
 	getTask, listTasks, listTaskEvents, getCustom                                 string
 	resetInstance, resetTaskRoles, resetTasks, resetTaskEvents                    string
 	resetCustom                                                                   string
@@ -583,6 +638,9 @@ type statements struct {
 	purge                                                                         []string
 	// appends holds the multi-row append statement per event count.
 	appends sync.Map
+	// attrInserts holds the multi-row insert of attribute rows per row
+	// count.
+	attrInserts sync.Map
 }
 
 // newStatements renders every statement for a store's names: once per
@@ -602,7 +660,10 @@ func newStatements(n names) *statements {
 		deleteTaskRoles: q(deleteTaskRolesSQL), insertTaskRole: q(insertTaskRoleSQL),
 		takenTask: q(takenTaskSQL), saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
 		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL), listInstances: q(listInstancesSQL),
-		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL),
+		countInstances: q(countInstancesSQL), countJoin: q(countJoinSQL), listCustom: q(listCustomSQL),
+		listAttributes: q(listAttributesSQL), deleteAttributes: q(deleteAttributesSQL),
+		insertAttributeRow: q(insertAttributeRow),
+		getTask:            q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL),
 		getCustom:     q(getCustomSQL),
 		resetInstance: q(resetInstanceSQL), resetTaskRoles: q(resetTaskRolesSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),

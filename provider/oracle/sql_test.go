@@ -28,6 +28,14 @@ func allStatements(t *testing.T, st *statements) map[string]string {
 		}
 	}
 	out["appendSQL(3)"] = st.appendSQL(3)
+	out["insertAttributesSQL(3)"] = st.insertAttributesSQL(3)
+	// The per-call markers of the search statements, as an empty filter
+	// and a count without groups fill them (search_test.go checks what
+	// real filters and groups give).
+	fill := strings.NewReplacer("{{where}}", "1 = 1", "{{group}}", "0", "{{join}}", "", "{{groupby}}", "")
+	for name, sql := range out {
+		out[name] = fill.Replace(sql)
+	}
 	lists := regexp.MustCompile(`\{\{list:([a-z_]+)\}\}`)
 	for name, sql := range out {
 		for _, m := range lists.FindAllStringSubmatch(sql, -1) {

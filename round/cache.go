@@ -65,7 +65,14 @@ func (c *cache) put(e *cacheEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[e.instanceID]; ok {
+		// Two rounds of one instance can overlap in the runner: the
+		// second starts cold once the first has committed, before the
+		// first puts its entry back. The entry put last stays; the
+		// other is closed, or its executor's goroutines would outlive it.
 		c.order.Remove(el)
+		if old := el.Value.(*cacheEntry); old != e {
+			old.close()
+		}
 	}
 	c.items[e.instanceID] = c.order.PushFront(e)
 	for c.order.Len() > c.max {

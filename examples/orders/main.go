@@ -24,7 +24,15 @@
 //     chronicle.HumanTask[ApprovalRequest, Approval], so the compiler
 //     checks what the shop, the customer and the manager pass.
 //
-// Run it with `go run ./examples/orders`; it takes about two seconds.
+// Run it with `go run ./examples/orders`; it takes about two seconds. With
+// -store and a postgres:// URL it runs on PostgreSQL instead, in the
+// schema -schema names (migrated first, as chronicle migrate does), and
+// leaves the orders there for the chronicle tool and console to find:
+//
+//	go run ./examples/orders -store postgres://127.0.0.1:5432/test -schema shop
+//
+// The orders have fixed ids, so each run needs a fresh schema.
+//
 // kit_test.go tests the same workflow with the chronicletest kit, on a
 // virtual clock, with the real 14-day window; replay_test.go replays the
 // histories this demo recorded (testdata/histories) against the code, as
@@ -33,9 +41,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -45,18 +56,70 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
 )
 
 func main() {
+	storeURL := flag.String("store", "memory", `run on this store: "memory" (the embedded memory store) or a postgres:// URL`)
+	schema := flag.String("schema", "", "with a postgres:// -store, the schema to migrate and run in (default "+postgres.DefaultSchema+")")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "orders: unexpected argument %q\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := demo(ctx, os.Stdout); err != nil {
+	store, closeStore, err := openStore(ctx, *storeURL, *schema)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "orders:", err)
+		os.Exit(2)
+	}
+	_, err = demoOn(ctx, os.Stdout, store)
+	closeStore()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "orders:", err)
 		os.Exit(1)
 	}
+}
+
+// errUnsupportedStore is the error of a -store value the demo cannot run
+// on.
+var errUnsupportedStore = errors.New(`unsupported -store: use "memory" or a postgres:// URL`)
+
+// openStore opens the store the demo runs on, with the function that
+// closes it: a new memory store for "memory", or PostgreSQL for a
+// postgres:// (postgresql://) URL, its tables in schema ("" for
+// postgres.DefaultSchema), which it creates or migrates to the latest
+// version first, as chronicle migrate does.
+func openStore(ctx context.Context, url, schema string) (provider.Store, func(), error) {
+	switch {
+	case url == "memory":
+		if schema != "" {
+			return nil, nil, errors.New("-schema applies to a postgres:// -store only")
+		}
+		return memory.New(memory.Options{}), func() {}, nil
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		store, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MigrateOnStart: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s: %w", redact(url), err)
+		}
+		return store, store.Close, nil
+	}
+	return nil, nil, fmt.Errorf("%w, not %q", errUnsupportedStore, redact(url))
+}
+
+// redact hides the password of a store URL.
+func redact(s string) string {
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Short windows for the demo; the shop's are a day, three days and 14
@@ -119,7 +182,14 @@ type outcome struct {
 // went through (ListInstances with Where; docs/search.md).
 const bigOrdersQuery = "amount >= 1000 AND custom_status IN ('shipped', 'settled')"
 
+// demo runs the demo on a new memory store, writing its report to w.
 func demo(ctx context.Context, w io.Writer) (*outcome, error) {
+	return demoOn(ctx, w, memory.New(memory.Options{}))
+}
+
+// demoOn runs the demo on store, which must hold no orders yet, writing
+// its report to w. The store stays open, with the orders in it.
+func demoOn(ctx context.Context, w io.Writer, store provider.Store) (*outcome, error) {
 	out := newConsole(w)
 	out.printf("Chronicle demo: orders\n======================\n\n" +
 		"Four orders run through the durable \"order\" workflow: reserve stock, take the\n" +
@@ -127,7 +197,7 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 		"a day, cancelled after three), ship, and settle once the 14-day return window\n" +
 		"has passed. The demo shortens the windows to seconds.\n")
 
-	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "shop", ShutdownTimeout: 5 * time.Second,
+	engine, err := chronicle.New(store, chronicle.Options{NodeID: "shop", ShutdownTimeout: 5 * time.Second,
 		SearchAttributes: searchAttributes})
 	if err != nil {
 		return nil, err
@@ -167,6 +237,9 @@ func demo(ctx context.Context, w io.Writer) (*outcome, error) {
 		o.ApprovalDue, o.ApprovalTimeout, o.ReturnWindow = demoApprovalDue, demoApprovalTimeout, demoReturnWindow
 		run, err := orderWorkflow.Start(ctx, engine, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer,
 			SearchAttributes: orderAttributes(o)})
+		if errors.Is(err, chronicle.ErrInstanceExists) {
+			return nil, fmt.Errorf("start %s: %w (the store holds a previous run: use a fresh schema)", o.ID, err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -176,6 +176,9 @@ type outcome struct {
 	// custom status.
 	Found    []string
 	ByStatus map[string]int64
+	// Listed are the instances the search found, as ListInstances
+	// returned them.
+	Listed []*chronicle.Instance
 }
 
 // bigOrdersQuery is the demo's search: the orders of €1,000 or more that
@@ -317,6 +320,7 @@ func search(ctx context.Context, engine *chronicle.Engine, out *console, res *ou
 		amount, _ := in.SearchAttributes["amount"].(float64)
 		out.printf("  %s  %-9s %-10s %-3s %s\n", in.ID, in.CustomStatusText, cents(int(math.Round(amount*100))), in.SearchAttributes["region"], in.SearchAttributes["tracking"])
 		res.Found = append(res.Found, in.ID)
+		res.Listed = append(res.Listed, in)
 	}
 	counts, err := engine.CountInstances(ctx, chronicle.CountFilter{Where: "workflow = 'order'", By: "custom_status"})
 	if err != nil {

@@ -534,6 +534,9 @@ func runBatch(ctx *Context, st batchState) (batchState, error) {
 			continue
 		}
 		if st.Rate > 0 && len(page.IDs) > 0 {
+			if err := ctx.SetCustomStatus(st); err != nil { // the progress, while it waits
+				return st, err
+			}
 			wait := time.Duration(float64(len(page.IDs)) / st.Rate * float64(time.Second))
 			timer := ctx.Timer(wait, &TimerOptions{Name: "batch rate"})
 			ctx.WhenAny(sig, timer)

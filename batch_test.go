@@ -215,14 +215,33 @@ func TestBatchSkipsEndedInstances(t *testing.T) {
 	env, _ := batchEnv(t)
 	uk := startWaiters(env, "uk", 4, waiterIn{})
 	env.RunUntilIdle()
-	if err := env.Engine().RaiseEvent(env.Context(), uk[2], "go", nil, nil); err != nil {
+	e := env.Engine()
+	// uk-03 ends before the batch starts, uk-04 while it runs (between
+	// its pages, of one instance each).
+	if err := e.RaiseEvent(env.Context(), uk[2], "go", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	env.RunUntilIdle()
-	d := runBatchJob(t, env, ukBatch(chronicle.BatchTerminate))
-	wantProgress(t, d, chronicle.BatchCompleted, 4, 3, 1, 0)
-	if s := statusOf(t, env, uk[2]); s != chronicle.StatusCompleted {
-		t.Errorf("the ended instance is %s", s)
+	o := ukBatch(chronicle.BatchTerminate)
+	o.Rate = 1
+	id, err := e.StartBatch(env.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(500 * time.Millisecond)
+	if d, _ := e.DescribeBatch(env.Context(), id); d.Done != 1 || d.Cursor != uk[0] {
+		t.Fatalf("after one page: %+v", d)
+	}
+	if err := e.RaiseEvent(env.Context(), uk[3], "go", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	env.RunUntilIdle()
+	d, _ := e.DescribeBatch(env.Context(), id)
+	wantProgress(t, d, chronicle.BatchCompleted, 4, 2, 2, 0)
+	for _, id := range uk[2:] {
+		if s := statusOf(t, env, id); s != chronicle.StatusCompleted {
+			t.Errorf("the ended instance %s is %s", id, s)
+		}
 	}
 }
 

@@ -613,6 +613,9 @@ func (e *Engine) batchList(ctx context.Context, in batchListInput) (batchListRes
 // A store error fails the attempt, to be retried; an error that a retry
 // cannot mend fails the instance.
 func (e *Engine) batchApply(ctx context.Context, in batchApplyInput) ([]batchOutcome, error) {
+	if in.Action == BatchPurge {
+		return e.batchPurge(ctx, in)
+	}
 	out := make([]batchOutcome, 0, len(in.IDs))
 	for _, id := range in.IDs {
 		_ = Heartbeat(ctx)
@@ -637,6 +640,43 @@ func permanent(err error) bool {
 	}
 	var nr *nonRetryable
 	return errors.As(err, &nr)
+}
+
+// batchPurge purges a page at once: one signed checkpoint covers its
+// tombstones when the engine signs them. A purge that stopped half-way is
+// finished by the retry.
+func (e *Engine) batchPurge(ctx context.Context, in batchApplyInput) ([]batchOutcome, error) {
+	rep, err := e.Purge(ctx, PurgeOptions{InstanceIDs: in.IDs, By: strings.TrimPrefix(in.Actor, "user:"), Archive: e.opts.PurgeArchive})
+	if err != nil && (ctx.Err() != nil || !permanent(err)) {
+		return nil, fmt.Errorf("batch %s: purge: %w", in.Batch, err)
+	}
+	purged := map[string]bool{}
+	if rep != nil {
+		for _, ts := range rep.Purged {
+			purged[ts.InstanceID] = true
+		}
+	}
+	out := make([]batchOutcome, 0, len(in.IDs))
+	for _, id := range in.IDs {
+		o := batchOutcome{ID: id, Outcome: "done"}
+		why, skipped := "", false
+		if rep != nil {
+			why, skipped = rep.Skipped[id]
+		}
+		switch {
+		case purged[id]:
+		case err != nil:
+			o.Outcome, o.Note = "failed", err.Error()
+		case strings.HasPrefix(why, "archive failed"):
+			o.Outcome, o.Note = "failed", why
+		case skipped:
+			o.Outcome, o.Note = "skipped", why
+		default:
+			o.Outcome, o.Note = "skipped", "not purged"
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // batchReason is the reason recorded in a touched instance.
@@ -684,15 +724,6 @@ func (e *Engine) batchOne(ctx context.Context, in batchApplyInput, id string) (o
 		}
 		return skip(e.RaiseEvent(ctx, id, name, payload, &RaiseOptions{
 			IdempotencyKey: BatchPrefix + in.Batch, Sender: BatchPrefix + in.Batch + ": " + reason, Actor: user}))
-	case BatchPurge:
-		rep, err := e.Purge(ctx, PurgeOptions{InstanceIDs: []string{id}, By: user})
-		if err != nil {
-			return "", "", err
-		}
-		if len(rep.Purged) == 1 {
-			return "done", "", nil
-		}
-		return "skipped", rep.Skipped[id], nil
 	case BatchRedrive, BatchDiscard:
 		n := 0
 		for {

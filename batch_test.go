@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,7 +247,21 @@ func TestBatchSkipsEndedInstances(t *testing.T) {
 }
 
 func TestBatchPurge(t *testing.T) {
-	env, _ := batchEnv(t)
+	var (
+		mu          sync.Mutex
+		archived    = map[string]int{} // instance id → events archived
+		archiveDown atomic.Bool
+	)
+	env, _ := batchEnv(t, chronicletest.EngineOptions(chronicle.Options{SearchAttributes: batchDecls,
+		PurgeArchive: func(_ context.Context, id string, events []chronicle.Event) error {
+			if archiveDown.Load() && id == "uk-02" {
+				return errors.New("archive bucket unreachable")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			archived[id] = len(events)
+			return nil
+		}}))
 	uk := startWaiters(env, "uk", 3, waiterIn{})
 	fr := startWaiters(env, "fr", 2, waiterIn{})
 	env.RunUntilIdle()
@@ -257,8 +272,21 @@ func TestBatchPurge(t *testing.T) {
 		}
 	}
 	env.RunUntilIdle()
+	archiveDown.Store(true)
 	d := runBatchJob(t, env, ukBatch(chronicle.BatchPurge))
-	wantProgress(t, d, chronicle.BatchCompleted, 3, 2, 1, 0)
+	wantProgress(t, d, chronicle.BatchCompleted, 3, 1, 1, 1)
+	if len(d.Failures) != 1 || d.Failures[0].InstanceID != "uk-02" || !strings.Contains(d.Failures[0].Error, "archive bucket unreachable") {
+		t.Errorf("failures: %+v", d.Failures)
+	}
+	if s := statusOf(t, env, "uk-02"); s != chronicle.StatusCompleted {
+		t.Errorf("uk-02, whose archive failed, is %s", s)
+	}
+	// The archive is back: a second batch purges uk-02; uk-01, purged,
+	// is not selected any more.
+	archiveDown.Store(false)
+	o := ukBatch(chronicle.BatchPurge)
+	o.ID = "again"
+	wantProgress(t, runBatchJob(t, env, o), chronicle.BatchCompleted, 2, 1, 1, 0)
 	for _, id := range uk[:2] {
 		if _, err := env.Engine().Describe(env.Context(), id); !errors.Is(err, chronicle.ErrInstanceNotFound) {
 			t.Errorf("purged %s: Describe says %v", id, err)
@@ -267,16 +295,18 @@ func TestBatchPurge(t *testing.T) {
 		if err != nil || ts.PurgedBy != "user:alice" {
 			t.Errorf("tombstone of %s: %+v, %v", id, ts, err)
 		}
+		if archived[id] == 0 || int64(archived[id]) != ts.LastSeq {
+			t.Errorf("%s: %d events archived, tombstone at seq %d", id, archived[id], ts.LastSeq)
+		}
 	}
 	for _, id := range append([]string{uk[2]}, fr...) {
 		if s := statusOf(t, env, id); s != chronicle.StatusRunning {
 			t.Errorf("%s is %s", id, s)
 		}
+		if archived[id] != 0 {
+			t.Errorf("%s was archived", id)
+		}
 	}
-	// Purging again finds nothing to purge.
-	o := ukBatch(chronicle.BatchPurge)
-	o.ID = "again"
-	wantProgress(t, runBatchJob(t, env, o), chronicle.BatchCompleted, 1, 0, 1, 0)
 }
 
 func TestBatchDeadLetters(t *testing.T) {

@@ -42,6 +42,9 @@ const (
 	// batchContinueEvery is how many pages an execution of a batch
 	// handles before it continues as new.
 	batchContinueEvery = 10
+	// batchContinueTurns bounds the turns (pages, signals, rate waits)
+	// an execution takes, for a batch paused and resumed many times.
+	batchContinueTurns = 50
 	// batchKeep bounds the failures and changes a batch keeps.
 	batchKeep = 100
 )
@@ -480,7 +483,7 @@ var batchRetry = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Second,
 // runBatch is the batch workflow.
 func runBatch(ctx *Context, st batchState) (batchState, error) {
 	sig := ctx.WaitEvent(batchControlEvent, nil)
-	for pages := 0; ; {
+	for pages, turns := 0, 0; ; turns++ {
 		for sig.Ready() {
 			var s batchSignal
 			err := sig.Get(&s)
@@ -495,12 +498,13 @@ func runBatch(ctx *Context, st batchState) (batchState, error) {
 		switch st.State {
 		case BatchCompleted, BatchCancelled, BatchFailed:
 			return st, nil
-		case BatchPaused:
+		}
+		if pages >= batchContinueEvery || turns >= batchContinueTurns {
+			return st, ctx.ContinueAsNew(st)
+		}
+		if st.State == BatchPaused {
 			ctx.WhenAny(sig)
 			continue
-		}
-		if pages >= batchContinueEvery {
-			return st, ctx.ContinueAsNew(st)
 		}
 		pages++
 		limit := batchPage

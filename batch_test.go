@@ -497,3 +497,45 @@ func TestBatchClient(t *testing.T) {
 	}
 	wantProgress(t, d, chronicle.BatchCompleted, 2, 2, 0, 0)
 }
+
+// A batch paused and poked many times continues as new while paused and
+// goes on where it stopped once resumed.
+func TestBatchManySignalsContinueAsNew(t *testing.T) {
+	env, _ := batchEnv(t)
+	startWaiters(env, "uk", 3, waiterIn{})
+	env.RunUntilIdle()
+	e, ctx := env.Engine(), env.Context()
+	o := ukBatch(chronicle.BatchSuspend)
+	o.Rate = 1
+	id, err := e.StartBatch(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(500 * time.Millisecond)
+	for i := 0; i < 60; i++ {
+		if err := e.PauseBatch(ctx, id, fmt.Sprint("pause ", i), "bob"); err != nil {
+			t.Fatal(err)
+		}
+		env.RunFor(time.Second)
+	}
+	d, _ := e.DescribeBatch(ctx, id)
+	if d.State != chronicle.BatchPaused || d.Done != 1 {
+		t.Fatalf("paused batch: %+v", d)
+	}
+	if err := e.ResumeBatch(ctx, id, "", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	env.RunUntilIdle()
+	d, _ = e.DescribeBatch(ctx, id)
+	wantProgress(t, d, chronicle.BatchCompleted, 3, 3, 0, 0)
+	if last := d.Changes[len(d.Changes)-1]; last.Kind != "resume" || d.Changes[0].Kind != "start" {
+		t.Errorf("changes: first %+v, last %+v", d.Changes[0], last)
+	}
+	events, err := e.History(ctx, chronicle.BatchInstanceID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(events, history.KindExecutionStarted); n < 2 {
+		t.Errorf("%d executions after 60 signals, want it to continue as new", n)
+	}
+}

@@ -280,6 +280,9 @@ func (e *Engine) checkBatch(o *BatchOptions) (*batchState, error) {
 		if err := e.validateID("workflow name", o.Workflow); err != nil {
 			return nil, err
 		}
+		if o.Workflow == BatchWorkflow {
+			return nil, invalid("a batch never selects batches")
+		}
 	}
 	if _, err := e.parseWhere(o.Where); err != nil {
 		return nil, err
@@ -508,8 +511,8 @@ func runBatch(ctx *Context, st batchState) (batchState, error) {
 		}
 		pages++
 		limit := batchPage
-		if st.Rate > 0 {
-			limit = max(1, min(batchPage, int(math.Ceil(st.Rate))))
+		if st.Rate > 0 && st.Rate < batchPage {
+			limit = max(1, int(math.Ceil(st.Rate)))
 		}
 		var page batchListResult
 		err := ctx.CallActivity(batchListActivity, batchListInput{Workflow: st.Workflow, Where: st.Where, After: st.Cursor, Limit: limit},

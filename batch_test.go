@@ -454,6 +454,7 @@ func TestBatchValidation(t *testing.T) {
 		"no actor":            func(o *chronicle.BatchOptions) { o.Actor = "" },
 		"negative rate":       func(o *chronicle.BatchOptions) { o.Rate = -1 },
 		"signal on terminate": func(o *chronicle.BatchOptions) { o.Signal = "go" },
+		"batches":             func(o *chronicle.BatchOptions) { o.Workflow = chronicle.BatchWorkflow },
 	} {
 		o := good
 		mutate(&o)

@@ -61,6 +61,13 @@ type Client interface {
 	DescribeSchedule(ctx context.Context, id string) (*ScheduleDescription, error)
 	ListSchedules(ctx context.Context) ([]*ScheduleDescription, error)
 
+	StartBatch(ctx context.Context, opts BatchOptions) (string, error)
+	PauseBatch(ctx context.Context, id, note, actor string) error
+	ResumeBatch(ctx context.Context, id, note, actor string) error
+	CancelBatch(ctx context.Context, id, note, actor string) error
+	DescribeBatch(ctx context.Context, id string) (*BatchDescription, error)
+	ListBatches(ctx context.Context) ([]*BatchDescription, error)
+
 	// Decode decodes a payload encoded with the client's codec (an
 	// instance's input in its history, a task's payload).
 	Decode(data []byte, out any) error

@@ -93,6 +93,9 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	if err := e.registerSchedules(); err != nil {
 		return nil, err
 	}
+	if err := e.registerBatches(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

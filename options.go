@@ -104,6 +104,12 @@ type Options struct {
 	// docs/audit.md); the store must be a provider.CheckpointStore.
 	// Default: none.
 	Checkpoints *CheckpointOptions
+	// PurgeArchive receives the history of each instance a purge batch
+	// ([BatchPurge]) deletes, before it is deleted, as PurgeOptions.Archive
+	// does for [Engine.Purge]; when it fails, the instance is not purged
+	// and the batch counts it as failed. Set it on every engine that runs
+	// workers. Default: none, only the tombstone remains.
+	PurgeArchive ArchiveFunc
 }
 
 // Observer is told what the engine did, for metrics and traces. Its

@@ -61,7 +61,8 @@ global flags:
 
 The memory store lives only in this process: it is seeded with demo data
 (see 'chronicle demo') before each command, and a command that changes it
-(task, dlq redrive/discard, purge) runs the engine until its effect shows.
+(task, dlq redrive/discard, purge, schedule, batch) runs the engine until
+its effect shows.
 'chronicle ui' serves it in a browser, with the engine running, until it is
 interrupted.
 

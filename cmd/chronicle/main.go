@@ -243,6 +243,12 @@ func commands() []*command {
 		{"schedule trigger", "ID --by U", "fire a schedule now", runScheduleTrigger},
 		{"schedule backfill", "ID --from TIME --to TIME --by U", "start the firings of a past range that never started", runScheduleBackfill},
 		{"schedule delete", "ID --by U [--note N]", "delete a schedule; instances it started keep running", runScheduleDelete},
+		{"batch start", "--action A --reason R --by U [--where QUERY] [--workflow W] [--ticket T] [--signal NAME [--payload JSON]] [--rate N] [--id ID]", "act on every instance a query selects (terminate, cancel, suspend, resume, redrive, discard, purge, signal) as a durable batch job", runBatchStart},
+		{"batch list", "", "list batch jobs: action, state, progress, operator, reason", runBatchesList},
+		{"batch show", "ID", "show a batch job: its selection, progress, failures, changes with who made them", runBatchShow},
+		{"batch pause", "ID --by U [--note N]", "pause a batch job after its current page", runBatchPause},
+		{"batch resume", "ID --by U [--note N]", "resume a paused batch job where it stopped", runBatchResume},
+		{"batch cancel", "ID --by U [--note N]", "stop a batch job; what it did stays done", runBatchCancel},
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
@@ -256,7 +262,7 @@ func commands() []*command {
 // aliases map the other number of a group name to the one commands use,
 // so that "instance list" and "tasks show" work too.
 var aliases = map[string]string{"instance": "instances", "instances": "instance", "task": "tasks", "tasks": "task",
-	"schedule": "schedules", "schedules": "schedule"}
+	"schedule": "schedules", "schedules": "schedule", "batch": "batches", "batches": "batch"}
 
 // lookup finds the command args start with and returns it with the rest
 // of args.

@@ -445,27 +445,17 @@ func (e *Engine) batchDescription(ctx context.Context, inst *Instance) (*BatchDe
 // their last turns.
 func (e *Engine) ListBatches(ctx context.Context) ([]*BatchDescription, error) {
 	var out []*BatchDescription
-	after := ""
-	for {
-		page, err := e.ListInstances(ctx, InstanceFilter{Workflow: BatchWorkflow, AfterID: after, Limit: 100})
-		if err != nil {
-			return nil, err
+	err := e.eachInstance(ctx, InstanceFilter{Workflow: BatchWorkflow}, func(inst *Instance) error {
+		if !strings.HasPrefix(inst.ID, BatchPrefix) {
+			return nil
 		}
-		for _, inst := range page {
-			if !strings.HasPrefix(inst.ID, BatchPrefix) {
-				continue
-			}
-			d, err := e.batchDescription(ctx, inst)
-			if err != nil {
-				return nil, err
-			}
+		d, err := e.batchDescription(ctx, inst)
+		if err == nil {
 			out = append(out, d)
 		}
-		if len(page) < 100 {
-			return out, nil
-		}
-		after = page[len(page)-1].ID
-	}
+		return err
+	})
+	return out, err
 }
 
 // registerBatches registers the built-in batch workflow and its

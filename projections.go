@@ -153,6 +153,28 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]*Instan
 	return out, nil
 }
 
+// eachInstance calls fn with every instance matching f (whose AfterID and
+// Limit it sets), in id order, a page at a time, until fn fails.
+func (e *Engine) eachInstance(ctx context.Context, f InstanceFilter, fn func(*Instance) error) error {
+	const pageSize = 100
+	f.Limit = pageSize
+	for {
+		page, err := e.ListInstances(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, inst := range page {
+			if err := fn(inst); err != nil {
+				return err
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		f.AfterID = page[len(page)-1].ID
+	}
+}
+
 // deadStarts returns the instances matching f (and where, evaluated on
 // what their start gave: status pending) that have an unresolved
 // dead-lettered start and no record, in id order.

@@ -609,27 +609,17 @@ func (e *Engine) scheduleInput(ctx context.Context, instanceID string) ([]byte, 
 // turns.
 func (e *Engine) ListSchedules(ctx context.Context) ([]*ScheduleDescription, error) {
 	var out []*ScheduleDescription
-	after := ""
-	for {
-		page, err := e.ListInstances(ctx, InstanceFilter{Workflow: ScheduleWorkflow, AfterID: after, Limit: 100})
-		if err != nil {
-			return nil, err
+	err := e.eachInstance(ctx, InstanceFilter{Workflow: ScheduleWorkflow}, func(inst *Instance) error {
+		if inst.Status.Terminal() || !strings.HasPrefix(inst.ID, SchedulePrefix) {
+			return nil
 		}
-		for _, inst := range page {
-			if inst.Status.Terminal() || !strings.HasPrefix(inst.ID, SchedulePrefix) {
-				continue
-			}
-			d, err := e.scheduleDescription(ctx, inst)
-			if err != nil {
-				return nil, err
-			}
+		d, err := e.scheduleDescription(ctx, inst)
+		if err == nil {
 			out = append(out, d)
 		}
-		if len(page) < 100 {
-			return out, nil
-		}
-		after = page[len(page)-1].ID
-	}
+		return err
+	})
+	return out, err
 }
 
 // registerSchedules registers the built-in schedule workflow and its

@@ -101,7 +101,7 @@ func (c *console) instances(w http.ResponseWriter, r *http.Request) {
 		Key: strings.TrimSpace(q.Get("key")), From: q.Get("from"), To: q.Get("to"), Statuses: instanceStatuses,
 		Query: strings.TrimSpace(q.Get("q")), ColumnsText: q.Get("columns")}
 	for _, name := range slices.Sorted(maps.Keys(decls)) {
-		p.Declared = append(p.Declared, name+" ("+typeName(decls[name])+")")
+		p.Declared = append(p.Declared, name+" ("+decls[name].String()+")")
 	}
 	f := chronicle.InstanceFilter{Status: chronicle.Status(p.Status), Workflow: p.Workflow, BusinessKey: p.Key,
 		Where: p.Query, AfterID: q.Get("after"), Limit: c.opts.PageSize + 1}
@@ -224,25 +224,6 @@ func (c *console) statusCounts(r *http.Request, q url.Values, f chronicle.Instan
 
 // quote writes s as a string literal of the query language.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// typeName is the name of an attribute type as declarations spell it.
-func typeName(t query.Type) string {
-	switch t {
-	case query.Keyword:
-		return "keyword"
-	case query.Int:
-		return "int"
-	case query.Float:
-		return "float"
-	case query.Bool:
-		return "bool"
-	case query.Time:
-		return "time"
-	case query.KeywordList:
-		return "keyword_list"
-	}
-	return "invalid"
-}
 
 // attrText formats an attribute's value for a cell; "" when unset.
 func attrText(v any) string {

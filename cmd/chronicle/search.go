@@ -44,7 +44,7 @@ func (c *cli) declarations() (map[string]query.Type, error) {
 	if c.storeURL == "memory" {
 		for name, t := range demodata.SearchAttributes() {
 			if own, ok := decls[name]; ok && own != t {
-				return nil, usagef(nil, "invalid %s: the demo data declares %s as %s, not %s", from, name, typeName(t), typeName(own))
+				return nil, usagef(nil, "invalid %s: the demo data declares %s as %s, not %s", from, name, t.String(), own.String())
 			}
 			decls[name] = t
 		}
@@ -61,7 +61,7 @@ func declaredList(decls map[string]query.Type) string {
 	}
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(decls)) {
-		parts = append(parts, name+" "+typeName(decls[name]))
+		parts = append(parts, name+" "+decls[name].String())
 	}
 	return strings.Join(parts, ", ")
 }
@@ -117,26 +117,6 @@ func (c *cli) columns(cmd *command, names listFlag) ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// typeName is the name of an attribute type as declarations and JSON
-// spell it.
-func typeName(t query.Type) string {
-	switch t {
-	case query.Keyword:
-		return "keyword"
-	case query.Int:
-		return "int"
-	case query.Float:
-		return "float"
-	case query.Bool:
-		return "bool"
-	case query.Time:
-		return "time"
-	case query.KeywordList:
-		return "keyword_list"
-	}
-	return "invalid"
 }
 
 // attrText formats an attribute's value for a table cell; "" when unset.

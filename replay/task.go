@@ -77,6 +77,8 @@ type Task struct {
 	ID string
 	f  *future
 	x  *executor
+	// stop cancels the pending escalation timer, if any.
+	stop func()
 }
 
 // CreateTask opens a human task: it appears in task lists for its roles or
@@ -135,10 +137,11 @@ func (c *Context) CreateTask(name string, payload any, opts *TaskOptions) *Task 
 		x.tasks = map[string]*future{}
 	}
 	x.tasks[id] = f
+	t := &Task{ID: id, f: f, x: x}
 	if len(steps) > 0 {
-		c.escalate(id, name, f, steps)
+		t.stop = c.escalate(id, name, f, steps)
 	}
-	return &Task{ID: id, f: f, x: x}
+	return t
 }
 
 // escalationSteps checks a task's escalation policy and encodes its
@@ -236,7 +239,8 @@ func describeEscalation(a *history.TaskEscalated) string {
 // the task closes first it cancels the pending timer, when the timer
 // fires first the step acts. Everything it does is a command, so replay
 // repeats it.
-func (c *Context) escalate(id, name string, f *future, steps []escalationStep) {
+// It returns the function that cancels the pending timer.
+func (c *Context) escalate(id, name string, f *future, steps []escalationStep) func() {
 	x := c.x
 	label := "escalate " + name
 	seq, timer := c.timer(steps[0].at.Sub(x.now), label)
@@ -279,6 +283,7 @@ func (c *Context) escalate(id, name string, f *future, steps []escalationStep) {
 			}
 		}
 	})
+	return cancel
 }
 
 // checkTaskText checks the text of a task that is stored as text.
@@ -313,6 +318,9 @@ func (c *Context) CancelTask(t *Task, reason string) {
 	// replaced rather than failing a method that cannot return an error.
 	x.command(&history.TaskCancelled{TaskID: t.ID, Reason: CleanText(reason)}, "cancel:"+t.ID)
 	x.settle(t.f, nil, fmt.Errorf("%w: %s", ErrTaskCancelled, reason))
+	if t.stop != nil {
+		t.stop()
+	}
 }
 
 func (x *executor) resolveTask(e *history.Event, a *history.TaskCompleted) error {

@@ -937,7 +937,7 @@ func wfIsCommand(k history.Kind) bool {
 		history.KindSubWorkflowScheduled, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
-		history.KindContinuedAsNew, history.KindSignalSent, history.KindSearchAttributesUpserted:
+		history.KindContinuedAsNew, history.KindSignalSent, history.KindSearchAttributesUpserted, history.KindTaskEscalated:
 		return true
 	}
 	return false

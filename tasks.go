@@ -176,6 +176,22 @@ func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, er
 	return e.listTaskEvents(ctx, &provider.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
 }
 
+// TaskEscalation returns the escalation policy of a human task as its
+// TaskCreated records it: when each step acts if the task is still open,
+// and what it does (see TaskOptions.Escalation). A task without one, or
+// whose history no longer holds its creation, has none.
+func (e *Engine) TaskEscalation(ctx context.Context, taskID string) ([]history.EscalationStep, error) {
+	t, err := e.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	created, err := e.taskCreated(ctx, t)
+	if err != nil || created == nil {
+		return nil, err
+	}
+	return created.Escalation, nil
+}
+
 // ClaimTask gives an unassigned task to the acting user, who must hold one of
 // its roles. Claiming a task one already has does nothing.
 func (e *Engine) ClaimTask(ctx context.Context, taskID string, user User) error {

@@ -193,9 +193,14 @@ func TestTaskEscalationCompletesWithDefault(t *testing.T) {
 		require.Equal(t, history.ActorEscalation, last.Actor)
 		require.Equal(t, "small expenses are approved when nobody decides: completed with the default result", last.Detail)
 
-		// The task is closed: a late user's completion writes nothing.
+		// The task is closed: a late user's completion writes nothing and
+		// learns who completed it.
 		err = env.Engine().CompleteTask(env.Context(), tasks[0].TaskID, verdict{}, chronicle.User{ID: "alice"})
-		require.ErrorIs(t, err, chronicle.ErrTaskClosed)
+		require.ErrorIs(t, err, chronicle.ErrTaskAlreadyCompleted)
+		var done *chronicle.TaskCompletedError
+		require.ErrorAs(t, err, &done)
+		require.Equal(t, history.ActorEscalation, done.By)
+		require.Equal(t, events[0].Seq, done.Seq)
 	})
 }
 
@@ -322,4 +327,24 @@ func TestTaskEscalationHistoriesReplayAndRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, res.Err())
 	require.False(t, errors.Is(res.Err(), context.Canceled))
+}
+
+// TestTaskCompletedAtDueWinsOverDefault: a user's completion that reaches
+// the round in which the escalation timer fires is the task's result; the
+// escalation does not act.
+func TestTaskCompletedAtDueWinsOverDefault(t *testing.T) {
+	escalationModes(t, func(t *testing.T, env *chronicletest.Env) {
+		register(t, env.Engine(), "expense", escalatingWorkflow(
+			approveExpense.CompleteWith(0, verdict{By: "policy"}, "default"),
+		))
+		id := env.Start("expense", expense{ID: "e1"}, nil)
+		env.CompleteTaskAt(escalationDue, id, "approve-expense", verdict{Approved: true, By: "alice"}, chronicle.User{ID: "alice"})
+		env.RunUntilIdle()
+
+		env.AssertStatus(id, chronicle.StatusCompleted)
+		require.Equal(t, verdict{Approved: true, By: "alice"}, chronicletest.Result[verdict](env, id))
+		_, got := escalations(t, env, id)
+		require.Empty(t, got)
+		env.AssertHistoryContains(id, history.KindTaskCompleted, history.KindExecutionCompleted)
+	})
 }

@@ -440,7 +440,9 @@ func (e *Engine) wonCompletion(ctx context.Context, t *TaskInfo, msgID, nonce st
 	return completedError(t, ev.Actor, ev.Seq)
 }
 
-// completion returns the TaskCompleted event of a task, or nil.
+// completion returns the event that completed a task: its TaskCompleted,
+// or the TaskEscalated of an escalation step that completed it; nil when
+// there is none.
 func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, error) {
 	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
 	if err != nil {
@@ -448,11 +450,22 @@ func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, e
 	}
 	for i := len(events) - 1; i >= 0; i-- {
 		ev := &events[i]
-		if ev.Kind != history.KindTaskCompleted || ev.ExecutionID != t.ExecutionID {
+		if ev.ExecutionID != t.ExecutionID || (ev.Kind != history.KindTaskCompleted && ev.Kind != history.KindTaskEscalated) {
 			continue
 		}
-		if a, err := ev.Attributes(); err == nil && a.(*history.TaskCompleted).TaskID == t.TaskID {
-			return ev, nil
+		a, err := ev.Attributes()
+		if err != nil {
+			continue
+		}
+		switch a := a.(type) {
+		case *history.TaskCompleted:
+			if a.TaskID == t.TaskID {
+				return ev, nil
+			}
+		case *history.TaskEscalated:
+			if a.TaskID == t.TaskID && a.Completed {
+				return ev, nil
+			}
 		}
 	}
 	return nil, nil

@@ -17,6 +17,8 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
 
 // escalationModes runs a test in both round modes of the memory store.
@@ -347,4 +349,37 @@ func TestTaskCompletedAtDueWinsOverDefault(t *testing.T) {
 		require.Empty(t, got)
 		env.AssertHistoryContains(id, history.KindTaskCompleted, history.KindExecutionCompleted)
 	})
+}
+
+// TestTaskEscalationPostgres runs a reassignment to other roles and a
+// default completion on PostgreSQL, whose task projection keeps roles and
+// status in columns of their own.
+func TestTaskEscalationPostgres(t *testing.T) {
+	t.Parallel()
+	env := chronicletest.New(t, chronicletest.Store(pgtest.NewStore(t, postgres.Options{})))
+	register(t, env.Engine(), "expense", escalatingWorkflow(
+		chronicle.TaskEscalation{ReassignRoles: []string{"supervisor"}},
+		approveExpense.CompleteWith(2*escalationDue, verdict{By: "policy"}, "default"),
+	))
+	id := env.Start("expense", expense{ID: "pg1"}, nil)
+	env.RunFor(escalationDue + time.Minute)
+	task := env.Task(id, "approve-expense")
+	require.Empty(t, task.Assignee)
+	require.Equal(t, []string{"supervisor"}, task.Roles)
+	inbox, err := env.Engine().ListTasks(env.Context(), chronicle.TaskFilter{Roles: []string{"supervisor"}, Unassigned: true, Status: chronicle.TaskOpen})
+	require.NoError(t, err)
+	require.Len(t, inbox, 1)
+
+	inst := env.Wait(id)
+	require.Equal(t, chronicle.StatusCompleted, inst.Status)
+	require.Equal(t, verdict{By: "policy"}, chronicletest.Result[verdict](env, id))
+	trail, err := env.Engine().TaskEvents(env.Context(), task.TaskID)
+	require.NoError(t, err)
+	var kinds []history.Kind
+	for _, ev := range trail {
+		kinds = append(kinds, ev.Kind)
+	}
+	require.Equal(t, []history.Kind{history.KindTaskCreated, history.KindTaskEscalated, history.KindTaskEscalated}, kinds)
+	require.Equal(t, history.ActorEscalation, trail[2].Actor)
+	require.Equal(t, "default: completed with the default result", trail[2].Detail)
 }

@@ -40,6 +40,11 @@ type TimerOptions = replay.TimerOptions
 // TaskOptions configure a human task.
 type TaskOptions = replay.TaskOptions
 
+// TaskEscalation is a step of a task's escalation policy
+// (TaskOptions.Escalation): what happens when the task is still open at
+// its due time.
+type TaskEscalation = replay.TaskEscalation
+
 // Task is a human task opened by workflow code.
 type Task = replay.Task
 

@@ -176,6 +176,22 @@ func (e *Engine) TaskEvents(ctx context.Context, taskID string) ([]TaskEvent, er
 	return e.listTaskEvents(ctx, &provider.ListTaskEventsParams{InstanceID: t.InstanceID, TaskID: taskID})
 }
 
+// TaskEscalation returns the escalation policy of a human task as its
+// TaskCreated records it: when each step acts if the task is still open,
+// and what it does (see TaskOptions.Escalation). A task without one, or
+// whose history no longer holds its creation, has none.
+func (e *Engine) TaskEscalation(ctx context.Context, taskID string) ([]history.EscalationStep, error) {
+	t, err := e.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	created, err := e.taskCreated(ctx, t)
+	if err != nil || created == nil {
+		return nil, err
+	}
+	return created.Escalation, nil
+}
+
 // ClaimTask gives an unassigned task to the acting user, who must hold one of
 // its roles. Claiming a task one already has does nothing.
 func (e *Engine) ClaimTask(ctx context.Context, taskID string, user User) error {
@@ -424,7 +440,9 @@ func (e *Engine) wonCompletion(ctx context.Context, t *TaskInfo, msgID, nonce st
 	return completedError(t, ev.Actor, ev.Seq)
 }
 
-// completion returns the TaskCompleted event of a task, or nil.
+// completion returns the event that completed a task: its TaskCompleted,
+// or the TaskEscalated of an escalation step that completed it; nil when
+// there is none.
 func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, error) {
 	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: t.InstanceID, FromSeq: 1})
 	if err != nil {
@@ -432,11 +450,22 @@ func (e *Engine) completion(ctx context.Context, t *TaskInfo) (*history.Event, e
 	}
 	for i := len(events) - 1; i >= 0; i-- {
 		ev := &events[i]
-		if ev.Kind != history.KindTaskCompleted || ev.ExecutionID != t.ExecutionID {
+		if ev.ExecutionID != t.ExecutionID || (ev.Kind != history.KindTaskCompleted && ev.Kind != history.KindTaskEscalated) {
 			continue
 		}
-		if a, err := ev.Attributes(); err == nil && a.(*history.TaskCompleted).TaskID == t.TaskID {
-			return ev, nil
+		a, err := ev.Attributes()
+		if err != nil {
+			continue
+		}
+		switch a := a.(type) {
+		case *history.TaskCompleted:
+			if a.TaskID == t.TaskID {
+				return ev, nil
+			}
+		case *history.TaskEscalated:
+			if a.TaskID == t.TaskID && a.Completed {
+				return ev, nil
+			}
 		}
 	}
 	return nil, nil

@@ -3,6 +3,7 @@ package chronicle
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Workflow is a workflow's name with the types of its input and output,
@@ -156,6 +157,15 @@ type HumanTask[Payload, Result any] string
 // may be nil.
 func (h HumanTask[Payload, Result]) Create(ctx *Context, payload Payload, opts *TaskOptions) *Task {
 	return ctx.CreateTask(string(h), payload, opts)
+}
+
+// CompleteWith returns an escalation step (for TaskOptions.Escalation)
+// that completes the task with result, a Result as Wait returns it, when
+// the task is still open after that long past its creation, or at its Due
+// when after is zero. The completion is recorded as TaskEscalated with
+// actor history.ActorEscalation and reason.
+func (h HumanTask[Payload, Result]) CompleteWith(after time.Duration, result Result, reason string) TaskEscalation {
+	return TaskEscalation{After: after, Reason: reason, Complete: true, Result: result}
 }
 
 // Wait waits, in workflow code, for the task's completion and returns its

@@ -636,6 +636,9 @@ type taskPage struct {
 	// ResultType names the Go type the workflow reads the result as, and
 	// ResultExample is its zero value as JSON, when the task records it.
 	ResultType, ResultExample string
+	// Escalation is the task's escalation policy: when each step acts if
+	// the task is still open, and what it does.
+	Escalation []history.EscalationStep
 }
 
 func (c *console) task(w http.ResponseWriter, r *http.Request) {
@@ -648,6 +651,8 @@ func (c *console) task(w http.ResponseWriter, r *http.Request) {
 	if p.Open {
 		p.ResultType, p.ResultExample = c.resultType(r, t)
 	}
+	// The policy is shown when it can be read; the page goes on without.
+	p.Escalation, _ = c.engine.TaskEscalation(r.Context(), t.TaskID)
 	c.render(w, r, http.StatusOK, "task", "Task "+t.TaskID, "tasks", p)
 }
 

@@ -43,7 +43,7 @@ const (
 	wfNewID      = "newid"      // NewID
 	wfVersion    = "version"    // Version
 	wfContinue   = "continue"   // ContinueAsNew with the rest of the program
-	wfTask       = "task"       // CreateTask(Name) for Roles or Assignee, due in Count minutes, then WaitTask; raced with a timer of Seconds when > 0, and cancelled when the timer wins
+	wfTask       = "task"       // CreateTask(Name) for Roles or Assignee, due in Count minutes, then WaitTask; raced with a timer of Seconds when > 0, and cancelled when the timer wins; with Escalate, an escalation reassigns it to managers after a minute
 	wfSend       = "send"       // SignalWorkflow to the instance itself, a signal of its own that nobody waits for, then Get
 )
 
@@ -59,6 +59,9 @@ type wfStep struct {
 	// Roles and Assignee are those of a task.
 	Roles    []string `msgpack:"r,omitempty"`
 	Assignee string   `msgpack:"u,omitempty"`
+	// Escalate gives a task an escalation step: after wfEscalateAfter
+	// it goes, unassigned, to managers.
+	Escalate bool `msgpack:"e,omitempty"`
 	// ID is the explicit instance id of a child step, one of
 	// wfSharedChildIDs, so that steps of several parents (or two steps of
 	// one) name the same child; empty: the default child id.
@@ -91,6 +94,9 @@ func (s wfStep) String() string {
 		}
 		return fmt.Sprintf("%s%v", s.Kind, s.Child)
 	case wfTask:
+		if s.Escalate {
+			return fmt.Sprintf("%s(%s %v@%s %ds escalated)", s.Kind, s.Name, s.Roles, s.Assignee, s.Seconds)
+		}
 		return fmt.Sprintf("%s(%s %v@%s %ds)", s.Kind, s.Name, s.Roles, s.Assignee, s.Seconds)
 	}
 	return s.Kind
@@ -148,6 +154,7 @@ func drawWfSteps(t *rapid.T, label string, child bool) []wfStep {
 				s.Seconds = rapid.IntRange(1, 120).Draw(t, label+" task timeout seconds")
 			}
 			s.Count = rapid.SampledFrom([]int{0, 0, 30, 1440}).Draw(t, label+" due minutes")
+			s.Escalate = rapid.IntRange(0, 2).Draw(t, label+" escalate") == 0
 		case wfContinue:
 			if continued {
 				continue
@@ -364,6 +371,9 @@ func wfTaskStep(ctx *replay.Context, s wfStep, gi int) (string, error) {
 	if s.Count > 0 {
 		opts.Due = ctx.Now().Add(time.Duration(s.Count) * time.Minute)
 	}
+	if s.Escalate {
+		opts.Escalation = []replay.TaskEscalation{{After: wfEscalateAfter, ReassignRoles: []string{wfRoleManager}}}
+	}
 	task := ctx.CreateTask(s.Name, fmt.Sprintf("%s.%d", s.Name, gi), &opts)
 	done := ctx.WaitTask(task)
 	if s.Seconds > 0 {
@@ -473,6 +483,10 @@ type wfTaskFact struct {
 	// timerCancelled tells that the workflow cancelled that timer.
 	fired          int64
 	timerCancelled bool
+	// escalated is the Seq of the TaskEscalated of the task, with its
+	// actor; 0 when it did not escalate.
+	escalated      int64
+	escalatedActor string
 }
 
 // wfChain returns the executions of the instance's current run: the last
@@ -520,6 +534,10 @@ func wfFactsOf(chain []history.Event) (*wfFacts, error) {
 		case *history.TaskCancelled:
 			if t := tasks[a.TaskID]; t != nil {
 				t.cancelled, t.reason = e.Seq, a.Reason
+			}
+		case *history.TaskEscalated:
+			if t := tasks[a.TaskID]; t != nil {
+				t.escalated, t.escalatedActor = e.Seq, e.Actor
 			}
 		case *history.TimerCreated:
 			if id, ok := strings.CutPrefix(a.Name, wfTaskTimerPrefix); ok && tasks[id] != nil {
@@ -880,6 +898,12 @@ func wfCheckTask(s wfStep, f *wfTaskFact, res string) string {
 	switch {
 	case f.name != s.Name || f.assignee != s.Assignee || !slices.Equal(f.roles, s.Roles):
 		return fmt.Sprintf("the outcome of a task %s %v@%s (history has %s %v@%s)", s.Name, s.Roles, s.Assignee, f.name, f.roles, f.assignee)
+	case f.escalated != 0 && !s.Escalate:
+		return "no escalation: the task has no escalation policy"
+	case f.escalated != 0 && f.escalatedActor != history.ActorEscalation:
+		return "an escalation by " + history.ActorEscalation + ", not " + f.escalatedActor
+	case f.escalated != 0 && ((f.completed != 0 && f.completed < f.escalated) || (f.cancelled != 0 && f.cancelled < f.escalated)):
+		return "no escalation of a task closed before"
 	case res == wfTaskTimeout:
 		switch {
 		case s.Seconds == 0:
@@ -937,7 +961,7 @@ func wfIsCommand(k history.Kind) bool {
 		history.KindSubWorkflowScheduled, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
-		history.KindContinuedAsNew, history.KindSignalSent, history.KindSearchAttributesUpserted:
+		history.KindContinuedAsNew, history.KindSignalSent, history.KindSearchAttributesUpserted, history.KindTaskEscalated:
 		return true
 	}
 	return false

@@ -83,6 +83,7 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	require.Positive(t, total.tasksCompleted, "no task completed")
 	require.Positive(t, total.taskTimeouts, "no task timed out")
 	require.Positive(t, total.taskMoves, "no task claimed, assigned, released or reassigned")
+	require.Positive(t, total.escalations, "no task escalated")
 	require.Positive(t, total.rejected, "no task action rejected by a round")
 	require.Positive(t, total.projections, "no projection checked")
 	require.Positive(t, total.purged, "no instance purged and its id reused")
@@ -122,6 +123,9 @@ type wfStats struct {
 	timeouts, signalled, racesTimer, racesSignal, carried, turns                     int
 	tasks, tasksCompleted, taskTimeouts, taskMoves, taskRaces, rejected, projections int
 	panics                                                                           int
+	// escalations counts TaskEscalated events: tasks still open when their
+	// escalation step came due.
+	escalations int
 	outageStats
 }
 
@@ -147,6 +151,7 @@ func (s *wfStats) add(o *wfStats) {
 	s.rejected += o.rejected
 	s.projections += o.projections
 	s.panics += o.panics
+	s.escalations += o.escalations
 }
 
 func (s *wfStats) String() string {
@@ -154,7 +159,7 @@ func (s *wfStats) String() string {
 		"%d activity attempts (%d retried), %d zombie activity claims (%d late settlements rejected); "+
 		"instances: %d completed (%d children), %d terminated, %d failed, %d parked, %d continued as new, %d restarted; "+
 		"waits: %d signalled, %d timed out; races: %d won by the signal, %d by the timer; %d signals carried over to a new execution; %d turns replayed by the checker; "+
-		"human tasks: %d created, %d completed, %d timed out, %d claims, assignments, releases and reassignments, %d racing pairs of actions, %d actions rejected by a round; "+
+		"human tasks: %d created, %d completed, %d timed out, %d escalated, %d claims, assignments, releases and reassignments, %d racing pairs of actions, %d actions rejected by a round; "+
 		"%d projection sets checked against the fold of history; "+
 		"%d instances purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d projection folds panicked, "+
 		"%d workers died holding a claim, %d paused rounds lost their lease and %d renewed it; "+
@@ -164,7 +169,7 @@ func (s *wfStats) String() string {
 		s.activities, s.retries, s.zombieTasks, s.zombieTasksRejected,
 		s.completed, s.children, s.terminated, s.failed, s.parked, s.continued, s.restarted,
 		s.signalled, s.timeouts, s.racesSignal, s.racesTimer, s.carried, s.turns,
-		s.tasks, s.tasksCompleted, s.taskTimeouts, s.taskMoves, s.taskRaces, s.rejected, s.projections,
+		s.tasks, s.tasksCompleted, s.taskTimeouts, s.escalations, s.taskMoves, s.taskRaces, s.rejected, s.projections,
 		s.purged, s.purgeRefused, s.refused, s.panics, s.deadWorkers, s.leaseLost, s.leaseRenewed,
 		s.midStep, s.midZombies, s.midPurge, s.groups, s.groupFailures)
 }
@@ -870,6 +875,8 @@ func (m *wfMachine) countHistory(events []history.Event) {
 			}
 		case *history.TaskAssigned, *history.TaskReleased, *history.TaskReassigned:
 			m.stats.taskMoves++
+		case *history.TaskEscalated:
+			m.stats.escalations++
 		case *history.SubWorkflowFailed:
 			if a.Failure.Type == round.FailureSubWorkflowAlreadyStarted {
 				m.stats.refused++

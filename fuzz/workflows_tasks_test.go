@@ -30,6 +30,9 @@ const (
 	// wfTaskTimeout is the outcome of a task step whose timer won, and the
 	// reason its task is cancelled with.
 	wfTaskTimeout = "timeout"
+	// wfEscalateAfter is when the escalation step of a task with one
+	// acts.
+	wfEscalateAfter = time.Minute
 )
 
 // wfUser is who acts on tasks, with the roles the product granted.

@@ -77,6 +77,9 @@ const (
 	// ActorWorkflowPrefix prefixes the instance id of a workflow that sent
 	// a signal (Context.SignalWorkflow).
 	ActorWorkflowPrefix = "workflow:"
+	// ActorEscalation is the actor of the TaskEscalated events a task's
+	// escalation policy writes at its due time.
+	ActorEscalation = "system:escalation"
 )
 
 // WorkerActor returns the actor string of a worker node.

@@ -50,7 +50,8 @@ func sampleAttributes(k history.Kind) history.Attributes {
 	case history.KindTimerCreated:
 		return &history.TimerCreated{FireAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Name: "deadline"}
 	case history.KindTaskCreated:
-		return &history.TaskCreated{TaskID: "t1", Name: "review", Roles: []string{"underwriter"}, Due: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+		return &history.TaskCreated{TaskID: "t1", Name: "review", Roles: []string{"underwriter"}, Due: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC),
+			Escalation: []history.EscalationStep{{At: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), Action: "reassign to roles [supervisor]"}}}
 	case history.KindEventRaised:
 		return &history.EventRaised{Name: "documents", IdempotencyKey: "k1", Payload: []byte("p")}
 	case history.KindActivityFailed:
@@ -59,6 +60,9 @@ func sampleAttributes(k history.Kind) history.Attributes {
 		return &history.CustomStatusSet{Status: []byte{0xa4, 'w', 'a', 'i', 't'}, Text: "wait"}
 	case history.KindSearchAttributesUpserted:
 		return &history.SearchAttributesUpserted{Attributes: sampleValues()}
+	case history.KindTaskEscalated:
+		return &history.TaskEscalated{TaskID: "t1", Step: 1, Reason: "overdue", Reassigned: true, Roles: []string{"supervisor"},
+			Notify: "page", Completed: true, Result: []byte{0xc3}}
 	}
 	for _, kk := range history.Kinds() {
 		if kk == k {

@@ -56,6 +56,10 @@ const (
 	KindTaskReassigned Kind = "TaskReassigned"
 	KindTaskCompleted  Kind = "TaskCompleted"
 	KindTaskCancelled  Kind = "TaskCancelled"
+	// KindTaskEscalated records a step of a task's escalation policy
+	// acting at its time: written by workflow code, actor
+	// [ActorEscalation].
+	KindTaskEscalated Kind = "TaskEscalated"
 )
 
 // State kinds.
@@ -118,6 +122,7 @@ var kindInfo = map[Kind]struct {
 	KindCompensationStarted:      {"", func() Attributes { return &CompensationStarted{} }},
 	KindCompensationCompleted:    {"", func() Attributes { return &CompensationCompleted{} }},
 	KindSearchAttributesUpserted: {"", func() Attributes { return &SearchAttributesUpserted{} }},
+	KindTaskEscalated:            {"", func() Attributes { return &TaskEscalated{} }},
 }
 
 // Kinds returns every kind, in a stable order.
@@ -135,6 +140,7 @@ func Kinds() []Kind {
 		// Kinds added later go last, so that the order stays stable.
 		KindSignalSent, KindSignalDelivered, KindSignalFailed,
 		KindSearchAttributesUpserted,
+		KindTaskEscalated,
 	}
 }
 

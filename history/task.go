@@ -18,6 +18,19 @@ type TaskCreated struct {
 	// into, when the workflow asked for it in the turn that opened the
 	// task; nil otherwise.
 	ResultType *ResultType `msgpack:"result_type,omitempty" json:"result_type,omitempty"`
+	// Escalation is the task's escalation policy, for display: when each
+	// step acts if the task is still open, and what it does. Empty for a
+	// task without one.
+	Escalation []EscalationStep `msgpack:"escalation,omitempty" json:"escalation,omitempty"`
+}
+
+// EscalationStep describes a step of a task's escalation policy on its
+// TaskCreated.
+type EscalationStep struct {
+	At time.Time `msgpack:"at" json:"at"`
+	// Action says what the step does, such as "reassign to roles
+	// [supervisor]; notify by activity page-manager".
+	Action string `msgpack:"action" json:"action"`
 }
 
 // ResultType describes a Go type well enough for a client that does not
@@ -88,6 +101,34 @@ type TaskCancelled struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
+// TaskEscalated records that a step of a task's escalation policy acted
+// because the task was still open at the step's time. Workflow code writes
+// it (its Actor is [ActorEscalation]); what the step did is in its fields:
+// a reassignment (Assignee, Roles), a notification (Notify, followed by
+// the ActivityScheduled of that activity) and a completion with a default
+// result (Completed, Result), which resolves the workflow's wait.
+type TaskEscalated struct {
+	TaskID string `msgpack:"task_id" json:"task_id"`
+	// Step is the index of the step in the task's policy, from 0.
+	Step int `msgpack:"step,omitempty" json:"step,omitempty"`
+	// Reason says why, for the task's audit trail.
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	// Reassigned is set when the step moved the task: to Assignee, or
+	// when Assignee is empty back to the inboxes of its roles; Roles,
+	// when set, replace the task's roles.
+	Reassigned bool     `msgpack:"reassigned,omitempty" json:"reassigned,omitempty"`
+	Assignee   string   `msgpack:"assignee,omitempty" json:"assignee,omitempty"`
+	Roles      []string `msgpack:"roles,omitempty" json:"roles,omitempty"`
+	// Notify names the activity the step scheduled, if any.
+	Notify string `msgpack:"notify,omitempty" json:"notify,omitempty"`
+	// Completed is set when the step completed the task with Result.
+	Completed bool   `msgpack:"completed,omitempty" json:"completed,omitempty"`
+	Result    []byte `msgpack:"result,omitempty" json:"result,omitempty"`
+}
+
+// EventKind implements [Attributes].
+func (*TaskEscalated) EventKind() Kind { return KindTaskEscalated }
+
 // EventKind implements [Attributes].
 func (*TaskCreated) EventKind() Kind { return KindTaskCreated }
 
@@ -106,4 +147,9 @@ func (*TaskCompleted) EventKind() Kind { return KindTaskCompleted }
 // EventKind implements [Attributes].
 func (*TaskCancelled) EventKind() Kind { return KindTaskCancelled }
 
-func (a *TaskCreated) normalizeUTC() { a.Due = utc(a.Due) }
+func (a *TaskCreated) normalizeUTC() {
+	a.Due = utc(a.Due)
+	for i := range a.Escalation {
+		a.Escalation[i].At = utc(a.Escalation[i].At)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/chronicleflow/chronicle/history"
@@ -171,7 +172,7 @@ func (s *State) record(t *provider.TaskRecord, e *history.Event, kind history.Ki
 }
 
 func (s *State) applyTask(e *history.Event) error {
-	if k := e.Kind; !k.Terminal() && k.Class() != history.ClassTask && k != history.KindTaskCreated && k != history.KindTaskCancelled {
+	if k := e.Kind; !k.Terminal() && k.Class() != history.ClassTask && k != history.KindTaskCreated && k != history.KindTaskCancelled && k != history.KindTaskEscalated {
 		return nil
 	}
 	a, err := e.Attributes()
@@ -239,6 +240,22 @@ func (s *State) applyTask(e *history.Event) error {
 		t.Status, t.CompletedAt = provider.TaskCancelled, e.At
 		s.touch(t, e)
 		s.record(t, e, e.Kind, t.Assignee, a.Reason)
+	case *history.TaskEscalated:
+		t, err := task(a.TaskID)
+		if err != nil {
+			return err
+		}
+		if a.Reassigned {
+			t.Assignee = a.Assignee
+			if len(a.Roles) > 0 {
+				t.Roles = a.Roles
+			}
+		}
+		if a.Completed {
+			t.Status, t.Result, t.CompletedAt = provider.TaskCompleted, a.Result, e.At
+		}
+		s.touch(t, e)
+		s.record(t, e, e.Kind, t.Assignee, escalationDetail(a))
 	default:
 		// The end of an execution closes its open tasks.
 		if !e.Kind.Terminal() {
@@ -254,6 +271,25 @@ func (s *State) applyTask(e *history.Event) error {
 		}
 	}
 	return nil
+}
+
+// escalationDetail is the audit-trail text of an escalation step: its
+// reason and what it did.
+func escalationDetail(a *history.TaskEscalated) string {
+	var did []string
+	switch {
+	case a.Reassigned && a.Assignee != "":
+		did = append(did, "reassigned to "+a.Assignee)
+	case a.Reassigned:
+		did = append(did, "returned to roles "+strings.Join(a.Roles, ", "))
+	}
+	if a.Notify != "" {
+		did = append(did, "notified by "+a.Notify)
+	}
+	if a.Completed {
+		did = append(did, "completed with the default result")
+	}
+	return a.Reason + ": " + strings.Join(did, "; ")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

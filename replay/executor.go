@@ -374,7 +374,7 @@ func isCommand(k history.Kind) bool {
 		history.KindSubWorkflowScheduled, history.KindSignalSent, history.KindTaskCreated, history.KindTaskCancelled,
 		history.KindMarkerRecorded, history.KindCustomStatusSet, history.KindCompensationStarted,
 		history.KindCompensationCompleted, history.KindExecutionCompleted, history.KindExecutionFailed,
-		history.KindContinuedAsNew, history.KindSearchAttributesUpserted:
+		history.KindContinuedAsNew, history.KindSearchAttributesUpserted, history.KindTaskEscalated:
 		return true
 	}
 	return false
@@ -515,6 +515,9 @@ func matches(rec *history.Event, attrs history.Attributes) bool {
 	case *history.TaskCreated:
 		g := got.(*history.TaskCreated)
 		return g.Name == a.Name && g.TaskID == a.TaskID
+	case *history.TaskEscalated:
+		g := got.(*history.TaskEscalated)
+		return g.TaskID == a.TaskID && g.Step == a.Step
 	case *history.MarkerRecorded:
 		g := got.(*history.MarkerRecorded)
 		return g.Marker == a.Marker && g.Name == a.Name
@@ -540,6 +543,8 @@ func describeAttrs(a history.Attributes) string {
 		return fmt.Sprintf("SignalSent %q (%s)", a.Name, a.InstanceID)
 	case *history.TaskCreated:
 		return fmt.Sprintf("TaskCreated %q (%s)", a.Name, a.TaskID)
+	case *history.TaskEscalated:
+		return fmt.Sprintf("TaskEscalated %s step %d", a.TaskID, a.Step)
 	case *history.MarkerRecorded:
 		return fmt.Sprintf("MarkerRecorded %s %q", a.Marker, a.Name)
 	case *history.TimerCreated:

@@ -481,6 +481,18 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		return s.taskAction(e, a.TaskID, func(*OpenTask) { delete(s.Tasks, a.TaskID) })
 	case *history.TaskCancelled:
 		return s.taskAction(e, a.TaskID, func(*OpenTask) { delete(s.Tasks, a.TaskID) })
+	case *history.TaskEscalated:
+		return s.taskAction(e, a.TaskID, func(t *OpenTask) {
+			if a.Reassigned {
+				t.Assignee = a.Assignee
+				if len(a.Roles) > 0 {
+					t.Roles = a.Roles
+				}
+			}
+			if a.Completed {
+				delete(s.Tasks, a.TaskID)
+			}
+		})
 	case *history.CustomStatusSet:
 		s.CustomStatus, s.CustomStatusText = a.Status, a.Text
 	case *history.SearchAttributesUpserted:

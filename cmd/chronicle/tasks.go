@@ -139,17 +139,22 @@ func runTaskShow(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	escalation, err := e.TaskEscalation(c.ctx, t.TaskID)
+	if err != nil {
+		return err
+	}
 	if c.json {
 		out := struct {
 			taskJSON
-			Events []taskEventJSON `json:"events"`
-		}{taskJSON: c.toTaskJSON(t), Events: []taskEventJSON{}}
+			Escalation []history.EscalationStep `json:"escalation,omitempty"`
+			Events     []taskEventJSON          `json:"events"`
+		}{taskJSON: c.toTaskJSON(t), Escalation: escalation, Events: []taskEventJSON{}}
 		for _, ev := range events {
 			out.Events = append(out.Events, taskEventJSON{Seq: ev.Seq, Kind: ev.Kind, Actor: ev.Actor, At: ev.At.UTC(), Assignee: ev.Assignee, Detail: ev.Detail})
 		}
 		return c.printJSON(out)
 	}
-	fields(c.stdout, [][2]string{
+	rowsOf := [][2]string{
 		{"Task", t.TaskID},
 		{"Name", t.Name},
 		{"Instance", t.InstanceID + " (execution " + t.ExecutionID + ")"},
@@ -157,12 +162,23 @@ func runTaskShow(c *cli, cmd *command, args []string) error {
 		{"Assignee", dash(t.Assignee)},
 		{"Roles", strings.Join(t.Roles, ", ")},
 		{"Due", whenSet(t.Due)},
+	}
+	// The escalation policy, when the task has one: each step's time and
+	// what it does if the task is still open then.
+	for i, st := range escalation {
+		label := ""
+		if i == 0 {
+			label = "Escalation"
+		}
+		rowsOf = append(rowsOf, [2]string{label, when(st.At) + ": " + st.Action})
+	}
+	fields(c.stdout, append(rowsOf, [][2]string{
 		{"Created", when(t.CreatedAt)},
 		{"Updated", when(t.UpdatedAt)},
 		{"Completed", whenSet(t.CompletedAt)},
 		{"Payload", c.payloadText(t.Payload)},
 		{"Result", c.payloadText(t.Result)},
-	})
+	}...))
 	c.printf("\nAudit trail\n")
 	rows := make([][]string, len(events))
 	for i, ev := range events {

@@ -253,6 +253,21 @@ func Bars(events []history.Event) []Bar {
 			if b := task(e, a.TaskID); b != nil {
 				end(b, e, OutcomeCancelled, message(a.Reason))
 			}
+		case *history.TaskEscalated:
+			if b := task(e, a.TaskID); b != nil && b.Open() {
+				switch {
+				case a.Completed:
+					end(b, e, OutcomeCompleted, Shorten(Clean("completed by escalation"), messageWidth))
+				case a.Reassigned && a.Assignee != "":
+					mark(b, e, "escalated to "+a.Assignee)
+					b.Detail = Shorten(Clean("assigned to "+a.Assignee), messageWidth)
+				case a.Reassigned:
+					mark(b, e, "escalated to roles")
+					b.Detail = ""
+				default:
+					mark(b, e, "escalated")
+				}
+			}
 		case *history.SignalSent:
 			bySeq[e.Seq] = len(bars)
 			add(e, BarSignalSent, a.Name).Detail = Shorten(Clean("to "+a.InstanceID), messageWidth)

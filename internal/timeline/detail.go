@@ -203,8 +203,13 @@ func (d describer) detail(e *history.Event) string {
 		if !a.Due.IsZero() {
 			due = "due " + at(a.Due)
 		}
+		var escalation []string
+		for _, st := range a.Escalation {
+			escalation = append(escalation, "at "+at(st.At)+" "+st.Action)
+		}
 		return parts(a.Name, labelled("task", a.TaskID), labelled("roles", strings.Join(a.Roles, "|")),
-			labelled("assignee", a.Assignee), due, labelled("payload", d.payload(a.Payload)))
+			labelled("assignee", a.Assignee), due, labelled("payload", d.payload(a.Payload)),
+			labelled("escalate", strings.Join(escalation, ", ")))
 	case *history.TaskAssigned:
 		how := "assigned to"
 		if a.Claimed {
@@ -223,6 +228,21 @@ func (d describer) detail(e *history.Event) string {
 		return then("task "+a.TaskID, ", result ", d.payload(a.Result))
 	case *history.TaskCancelled:
 		return then("task "+a.TaskID+" cancelled", ": ", message(a.Reason))
+	case *history.TaskEscalated:
+		var did []string
+		switch {
+		case a.Reassigned && a.Assignee != "":
+			did = append(did, "reassigned to "+a.Assignee)
+		case a.Reassigned:
+			did = append(did, "returned to roles "+strings.Join(a.Roles, "|"))
+		}
+		if a.Notify != "" {
+			did = append(did, "notify "+a.Notify)
+		}
+		if a.Completed {
+			did = append(did, "completed with default result "+d.payload(a.Result))
+		}
+		return then("task "+a.TaskID+" escalated ("+strings.Join(did, ", ")+")", ": ", message(a.Reason))
 	case *history.MarkerRecorded:
 		switch a.Marker {
 		case history.MarkerSideEffect:

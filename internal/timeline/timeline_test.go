@@ -145,6 +145,15 @@ func allKinds(t *testing.T) []eventCase {
 			"due": {Type: query.Time, Time: t0.Add(72 * time.Hour)}, "reviewed": {Type: query.Bool, Bool: true},
 		}}},
 		{attrs: &history.SearchAttributesUpserted{}},
+		{attrs: &history.TaskCreated{TaskID: "task-3", Name: "final-approval", Assignee: "grace", Roles: []string{"underwriter"}, Due: t0.Add(96 * time.Hour),
+			Escalation: []history.EscalationStep{
+				{At: t0.Add(96 * time.Hour), Action: "reassign to roles [risk]; notify by activity page-risk"},
+				{At: t0.Add(120 * time.Hour), Action: "complete with the default result"},
+			}}},
+		{attrs: &history.TaskEscalated{TaskID: "task-3", Reason: "not completed by 2026-11-26T09:00:00Z", Reassigned: true, Roles: []string{"risk"}, Notify: "page-risk"},
+			correlation: "escalate:task-3", actor: history.ActorEscalation},
+		{attrs: &history.TaskEscalated{TaskID: "task-3", Step: 1, Reason: "auto-approved", Completed: true, Result: encode(t, decision{Approved: true, Reason: "auto"})},
+			correlation: "escalate:task-3", actor: history.ActorEscalation},
 	}
 }
 

@@ -22,7 +22,10 @@
 //   - typed handles: the workflow is a chronicle.Workflow[Order, Result],
 //     the cancellation a chronicle.Signal[Cancellation] and the approval a
 //     chronicle.HumanTask[ApprovalRequest, Approval], so the compiler
-//     checks what the shop, the customer and the manager pass.
+//     checks what the shop, the customer and the manager pass;
+//   - a schedule: the demo creates the nightly settlement report
+//     (settlement.go), which counts the day's orders by custom status at
+//     02:00 London time, and prints its next firings.
 //
 // Run it with `go run ./examples/orders`; it takes about two seconds. With
 // -store and a postgres:// URL it runs on PostgreSQL instead, in the
@@ -179,6 +182,9 @@ type outcome struct {
 	// Listed are the instances the search found, as ListInstances
 	// returned them.
 	Listed []*chronicle.Instance
+	// Nightly is the settlement schedule as DescribeSchedule returned it
+	// after the demo created it.
+	Nightly *chronicle.ScheduleDescription
 }
 
 // bigOrdersQuery is the demo's search: the orders of €1,000 or more that
@@ -208,7 +214,7 @@ func demoOn(ctx context.Context, w io.Writer, store provider.Store) (*outcome, e
 	inbox := make(chan Notice, 16)
 	s := newShop(func(who, format string, args ...any) { out.log(who, format, args...) }, inbox, map[string]int{"Ada": 1})
 	wf := demoWorkflows(func(format string, args ...any) { out.log("workflow", format, args...) })
-	if err := register(engine, s, wf); err != nil {
+	if err := errors.Join(register(engine, s, wf), registerSettlement(engine)); err != nil {
 		return nil, err
 	}
 
@@ -292,6 +298,9 @@ func demoOn(ctx context.Context, w io.Writer, store provider.Store) (*outcome, e
 	if err := search(ctx, engine, out, res); err != nil {
 		return nil, err
 	}
+	if err := nightly(ctx, engine, out, res); err != nil {
+		return nil, err
+	}
 
 	out.section("Histories")
 	out.printf("ORD-1001: the payment's two attempts are one ActivityScheduled and one\n" +
@@ -332,6 +341,33 @@ func search(ctx context.Context, engine *chronicle.Engine, out *console, res *ou
 		status, _ := c.Value.(string)
 		out.printf("  %-10s %d\n", status, c.Count)
 		res.ByStatus[status] = c.Count
+	}
+	return nil
+}
+
+// nightly creates the schedule of the nightly settlement report
+// (settlement.go) and prints it with its next firings. The demo ends
+// before the first night; kit_test.go runs three.
+func nightly(ctx context.Context, engine *chronicle.Engine, out *console, res *outcome) error {
+	out.section("Nightly settlement report")
+	opts := settlementOptions()
+	if err := engine.CreateSchedule(ctx, settlementSchedule, opts); err != nil {
+		return fmt.Errorf("create schedule %s: %w", settlementSchedule, err)
+	}
+	d, err := engine.DescribeSchedule(ctx, settlementSchedule)
+	if err != nil {
+		return err
+	}
+	res.Nightly = d
+	out.printf("Created schedule %q: workflow %q at %q in %s, overlap %s, catch-up window %s.\n",
+		d.ID, d.Workflow, d.Spec.Cron, d.Spec.TimeZone, d.Overlap, d.CatchupWindow)
+	loc, err := time.LoadLocation(d.Spec.TimeZone)
+	if err != nil {
+		return err
+	}
+	out.printf("Next firings:\n")
+	for _, n := range d.Next {
+		out.printf("  %s  %s\n", n.In(loc).Format("Mon 2006-01-02 15:04 MST"), chronicle.ScheduleInstanceID(d.ID, n))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 )
 
@@ -41,6 +42,25 @@ func TestDemo(t *testing.T) {
 	if want := map[string]int64{"settled": 2, "cancelled": 1, "expired": 1}; !maps.Equal(res.ByStatus, want) {
 		t.Errorf("orders by custom status %v, want %v", res.ByStatus, want)
 	}
+	// The nightly schedule: five next firings, each at 02:00 London time,
+	// GMT or BST.
+	if d := res.Nightly; d == nil || d.ID != settlementSchedule || d.Workflow != string(settlementWorkflow) ||
+		d.Overlap != chronicle.OverlapSkip || d.CatchupWindow != settlementCatchup || len(d.Next) != 5 {
+		t.Errorf("nightly schedule %+v", d)
+	} else {
+		london, err := time.LoadLocation(settlementZone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range d.Next {
+			if h, m, s := n.In(london).Clock(); h != 2 || m != 0 || s != 0 {
+				t.Errorf("next firing %s is %s in London, not 02:00", n, n.In(london))
+			}
+			if line := chronicle.ScheduleInstanceID(settlementSchedule, n); !bytes.Contains(out.Bytes(), []byte(line)) {
+				t.Errorf("output lacks the next firing %q", line)
+			}
+		}
+	}
 	for id, events := range res.Histories {
 		if err := history.Verify(events); err != nil {
 			t.Errorf("%s: %v", id, err)
@@ -54,6 +74,7 @@ func TestDemo(t *testing.T) {
 		"CompensationStarted",
 		"ORD-1002  settled   €1,299.00  uk  TRK-ORD-1002",
 		"settled    2",
+		`Created schedule "settlement": workflow "settlement-report" at "0 2 * * *" in Europe/London, overlap skip, catch-up window 4h0m0s.`,
 	} {
 		if !bytes.Contains(out.Bytes(), []byte(s)) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())

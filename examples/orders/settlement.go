@@ -94,8 +94,9 @@ func settlementReport(ctx *chronicle.Context, in SettlementInput) (SettlementRep
 	if err != nil {
 		return SettlementReport{}, err
 	}
-	// The zone database is the one compiled into the binary (chronicle
-	// imports time/tzdata), so every replay computes the same day.
+	// The zone database is the system's, else the one chronicle compiles
+	// in (time/tzdata): nodes that share one compute the same day on every
+	// replay, as they compute the same nominal times.
 	loc, err := time.LoadLocation(in.TimeZone)
 	if err != nil {
 		return SettlementReport{}, chronicle.NonRetryable(fmt.Errorf("settlement report: %w", err))

@@ -37,6 +37,18 @@ var actions = map[string]act{
 		return "Instance " + id + " terminated by " + user.ID + ".", c.instanceURL(id),
 			c.engine.Terminate(r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID})
 	},
+	"schedule-pause": scheduleAct("paused", func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error {
+		return e.PauseSchedule(ctx, id, note, actor)
+	}),
+	"schedule-resume": scheduleAct("resumed", func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error {
+		return e.ResumeSchedule(ctx, id, note, actor)
+	}),
+	"schedule-trigger": scheduleAct("triggered", func(ctx context.Context, e *chronicle.Engine, id, _, actor string) error {
+		return e.TriggerSchedule(ctx, id, actor)
+	}),
+	"batch-pause":  batchAct("paused", (*chronicle.Engine).PauseBatch),
+	"batch-resume": batchAct("resumed", (*chronicle.Engine).ResumeBatch),
+	"batch-cancel": batchAct("cancelled", (*chronicle.Engine).CancelBatch),
 	"claim": taskAct("claimed", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
 		return e.ClaimTask(ctx, id, u)
 	}),
@@ -58,6 +70,24 @@ var actions = map[string]act{
 func taskAct(verb string, do func(context.Context, *chronicle.Engine, string, *http.Request, chronicle.User) error) act {
 	return func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
 		return "Task " + id + " " + verb + " by " + user.ID + ".", c.taskURL(id), do(r.Context(), c.engine, id, r, user)
+	}
+}
+
+// scheduleAct makes the action of a schedule method; the form's note is
+// recorded with the change where the method takes one.
+func scheduleAct(verb string, do func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error) act {
+	return func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		note := strings.TrimSpace(r.PostFormValue("note"))
+		return "Schedule " + id + " " + verb + " by " + user.ID + ".", c.scheduleURL(id), do(r.Context(), c.engine, id, note, user.ID)
+	}
+}
+
+// batchAct makes the action of a batch method, with the form's note as
+// the change's reason.
+func batchAct(verb string, do func(e *chronicle.Engine, ctx context.Context, id, note, actor string) error) act {
+	return func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		note := strings.TrimSpace(r.PostFormValue("note"))
+		return "Batch " + id + " " + verb + " by " + user.ID + ".", c.batchURL(id), do(c.engine, r.Context(), id, note, user.ID)
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 // console at the root of its server.
 type Options struct {
 	// Actions enables the actions: redrive and discard dead letters,
-	// terminate instances, and claim, assign, reassign, release and
-	// complete human tasks. Off by default: the console is read-only, its
+	// terminate instances, claim, assign, reassign, release and complete
+	// human tasks, pause, resume and trigger schedules, and pause, resume
+	// and cancel batches. Off by default: the console is read-only, its
 	// action buttons are disabled and every POST is answered 403
 	// Forbidden.
 	Actions bool
@@ -136,6 +137,9 @@ func New(engine *chronicle.Engine, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /tasks", c.tasks)
 	mux.HandleFunc("GET /task", c.task)
 	mux.HandleFunc("GET /schedules", c.schedules)
+	mux.HandleFunc("GET /schedule", c.schedule)
+	mux.HandleFunc("GET /batches", c.batches)
+	mux.HandleFunc("GET /batch", c.batch)
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/") {
@@ -206,6 +210,14 @@ func (c *console) taskURL(id string) string {
 	return c.link("/task", url.Values{"id": {id}})
 }
 
+func (c *console) scheduleURL(id string) string {
+	return c.link("/schedule", url.Values{"id": {id}})
+}
+
+func (c *console) batchURL(id string) string {
+	return c.link("/batch", url.Values{"id": {id}})
+}
+
 // status maps an error of the Engine's API to an HTTP status.
 func status(err error) int {
 	switch {
@@ -214,7 +226,8 @@ func status(err error) int {
 	case errors.Is(err, chronicle.ErrForbidden):
 		return http.StatusForbidden
 	case errors.Is(err, chronicle.ErrInstanceNotFound), errors.Is(err, chronicle.ErrTaskNotFound),
-		errors.Is(err, chronicle.ErrDeadLetterNotFound):
+		errors.Is(err, chronicle.ErrDeadLetterNotFound), errors.Is(err, chronicle.ErrScheduleNotFound),
+		errors.Is(err, chronicle.ErrBatchNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, chronicle.ErrInstanceNotRunning), errors.Is(err, chronicle.ErrTaskClosed),
 		errors.Is(err, chronicle.ErrDeadLetterResolved):

@@ -29,6 +29,10 @@
 //   - Dead letters across instances, with redrive and discard.
 //   - Human tasks by role, assignee, status and instance; a task with its
 //     payload, result and audit trail, and the task actions.
+//   - Schedules; a schedule with its next times, firings and changes, and
+//     pause (with a note), resume and trigger now.
+//   - Batches with their progress; a batch with its failures and changes,
+//     and pause, resume and cancel (each with a note).
 //
 // Every page is rendered on the server with html/template, which escapes
 // whatever a payload or an id holds; payloads are decoded with the
@@ -41,11 +45,12 @@
 // The console is read-only unless [Options].Actions is set: its action
 // buttons are then disabled and every POST is answered 403 Forbidden.
 // With actions enabled an operator may redrive and discard dead letters,
-// terminate running instances and claim, assign, reassign, release and
-// complete human tasks. Each action is taken as the user
+// terminate running instances, claim, assign, reassign, release and
+// complete human tasks, pause, resume and trigger schedules, and pause,
+// resume and cancel batches. Each action is taken as the user
 // [Options].User returns for the request (the product's authenticated
 // user), and Chronicle records that user with it: in history as
-// "user:<id>" (terminations and task actions) or on the dead letter (who
+// "user:<id>" (terminations, task actions, schedule and batch changes) or on the dead letter (who
 // resolved it). A human-task action is allowed or refused by the user's
 // roles, exactly as [chronicle.Engine.ClaimTask] and its siblings decide.
 // The console never decides who may act: put it behind the product's

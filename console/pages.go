@@ -731,21 +731,75 @@ func (c *console) schedules(w http.ResponseWriter, r *http.Request) {
 	}
 	var p schedulesPage
 	for _, d := range list {
-		row := scheduleRow{ID: d.ID, Instance: chronicle.SchedulePrefix + d.ID, Spec: d.Spec.Cron, Workflow: d.Workflow,
-			Overlap: string(d.Overlap), Paused: d.Paused, Note: d.Note, Started: d.Started, Skipped: d.Skipped}
-		if d.Spec.Every > 0 {
-			row.Spec = "every " + d.Spec.Every.String()
-		}
-		if d.Spec.TimeZone != "" {
-			row.Spec += " (" + d.Spec.TimeZone + ")"
-		}
-		if len(d.Next) > 0 {
-			row.Next = d.Next[0]
-		}
-		if n := len(d.Recent); n > 0 {
-			row.Last = &d.Recent[n-1]
-		}
-		p.Rows = append(p.Rows, row)
+		p.Rows = append(p.Rows, newScheduleRow(d))
 	}
 	c.render(w, r, http.StatusOK, "schedules", "Schedules", "schedules", p)
+}
+
+// newScheduleRow summarizes a schedule for the list and its page.
+func newScheduleRow(d *chronicle.ScheduleDescription) scheduleRow {
+	row := scheduleRow{ID: d.ID, Instance: chronicle.SchedulePrefix + d.ID, Spec: d.Spec.Cron, Workflow: d.Workflow,
+		Overlap: string(d.Overlap), Paused: d.Paused, Note: d.Note, Started: d.Started, Skipped: d.Skipped}
+	if d.Spec.Every > 0 {
+		row.Spec = "every " + d.Spec.Every.String()
+	}
+	if d.Spec.TimeZone != "" {
+		row.Spec += " (" + d.Spec.TimeZone + ")"
+	}
+	if len(d.Next) > 0 {
+		row.Next = d.Next[0]
+	}
+	if n := len(d.Recent); n > 0 {
+		row.Last = &d.Recent[n-1]
+	}
+	return row
+}
+
+// schedulePage is the data of a schedule's page.
+type schedulePage struct {
+	scheduleRow
+	Schedule *chronicle.ScheduleDescription
+}
+
+func (c *console) schedule(w http.ResponseWriter, r *http.Request) {
+	d, err := c.engine.DescribeSchedule(r.Context(), r.URL.Query().Get("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "schedule", "Schedule "+d.ID, "schedules", schedulePage{scheduleRow: newScheduleRow(d), Schedule: d})
+}
+
+// batchesPage is the data of the batch list.
+type batchesPage struct {
+	Rows []*chronicle.BatchDescription
+}
+
+func (c *console) batches(w http.ResponseWriter, r *http.Request) {
+	list, err := c.engine.ListBatches(r.Context())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "batches", "Batches", "batches", batchesPage{Rows: list})
+}
+
+// batchPage is the data of a batch's page.
+type batchPage struct {
+	Batch    *chronicle.BatchDescription
+	Instance string
+	// Running says whether the batch can still be paused, resumed or
+	// cancelled.
+	Running bool
+}
+
+func (c *console) batch(w http.ResponseWriter, r *http.Request) {
+	d, err := c.engine.DescribeBatch(r.Context(), r.URL.Query().Get("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p := batchPage{Batch: d, Instance: chronicle.BatchPrefix + d.ID,
+		Running: d.State == chronicle.BatchRunning || d.State == chronicle.BatchPaused}
+	c.render(w, r, http.StatusOK, "batch", "Batch "+d.ID, "batches", p)
 }

@@ -19,7 +19,7 @@ import (
 
 // pageNames are the templates of templates/ that render a whole page;
 // the others (layout.html, parts.html) are shared by every page.
-var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "schedules", "error"}
+var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "schedules", "schedule", "batches", "batch", "error"}
 
 // parseTemplates parses each page with the shared templates.
 func (c *console) parseTemplates() (map[string]*template.Template, error) {
@@ -27,6 +27,8 @@ func (c *console) parseTemplates() (map[string]*template.Template, error) {
 		"path":        c.path,
 		"instanceURL": c.instanceURL,
 		"taskURL":     c.taskURL,
+		"scheduleURL": c.scheduleURL,
+		"batchURL":    c.batchURL,
 		"atURL": func(id string, seq int64) string {
 			return c.link("/instance", url.Values{"id": {id}, "seq": {strconv.FormatInt(seq, 10)}}) + "#projections"
 		},

@@ -127,7 +127,8 @@ type BatchOptions struct {
 	// touched instance.
 	Reason string
 	// Ticket is an optional reference (a ticket or change number),
-	// recorded with the reason.
+	// recorded with the reason and, for terminate, suspend and resume, as
+	// the Ticket of each touched instance's event. See [ControlOptions].
 	Ticket string
 	// Actor is the operator; required. Each action is recorded as done by
 	// "user:<Actor>".
@@ -290,10 +291,11 @@ func (e *Engine) checkBatch(o *BatchOptions) (*batchState, error) {
 	if strings.TrimSpace(o.Reason) == "" {
 		return nil, invalid("a batch needs a reason")
 	}
-	for field, s := range map[string]string{"reason": o.Reason, "ticket": o.Ticket} {
-		if err := checkText(field, s); err != nil {
-			return nil, err
-		}
+	if err := checkText("reason", o.Reason); err != nil {
+		return nil, err
+	}
+	if err := checkTicket(o.Ticket); err != nil {
+		return nil, err
 	}
 	if o.Actor == "" {
 		return nil, invalid("a batch needs an actor (the operator)")
@@ -700,7 +702,7 @@ func (e *Engine) batchOne(ctx context.Context, in batchApplyInput, id string) (o
 	}
 	switch in.Action {
 	case BatchTerminate:
-		return skip(e.Terminate(ctx, id, reason, &ControlOptions{Actor: user}))
+		return skip(e.Terminate(ctx, id, reason, &ControlOptions{Actor: user, Ticket: in.Ticket}))
 	case BatchSuspend:
 		inst, err := e.Describe(ctx, id)
 		if err != nil {
@@ -709,9 +711,9 @@ func (e *Engine) batchOne(ctx context.Context, in batchApplyInput, id string) (o
 		if inst.Status == StatusSuspended {
 			return "skipped", id + " is suspended", nil
 		}
-		return skip(e.Suspend(ctx, id, reason, &ControlOptions{Actor: user}))
+		return skip(e.Suspend(ctx, id, reason, &ControlOptions{Actor: user, Ticket: in.Ticket}))
 	case BatchResume:
-		return skip(e.Resume(ctx, id, reason, &ControlOptions{Actor: user}))
+		return skip(e.Resume(ctx, id, reason, &ControlOptions{Actor: user, Ticket: in.Ticket}))
 	case BatchCancel, BatchSignal:
 		name, payload := in.Signal, any(RawPayload(in.Payload))
 		if in.Action == BatchCancel {

@@ -121,6 +121,19 @@ func lastOf(t *testing.T, env *chronicletest.Env, id string, kind history.Kind) 
 	return history.Event{}, nil
 }
 
+// ticketOf returns the Ticket of a control event's attributes.
+func ticketOf(a history.Attributes) string {
+	switch a := a.(type) {
+	case *history.ExecutionTerminated:
+		return a.Ticket
+	case *history.ExecutionSuspended:
+		return a.Ticket
+	case *history.ExecutionResumed:
+		return a.Ticket
+	}
+	return ""
+}
+
 func ukBatch(action chronicle.BatchAction) chronicle.BatchOptions {
 	return chronicle.BatchOptions{ID: "b-" + string(action), Action: action, Workflow: "waiter", Where: "region = 'uk'",
 		Reason: "region closed", Ticket: "OPS-7", Actor: "alice"}
@@ -151,6 +164,9 @@ func TestBatchControlActions(t *testing.T) {
 				if ev.Actor != "user:alice" || !strings.Contains(reason, "region closed") || !strings.Contains(reason, "OPS-7") || !strings.Contains(reason, "b-"+string(tc.action)) {
 					t.Errorf("%s: %s recorded by %s with %q, want alice, the reason, ticket and batch", id, tc.kind, ev.Actor, reason)
 				}
+				if got := ticketOf(a); got != "OPS-7" {
+					t.Errorf("%s: %s has ticket %q, want OPS-7", id, tc.kind, got)
+				}
 			}
 			for _, id := range fr {
 				if s := statusOf(t, env, id); s != chronicle.StatusRunning {
@@ -173,8 +189,8 @@ func TestBatchControlActions(t *testing.T) {
 					t.Errorf("%s is %s after resume", id, s)
 				}
 			}
-			if ev, _ := lastOf(t, env, uk[1], history.KindExecutionResumed); ev.Actor != "user:alice" {
-				t.Errorf("resume recorded by %s", ev.Actor)
+			if ev, a := lastOf(t, env, uk[1], history.KindExecutionResumed); ev.Actor != "user:alice" || ticketOf(a) != "OPS-7" {
+				t.Errorf("resume recorded by %s with ticket %q", ev.Actor, ticketOf(a))
 			}
 		})
 	}
@@ -452,6 +468,7 @@ func TestBatchValidation(t *testing.T) {
 		"signal without name": func(o *chronicle.BatchOptions) { o.Action = chronicle.BatchSignal },
 		"no reason":           func(o *chronicle.BatchOptions) { o.Reason = " " },
 		"no actor":            func(o *chronicle.BatchOptions) { o.Actor = "" },
+		"ticket with newline": func(o *chronicle.BatchOptions) { o.Ticket = "OPS-7\nOPS-8" },
 		"negative rate":       func(o *chronicle.BatchOptions) { o.Rate = -1 },
 		"signal on terminate": func(o *chronicle.BatchOptions) { o.Signal = "go" },
 		"batches":             func(o *chronicle.BatchOptions) { o.Workflow = chronicle.BatchWorkflow },

@@ -354,6 +354,10 @@ func (e *Engine) recorded(ctx context.Context, instanceID, key string) bool {
 type ControlOptions struct {
 	// Actor is the user who acts, recorded as "user:<Actor>".
 	Actor string
+	// Ticket is an optional reference (a ticket or change number) recorded
+	// with the action in the instance's history: at most
+	// [MaxTicketLength] bytes of valid UTF-8 without control characters.
+	Ticket string
 }
 
 // actor returns the Actor of opts, "" when opts is nil.
@@ -364,30 +368,46 @@ func (o *ControlOptions) actor() string {
 	return o.Actor
 }
 
-// Terminate ends a running instance; its pending activities are cancelled
-// and its parent, if any, sees the child fail. opts may be nil.
-func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
+// ticket returns the Ticket of opts, "" when opts is nil.
+func (o *ControlOptions) ticket() string {
+	if o == nil {
+		return ""
+	}
+	return o.Ticket
+}
+
+// checkControl checks the reason and the options of a control request.
+func checkControl(reason string, opts *ControlOptions) error {
 	if err := checkText("reason", reason); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionTerminated{Reason: reason})
+	return checkTicket(opts.ticket())
+}
+
+// Terminate ends a running instance; its pending activities are cancelled
+// and its parent, if any, sees the child fail. opts may be nil.
+func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
+	if err := checkControl(reason, opts); err != nil {
+		return err
+	}
+	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionTerminated{Reason: reason, Ticket: opts.ticket()})
 }
 
 // Suspend pauses a running instance: signals and results are recorded but
 // its code does not run until Resume. opts may be nil.
 func (e *Engine) Suspend(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
-	if err := checkText("reason", reason); err != nil {
+	if err := checkControl(reason, opts); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionSuspended{Reason: reason})
+	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionSuspended{Reason: reason, Ticket: opts.ticket()})
 }
 
 // Resume continues a suspended instance. opts may be nil.
 func (e *Engine) Resume(ctx context.Context, instanceID, reason string, opts *ControlOptions) error {
-	if err := checkText("reason", reason); err != nil {
+	if err := checkControl(reason, opts); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, true, opts.actor(), &history.ExecutionResumed{Reason: reason})
+	return e.controlRequest(ctx, instanceID, true, opts.actor(), &history.ExecutionResumed{Reason: reason, Ticket: opts.ticket()})
 }
 
 func (e *Engine) controlRequest(ctx context.Context, instanceID string, suspended bool, user string, attrs history.Attributes) error {

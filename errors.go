@@ -3,6 +3,7 @@ package chronicle
 import (
 	"errors"
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/replay"
@@ -67,6 +68,27 @@ type TextError = replay.TextError
 func checkText(field, s string) error {
 	if err := replay.CheckText(field, s); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// MaxTicketLength is the longest ticket reference, in bytes, that
+// [ControlOptions] and [BatchOptions] accept.
+const MaxTicketLength = 200
+
+// checkTicket checks an optional ticket reference: at most
+// [MaxTicketLength] bytes of valid text without control characters.
+func checkTicket(t string) error {
+	if err := checkText("ticket", t); err != nil {
+		return err
+	}
+	if len(t) > MaxTicketLength {
+		return invalid("ticket is %d bytes, at most %d allowed", len(t), MaxTicketLength)
+	}
+	for i, r := range t {
+		if unicode.IsControl(r) {
+			return invalid("ticket has a control character at byte %d", i)
+		}
 	}
 	return nil
 }

@@ -449,31 +449,76 @@ func TestTerminateSuspendResume(t *testing.T) {
 	b.start(t, "wf", "b", "")
 	b.drain(t)
 
-	require.NoError(t, b.engine.Suspend(b.ctx, "a", "fraud review", &chronicle.ControlOptions{Actor: "auditor-7"}))
+	require.NoError(t, b.engine.Suspend(b.ctx, "a", "fraud review", &chronicle.ControlOptions{Actor: "auditor-7", Ticket: "FRAUD-12"}))
 	b.drain(t)
 	require.Equal(t, chronicle.StatusSuspended, b.describe(t, "a").Status)
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "a", "go", "now", nil))
 	b.drain(t)
 	require.Equal(t, chronicle.StatusSuspended, b.describe(t, "a").Status, "a suspended instance records signals but does not run")
-	require.NoError(t, b.engine.Resume(b.ctx, "a", "cleared", &chronicle.ControlOptions{Actor: "auditor-7"}))
+	require.NoError(t, b.engine.Resume(b.ctx, "a", "cleared", &chronicle.ControlOptions{Actor: "auditor-7", Ticket: "FRAUD-13"}))
 	b.drain(t)
 	require.Equal(t, "now", result[string](t, b, "a"))
 	events := b.history(t, "a")
-	var actors []string
+	var actors, tickets []string
 	for _, e := range events {
 		if e.Kind == history.KindExecutionSuspended || e.Kind == history.KindExecutionResumed {
 			actors = append(actors, e.Actor)
+			a, err := e.Attributes()
+			require.NoError(t, err)
+			switch a := a.(type) {
+			case *history.ExecutionSuspended:
+				tickets = append(tickets, a.Ticket)
+			case *history.ExecutionResumed:
+				tickets = append(tickets, a.Ticket)
+			}
 		}
 	}
 	require.Equal(t, []string{"user:auditor-7", "user:auditor-7"}, actors)
+	require.Equal(t, []string{"FRAUD-12", "FRAUD-13"}, tickets)
 
-	require.NoError(t, b.engine.Terminate(b.ctx, "b", "duplicate application", nil))
+	require.NoError(t, b.engine.Terminate(b.ctx, "b", "duplicate application", &chronicle.ControlOptions{Ticket: "CS-4411"}))
 	b.drain(t)
+	events = b.history(t, "b")
+	last := events[len(events)-1]
+	require.Equal(t, history.KindExecutionTerminated, last.Kind)
+	a, err := last.Attributes()
+	require.NoError(t, err)
+	require.Equal(t, &history.ExecutionTerminated{Reason: "duplicate application", Ticket: "CS-4411"}, a)
+	require.Equal(t, history.ActorSystem, last.Actor)
 	inst := b.describe(t, "b")
 	require.Equal(t, chronicle.StatusTerminated, inst.Status)
 	require.Contains(t, inst.Failure.Message, "duplicate application")
 	require.ErrorIs(t, b.engine.Terminate(b.ctx, "b", "again", nil), chronicle.ErrInstanceNotRunning)
 	require.ErrorIs(t, b.engine.Resume(b.ctx, "a", "", nil), chronicle.ErrInstanceNotRunning)
+}
+
+// TestControlRefusesBadTicket checks that Terminate, Suspend and Resume
+// refuse a ticket that is too long or holds control characters or invalid
+// UTF-8, and write nothing.
+func TestControlRefusesBadTicket(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
+		return chronicle.WaitEvent[string](ctx, "go", nil)
+	})
+	b.start(t, "wf", "a", "")
+	b.drain(t)
+	before := len(b.history(t, "a"))
+	for name, ticket := range map[string]string{
+		"too long":     strings.Repeat("T", chronicle.MaxTicketLength+1),
+		"newline":      "OPS-1\nOPS-2",
+		"NUL":          "OPS\x00",
+		"invalid UTF8": "OPS-\xff",
+	} {
+		opts := &chronicle.ControlOptions{Actor: "ops", Ticket: ticket}
+		require.ErrorIs(t, b.engine.Terminate(b.ctx, "a", "r", opts), chronicle.ErrInvalidArgument, name)
+		require.ErrorIs(t, b.engine.Suspend(b.ctx, "a", "r", opts), chronicle.ErrInvalidArgument, name)
+		require.ErrorIs(t, b.engine.Resume(b.ctx, "a", "r", opts), chronicle.ErrInvalidArgument, name)
+	}
+	b.drain(t)
+	require.Len(t, b.history(t, "a"), before, "a refused action wrote an event")
+	require.Equal(t, chronicle.StatusRunning, b.describe(t, "a").Status)
+	require.NoError(t, b.engine.Suspend(b.ctx, "a", "r", &chronicle.ControlOptions{Ticket: strings.Repeat("T", chronicle.MaxTicketLength)}))
 }
 
 func TestCancelTimerAndSignalRetryAfterEnd(t *testing.T) {

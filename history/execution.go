@@ -47,17 +47,23 @@ type ExecutionFailed struct {
 // ExecutionTerminated ends an execution by an operator's or client's order.
 type ExecutionTerminated struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	// Ticket is the optional ticket or change reference the actor gave.
+	Ticket string `msgpack:"ticket,omitempty" json:"ticket,omitempty"`
 }
 
 // ExecutionSuspended pauses an execution: events are recorded but the
 // workflow code does not run until it is resumed.
 type ExecutionSuspended struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	// Ticket is the optional ticket or change reference the actor gave.
+	Ticket string `msgpack:"ticket,omitempty" json:"ticket,omitempty"`
 }
 
 // ExecutionResumed ends a suspension.
 type ExecutionResumed struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	// Ticket is the optional ticket or change reference the actor gave.
+	Ticket string `msgpack:"ticket,omitempty" json:"ticket,omitempty"`
 }
 
 // ContinuedAsNew ends an execution and starts the next one with new input.

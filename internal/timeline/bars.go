@@ -166,7 +166,7 @@ func Bars(events []history.Event) []Bar {
 			}
 		case *history.ExecutionTerminated:
 			if b := exec(e); b != nil {
-				end(b, e, OutcomeTerminated, reason(a.Reason))
+				end(b, e, OutcomeTerminated, parts(reason(a.Reason), ticket(a.Ticket)))
 			}
 		case *history.ContinuedAsNew:
 			if b := exec(e); b != nil {

@@ -152,11 +152,11 @@ func (d describer) detail(e *history.Event) string {
 	case *history.ExecutionFailed:
 		return "failed: " + failure(&a.Failure)
 	case *history.ExecutionTerminated:
-		return reason(a.Reason)
+		return parts(reason(a.Reason), ticket(a.Ticket))
 	case *history.ExecutionSuspended:
-		return reason(a.Reason)
+		return parts(reason(a.Reason), ticket(a.Ticket))
 	case *history.ExecutionResumed:
-		return reason(a.Reason)
+		return parts(reason(a.Reason), ticket(a.Ticket))
 	case *history.ContinuedAsNew:
 		return parts("new execution "+a.NewExecutionID, labelled("version", a.Version), labelled("input", d.payload(a.Input)))
 	case *history.TurnStarted:
@@ -291,6 +291,14 @@ func reason(r string) string {
 		return "no reason given"
 	}
 	return "reason: " + message(r)
+}
+
+// ticket returns "ticket <t>", or "" when no ticket was given.
+func ticket(t string) string {
+	if t == "" {
+		return ""
+	}
+	return "ticket " + message(t)
 }
 
 func at(t time.Time) string {

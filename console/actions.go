@@ -34,8 +34,9 @@ var actions = map[string]act{
 		if reason == "" {
 			reason = "terminated in the console"
 		}
+		ticket := strings.TrimSpace(r.PostFormValue("ticket"))
 		return "Instance " + id + " terminated by " + user.ID + ".", c.instanceURL(id),
-			c.engine.Terminate(r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID})
+			c.engine.Terminate(r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID, Ticket: ticket})
 	},
 	"schedule-pause": scheduleAct("paused", func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error {
 		return e.PauseSchedule(ctx, id, note, actor)

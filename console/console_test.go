@@ -639,7 +639,9 @@ func TestActions(t *testing.T) {
 	})
 
 	t.Run("Terminate", func(t *testing.T) {
-		ok(post("terminate", url.Values{"id": {"LOAN-2002"}, "reason": {"customer withdrew"}, "return": {"//evil.example/x"}}),
+		p := post("terminate", url.Values{"id": {"LOAN-2002"}, "reason": {"customer withdrew"}, "ticket": {"OPS\x01"}})
+		require.Equal(t, http.StatusBadRequest, p.code, "a ticket with a control character")
+		ok(post("terminate", url.Values{"id": {"LOAN-2002"}, "reason": {"customer withdrew"}, "ticket": {" CS-4411 "}, "return": {"//evil.example/x"}}),
 			"/instance?id=LOAN-2002")
 		events, err := d.Engine.History(ctx, "LOAN-2002")
 		require.NoError(t, err)
@@ -653,8 +655,9 @@ func TestActions(t *testing.T) {
 		require.Equal(t, "user:alice", term.Actor)
 		a, err := term.Attributes()
 		require.NoError(t, err)
-		require.Equal(t, "customer withdrew", a.(*history.ExecutionTerminated).Reason)
-		p := post("terminate", url.Values{"id": {"LOAN-2002"}})
+		require.Equal(t, &history.ExecutionTerminated{Reason: "customer withdrew", Ticket: "CS-4411"}, a)
+		require.Contains(t, b.get("/instance?id=LOAN-2002").body, "reason: customer withdrew, ticket CS-4411", "the history shows the ticket")
+		p = post("terminate", url.Values{"id": {"LOAN-2002"}})
 		require.Equal(t, http.StatusConflict, p.code)
 	})
 

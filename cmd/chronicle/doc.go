@@ -32,9 +32,9 @@
 // Every run starts from the same state, and its output is the same on
 // every run, hashes included.
 //
-// Commands that change the store (the task actions, dlq redrive and
-// discard) only enqueue work for the instance; on a shared store the
-// deployment's workers apply it. On the memory store no worker runs, so
+// Commands that change the store (the task actions, instance terminate,
+// suspend and resume, dlq redrive and discard) only enqueue work for the
+// instance; on a shared store the deployment's workers apply it. On the memory store no worker runs, so
 // the tool drives the engine until no work is left and reports the
 // effect: the task's and the instance's new status. Changes to the memory
 // store are lost when the command ends.
@@ -120,6 +120,17 @@
 // docs/tasks.md). An action that
 // is not allowed fails with "chronicle: forbidden: ...", one on a closed
 // task with "chronicle: task closed: ...", both with exit code 1.
+//
+//	instance terminate ID --reason R --by U [--ticket T]
+//	instance suspend ID --reason R --by U [--ticket T]
+//	instance resume ID --reason R --by U [--ticket T]
+//
+// Terminate, suspend or resume an instance as operator U. The event
+// recorded in its history carries "user:U", the reason and the optional
+// ticket (a ticket or change reference); a ticket longer than 200 bytes or
+// holding control characters is refused with "chronicle: invalid
+// argument: ..." and nothing is written. On the memory store the tool
+// prints the event recorded.
 //
 //	dlq list [--instance ID] [--status dead|redriven|discarded] [--after ID] [--limit N]
 //	dlq show ID

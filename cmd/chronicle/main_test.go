@@ -256,6 +256,18 @@ func TestCommands(t *testing.T) {
 		{"dlq_discard", ok, []string{"dlq", "discard", dl, "--by", "ops"}},
 		{"dlq_discard_unknown", failed, []string{"dlq", "discard", "no-such-letter", "--by", "ops"}},
 
+		// instance control
+		{"instance_terminate", ok, []string{"instance", "terminate", "LOAN-2002", "--reason", "customer withdrew", "--by", "ops", "--ticket", "CS-4411"}},
+		{"instance_terminate_json", ok, []string{"--json", "instance", "terminate", "LOAN-2002", "--reason", "customer withdrew", "--by", "ops", "--ticket", "CS-4411"}},
+		{"instance_suspend", ok, []string{"instance", "suspend", "LOAN-2002", "--reason", "fraud review", "--by", "ops", "--ticket", "FRAUD-12"}},
+		{"instance_suspend_no_ticket", ok, []string{"instance", "suspend", "LOAN-2002", "--reason", "fraud review", "--by", "ops"}},
+		{"instance_resume_not_suspended", failed, []string{"instance", "resume", "LOAN-2002", "--reason", "cleared", "--by", "ops", "--ticket", "FRAUD-13"}},
+		{"instance_terminate_bad_ticket", failed, []string{"instance", "terminate", "LOAN-2002", "--reason", "r", "--by", "ops", "--ticket", "CS\t1"}},
+		{"instance_terminate_ended", failed, []string{"instance", "terminate", "CLM-1001", "--reason", "r", "--by", "ops"}},
+		{"instance_terminate_unknown", failed, []string{"instance", "terminate", "NOPE-1", "--reason", "r", "--by", "ops"}},
+		{"instance_terminate_missing_reason", usage, []string{"instance", "terminate", "LOAN-2002", "--by", "ops"}},
+		{"instance_terminate_missing_by", usage, []string{"instance", "terminate", "LOAN-2002", "--reason", "r"}},
+
 		// projections
 		{"projections_rebuild", ok, []string{"projections", "rebuild", "CLM-1001"}},
 		{"projections_rebuild_all", ok, []string{"projections", "rebuild", "--all"}},

@@ -29,15 +29,9 @@ var actions = map[string]act{
 		return "Dead letter " + id + " discarded by " + user.ID + ".", c.path("/deadletters"),
 			c.engine.DiscardDeadLetter(r.Context(), id, user.ID)
 	},
-	"terminate": func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
-		if reason == "" {
-			reason = "terminated in the console"
-		}
-		ticket := strings.TrimSpace(r.PostFormValue("ticket"))
-		return "Instance " + id + " terminated by " + user.ID + ".", c.instanceURL(id),
-			c.engine.Terminate(r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID, Ticket: ticket})
-	},
+	"terminate": controlAct("terminated", "terminated in the console", (*chronicle.Engine).Terminate),
+	"suspend":   controlAct("suspended", "suspended in the console", (*chronicle.Engine).Suspend),
+	"resume":    controlAct("resumed", "resumed in the console", (*chronicle.Engine).Resume),
 	"schedule-pause": scheduleAct("paused", func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error {
 		return e.PauseSchedule(ctx, id, note, actor)
 	}),
@@ -65,6 +59,21 @@ var actions = map[string]act{
 	"complete": taskAct("completed", func(ctx context.Context, e *chronicle.Engine, id string, r *http.Request, u chronicle.User) error {
 		return e.CompleteTaskJSON(ctx, id, []byte(r.PostFormValue("result")), u)
 	}),
+}
+
+// controlAct makes the action of Terminate, Suspend or Resume: the form's
+// reason (fallback when empty) and optional ticket are recorded with the
+// acting user in the instance's history.
+func controlAct(verb, fallback string, do func(e *chronicle.Engine, ctx context.Context, id, reason string, opts *chronicle.ControlOptions) error) act {
+	return func(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		if reason == "" {
+			reason = fallback
+		}
+		ticket := strings.TrimSpace(r.PostFormValue("ticket"))
+		return "Instance " + id + " " + verb + " by " + user.ID + ".", c.instanceURL(id),
+			do(c.engine, r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID, Ticket: ticket})
+	}
 }
 
 // taskAct makes the action of a human-task method.

@@ -556,7 +556,7 @@ func TestActionsDisabled(t *testing.T) {
 	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
 	tok := b.token("/deadletters")
 	id := deadLetterID(t, d)
-	for _, action := range []string{"redrive", "discard", "terminate", "claim", "complete"} {
+	for _, action := range []string{"redrive", "discard", "terminate", "suspend", "resume", "claim", "complete"} {
 		p := b.post("/actions/"+action, url.Values{"csrf": {tok}, "id": {id}})
 		require.Equal(t, http.StatusForbidden, p.code, action)
 		require.Contains(t, p.body, "Actions are disabled", action)
@@ -636,6 +636,33 @@ func TestActions(t *testing.T) {
 		require.Contains(t, p.body, "already resolved")
 		p = post("redrive", url.Values{"id": {"nope"}})
 		require.Equal(t, http.StatusNotFound, p.code)
+	})
+
+	t.Run("SuspendResume", func(t *testing.T) {
+		require.Contains(t, b.get("/instance?id=CLM-1003").body, `id="suspend"`)
+		ok(post("suspend", url.Values{"id": {"CLM-1003"}, "reason": {"fraud review"}, "ticket": {"FRAUD-12"}}), "/instance?id=CLM-1003")
+		p := b.get("/instance?id=CLM-1003")
+		require.Contains(t, p.body, `<span class="status status-suspended">suspended</span>`)
+		require.Contains(t, p.body, "reason: fraud review, ticket FRAUD-12", "the history shows the ticket")
+		require.Contains(t, p.body, `id="resume"`)
+		require.NotContains(t, p.body, `id="suspend"`)
+		ok(post("resume", url.Values{"id": {"CLM-1003"}, "ticket": {"FRAUD-13"}}), "/instance?id=CLM-1003")
+		p = b.get("/instance?id=CLM-1003")
+		require.Contains(t, p.body, "reason: resumed in the console, ticket FRAUD-13")
+		require.Contains(t, p.body, `<span class="status status-running">running</span>`)
+		events, err := d.Engine.History(ctx, "CLM-1003")
+		require.NoError(t, err)
+		last := events[len(events)-1]
+		for i := range events {
+			if events[i].Kind == history.KindExecutionResumed {
+				last = events[i]
+			}
+		}
+		require.Equal(t, "user:alice", last.Actor)
+		a, err := last.Attributes()
+		require.NoError(t, err)
+		require.Equal(t, &history.ExecutionResumed{Reason: "resumed in the console", Ticket: "FRAUD-13"}, a)
+		require.Equal(t, http.StatusConflict, post("resume", url.Values{"id": {"CLM-1003"}}).code, "not suspended")
 	})
 
 	t.Run("Terminate", func(t *testing.T) {

@@ -282,6 +282,9 @@ type instancePage struct {
 	Letters    []letterRow
 	// Terminable says whether the instance may be terminated.
 	Terminable bool
+	// Suspendable and Resumable say whether the instance may be suspended
+	// (it runs) or resumed (it is suspended).
+	Suspendable, Resumable bool
 }
 
 // chain is the verification of a hash chain.
@@ -360,7 +363,8 @@ func (c *console) instance(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	p := instancePage{Instance: in, Terminable: !in.Status.Terminal() && in.Status != chronicle.StatusPending}
+	p := instancePage{Instance: in, Terminable: !in.Status.Terminal() && in.Status != chronicle.StatusPending,
+		Suspendable: in.Status == chronicle.StatusRunning, Resumable: in.Status == chronicle.StatusSuspended}
 	if in.Status == chronicle.StatusCompleted {
 		p.Result = decodedText(in.Result)
 	}

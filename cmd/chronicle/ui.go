@@ -27,7 +27,7 @@ func runUI(c *cli, cmd *command, args []string) error {
 	var roles, hosts listFlag
 	listen := fs.String("listen", "127.0.0.1:8080", "serve on this host:port; a loopback address unless --insecure-listen")
 	insecure := fs.Bool("insecure-listen", false, "allow a --listen address other hosts can reach (the console has no login of its own)")
-	actions := fs.Bool("actions", false, "enable actions: redrive and discard dead letters, terminate instances, act on human tasks")
+	actions := fs.Bool("actions", false, "enable actions: redrive and discard dead letters, terminate, suspend and resume instances, act on human tasks")
 	userID := fs.String("user", "", "with --actions, the user recorded with every action (default: the OS user)")
 	fs.Var(&roles, "roles", "with --actions, the roles of --user for human-task actions (R1,R2)")
 	fs.Var(&hosts, "host", "also answer requests for this `NAME` (NAME or NAME:PORT; repeatable), such as the name of a proxy in front; "+

@@ -8,12 +8,16 @@ import (
 
 // Field implements [query.Record]: the value of a built-in field or of a
 // search attribute of the record, ok false when it has none (an empty
-// string, a zero time, an attribute never set).
+// string, a zero time, an attribute never set or unset, an empty keyword
+// list).
 func (r *InstanceRecord) Field(f query.Field) (query.Value, bool) {
 	switch f.Builtin {
 	case query.Attribute:
 		v, ok := r.Attributes[f.Name]
-		return v, ok && v.Type != query.Invalid
+		if !ok || v.Type == query.Invalid || (v.Type == query.KeywordList && len(v.List) == 0) {
+			return query.Value{}, false
+		}
+		return v, true
 	case query.FieldID:
 		return keyword(r.InstanceID)
 	case query.FieldWorkflow:

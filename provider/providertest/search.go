@@ -602,6 +602,24 @@ func testSearch(t *testing.T, factory Factory) {
 		s.expect(t, "tags = 'a b'", "l-3")
 	})
 
+	t.Run("EmptyList", func(t *testing.T) {
+		// An empty keyword list is no value (docs/search.md, "Missing
+		// values"), as an attribute never set: a record written with one
+		// is found by IS NULL and by no term on the attribute.
+		t.Parallel()
+		s := newSearcher(t, factory)
+		s.saveRecord(t, searchRecord("el-1", "order", provider.StatusRunning, "", "", "v1", "", time.Hour, time.Hour, 0,
+			attrs("tags", keywords(), "customer", kw("c"))))
+		s.saveRecord(t, searchRecord("el-2", "order", provider.StatusRunning, "", "", "v1", "", time.Hour, time.Hour, 0,
+			attrs("tags", keywords("a"))))
+		s.saveRecord(t, searchRecord("el-3", "order", provider.StatusRunning, "", "", "v1", "", time.Hour, time.Hour, 0, nil))
+		s.expect(t, "tags IS NULL", "el-1", "el-3")
+		s.expect(t, "tags IS NOT NULL", "el-2")
+		s.expect(t, "tags != 'b'", "el-2")
+		s.expect(t, "NOT tags = 'a'", "el-1", "el-3")
+		s.expect(t, "tags STARTS_WITH ''", "el-2")
+	})
+
 	t.Run("EmptyKeyword", func(t *testing.T) {
 		// An empty keyword is a value of an attribute (query.Of takes
 		// it), unlike an empty built-in field, which has no value.

@@ -3,20 +3,16 @@ package chronicle_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
-	"github.com/chronicleflow/chronicle/provider/memory"
-	"github.com/chronicleflow/chronicle/round"
 )
 
 // TestBatchUnderCrashes runs two batches on two nodes sharing a store
@@ -45,42 +41,8 @@ func TestBatchUnderCrashes(t *testing.T) {
 func crashBatch(t *testing.T, mode provider.Mode, seed uint64) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed+100))
-	var (
-		mu     sync.Mutex
-		faulty bool
-		faults int
-	)
-	store := memory.New(memory.Options{Mode: mode, Fault: func(op memory.Op) *memory.Fault {
-		mu.Lock()
-		defer mu.Unlock()
-		if !faulty || rng.IntN(100) >= 12 {
-			return nil
-		}
-		faults++
-		return &memory.Fault{AfterEffect: rng.IntN(2) == 0, AfterWrites: rng.IntN(3)}
-	}})
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	clock := round.NewManualClock(start)
-	ctx := context.Background()
-	ids := 0
-	newNode := func(name string) *chronicle.Engine {
-		ids++
-		prefix := fmt.Sprintf("%s-%d-", name, ids)
-		n := 0
-		e, err := chronicle.New(store, chronicle.Options{
-			NodeID: name, Clock: clock, Logger: slog.New(slog.DiscardHandler), MaxDeliveries: 1 << 20,
-			ActivityLease: time.Minute, RoundLease: time.Minute, RetryJitter: func() float64 { return 1 },
-			NewID:            func() string { n++; return fmt.Sprintf("%s%d", prefix, n) },
-			SearchAttributes: batchDecls,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		registerWaiter(t, e)
-		t.Cleanup(e.Close)
-		return e
-	}
-	nodes := []*chronicle.Engine{newNode("a"), newNode("b")}
+	r := newCrashRig(t, mode, rng, chronicle.Options{SearchAttributes: batchDecls}, func(e *chronicle.Engine) { registerWaiter(t, e) })
+	ctx, nodes := context.Background(), r.nodes
 	regions := map[string]int{"uk": 25, "de": 15, "fr": 10}
 	for region, n := range regions {
 		for i := 1; i <= n; i++ {
@@ -109,42 +71,20 @@ func crashBatch(t *testing.T, mode provider.Mode, seed uint64) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	faulty = true
-	mu.Unlock()
+	r.arm(true)
 	idle := 0
-	for step := 0; step < 3000; step++ {
-		i := rng.IntN(len(nodes))
-		if rng.IntN(50) == 0 {
-			nodes[i].Close()
-			nodes[i] = newNode(string(rune('a' + i)))
-		}
-		if worked, _ := nodes[i].RunOnce(ctx); worked {
+	for range 3000 {
+		if r.step(ctx) {
 			idle = 0
 			continue
 		}
 		if idle++; idle >= 4 {
 			idle = 0
-			clock.Advance(time.Duration(1+rng.IntN(2000)) * time.Millisecond)
+			r.clock.Advance(time.Duration(1+rng.IntN(2000)) * time.Millisecond)
 		}
 	}
-	mu.Lock()
-	faulty = false
-	t.Logf("%d faults injected, clock at %s", faults, clock.Now().Sub(start))
-	mu.Unlock()
-	for quiet := 0; quiet < 240; {
-		w0, err0 := nodes[0].RunOnce(ctx)
-		w1, err1 := nodes[1].RunOnce(ctx)
-		if err0 != nil || err1 != nil {
-			t.Fatalf("after the faults: %v, %v", err0, err1)
-		}
-		if w0 || w1 {
-			quiet = 0
-			continue
-		}
-		quiet++
-		clock.Advance(time.Second)
-	}
+	r.arm(false)
+	r.quiesce(ctx)
 	e := nodes[0]
 	for _, c := range []struct {
 		id, region string

@@ -1,7 +1,6 @@
 package mongo
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -132,20 +130,9 @@ func typeCode(t query.Type) string {
 	return "?"
 }
 
-// validAttrName reports whether name is an identifier, so that it can
-// name a field of the "a" document (no dot, no '$').
-func validAttrName(name string) bool {
-	if name == "" || len(name) > 64 || !(name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z') {
-		return false
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+// validAttrName reports whether name can be a declared attribute's name
+// (an identifier of at most 64 bytes: it names a field or fills a column).
+func validAttrName(name string) bool { return query.ValidName(name) == nil }
 
 // matchNothing is a filter no document matches.
 func matchNothing() bson.D { return filter("_id", filter("$in", bson.A{})) }
@@ -291,38 +278,8 @@ func checkValue(f field, v query.Value) error {
 	return nil
 }
 
-// timeBound is a time literal converted to the stored unit, rounded so
-// that comparing stored values with it gives the answer of comparing
-// instants: floor for > and <=, ceil for >= and <. exact is false when
-// the literal falls between two stored units (= then matches nothing).
 func timeBound(f field, t time.Time, ceil bool) (n int64, exact bool) {
-	if f.nanos {
-		return saturatedNanos(t), true
-	}
-	us := t.UnixMicro()
-	exact = t.Equal(time.UnixMicro(us))
-	if !exact && ceil {
-		us++
-	}
-	return us, exact
-}
-
-var (
-	minNanoTime = time.Unix(0, math.MinInt64+1)
-	maxNanoTime = time.Unix(0, math.MaxInt64)
-)
-
-// saturatedNanos is t in Unix nanoseconds, clamped to the range int64
-// holds (stored times are always inside it, so a clamped bound compares
-// with them as the instant would).
-func saturatedNanos(t time.Time) int64 {
-	switch {
-	case t.Before(minNanoTime):
-		return math.MinInt64 + 1
-	case t.After(maxNanoTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
+	return provider.TimeBound(t, f.nanos, ceil)
 }
 
 // scalar is the stored form of a literal for a comparison on the "a"
@@ -493,32 +450,10 @@ func compilePrefix(x *query.Prefix) (bson.D, error) {
 		return filter(f.path, filter("$regex", "^"+regexp.QuoteMeta(x.Prefix))), nil
 	}
 	d := bson.D{{Key: "$gte", Value: x.Prefix}}
-	if up, ok := prefixEnd(x.Prefix); ok {
+	if up, ok := provider.PrefixEnd(x.Prefix); ok {
 		d = append(d, bson.E{Key: "$lt", Value: up})
 	}
 	return filter(f.path, d), nil
-}
-
-// prefixEnd returns the least valid UTF-8 string above every string that
-// starts with p: p with its last rune raised by one (a rune that cannot be
-// raised is dropped first). ok is false when there is none (p is made of
-// U+10FFFF only, or is not valid UTF-8).
-func prefixEnd(p string) (string, bool) {
-	if !utf8.ValidString(p) {
-		return "", false
-	}
-	for p != "" {
-		r, size := utf8.DecodeLastRuneInString(p)
-		p = p[:len(p)-size]
-		switch {
-		case r == utf8.MaxRune:
-			continue
-		case r == 0xD7FF:
-			return p + string(rune(0xE000)), true
-		}
-		return p + string(r+1), true
-	}
-	return "", false
 }
 
 func compileExists(qf query.Field) (bson.D, error) {
@@ -706,7 +641,7 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 	for _, r := range rows {
 		v := groupValue(f, r.ID)
 		i := slices.IndexFunc(out, func(g provider.GroupCount) bool {
-			return g.Value.IsZero() && v.IsZero() || query.Compare(g.Value, v) == 0 && !g.Value.IsZero() && !v.IsZero()
+			return query.Compare(g.Value, v) == 0 // the zero Value too: it is the group without one
 		})
 		if i >= 0 {
 			out[i].Count += r.C
@@ -714,20 +649,9 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 		}
 		out = append(out, provider.GroupCount{Value: v, Count: r.C})
 	}
-	slices.SortFunc(out, func(a, b provider.GroupCount) int {
-		if a.Value.IsZero() || b.Value.IsZero() {
-			return cmp.Compare(boolInt(!a.Value.IsZero()), boolInt(!b.Value.IsZero()))
-		}
-		return query.Compare(a.Value, b.Value)
-	})
+	// query.Compare orders the zero Value (no value) first.
+	slices.SortFunc(out, func(a, b provider.GroupCount) int { return query.Compare(a.Value, b.Value) })
 	return out, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // maxCustomPage bounds the instances ListCustomProjections reads per

@@ -1,7 +1,6 @@
 package oracle
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -315,7 +314,7 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 			v = groupValue(*f, str, num, dbl)
 		}
 		i := slices.IndexFunc(out, func(g provider.GroupCount) bool {
-			return g.Value.IsZero() == v.IsZero() && (v.IsZero() || query.Compare(g.Value, v) == 0)
+			return query.Compare(g.Value, v) == 0 // the zero Value too: it is the group without one
 		})
 		if i >= 0 {
 			out[i].Count += count
@@ -329,20 +328,9 @@ func (s *Store) CountInstances(ctx context.Context, p *provider.CountInstancesPa
 	if f == nil && len(out) == 0 {
 		out = []provider.GroupCount{{}}
 	}
-	slices.SortFunc(out, func(a, b provider.GroupCount) int {
-		if a.Value.IsZero() || b.Value.IsZero() {
-			return cmp.Compare(boolInt(!a.Value.IsZero()), boolInt(!b.Value.IsZero()))
-		}
-		return query.Compare(a.Value, b.Value)
-	})
+	// query.Compare orders the zero Value (no value) first.
+	slices.SortFunc(out, func(a, b provider.GroupCount) int { return query.Compare(a.Value, b.Value) })
 	return out, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // groupValue is a group's value as a Value of the field's type; NULL is

@@ -296,12 +296,3 @@ func TestAttributeRows(t *testing.T) {
 		t.Fatalf("rows %+v, want %+v", rows, want)
 	}
 }
-
-func TestPrefixEnd(t *testing.T) {
-	for p, want := range map[string]string{"ab": "ac", "a\U0010FFFF": "b", "\uD7FF": "\uE000", "\U0010FFFF": "", "": ""} {
-		got, ok := prefixEnd(p)
-		if got != want || ok != (want != "") {
-			t.Errorf("prefixEnd(%q) = %q, %v; want %q", p, got, ok, want)
-		}
-	}
-}

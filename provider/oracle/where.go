@@ -3,11 +3,9 @@ package oracle
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
-	"time"
-	"unicode/utf8"
 
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/query"
 )
 
@@ -165,20 +163,9 @@ func resolve(f query.Field) (field, error) {
 	return field{name: f.Builtin.String(), typ: f.Builtin.Type(), col: col}, nil
 }
 
-// validAttrName reports whether name is an identifier of at most 64
-// bytes (the declared names; the column holds 64 bytes).
-func validAttrName(name string) bool {
-	if name == "" || len(name) > 64 || !(name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z') {
-		return false
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+// validAttrName reports whether name can be a declared attribute's name
+// (an identifier of at most 64 bytes: it names a field or fills a column).
+func validAttrName(name string) bool { return query.ValidName(name) == nil }
 
 // storedType is the vtype of a field's rows: list elements are stored as
 // KeywordList rows.
@@ -221,35 +208,9 @@ func value(f field, v query.Value, ceil bool) (any, bool) {
 		}
 		return int64(0), true
 	case query.Time:
-		if !f.attr {
-			return saturatedNanos(v.Time), true
-		}
-		us := v.Time.UnixMicro()
-		exact := v.Time.Equal(time.UnixMicro(us))
-		if !exact && ceil {
-			us++
-		}
-		return us, exact
+		return provider.TimeBound(v.Time, !f.attr, ceil)
 	}
 	return nil, false
-}
-
-var (
-	minNanoTime = time.Unix(0, math.MinInt64+1)
-	maxNanoTime = time.Unix(0, math.MaxInt64)
-)
-
-// saturatedNanos is t in Unix nanoseconds, clamped to what NUMBER(19)
-// columns of the store hold (stored times are inside, so a clamped bound
-// compares as the instant does).
-func saturatedNanos(t time.Time) int64 {
-	switch {
-	case t.Before(minNanoTime):
-		return math.MinInt64 + 1
-	case t.After(maxNanoTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }
 
 var opSQL = map[query.Op]string{query.Eq: " = ", query.Ne: " <> ", query.Lt: " < ", query.Le: " <= ", query.Gt: " > ", query.Ge: " >= "}
@@ -379,7 +340,7 @@ func (w *whereSQL) prefix(x *query.Prefix) error {
 	if f.attr {
 		tag = keywordTag
 	}
-	up, bounded := prefixEnd(x.Prefix)
+	up, bounded := provider.PrefixEnd(x.Prefix)
 	if f.attr {
 		w.attrRows(f)
 		w.write(" AND ")
@@ -392,27 +353,6 @@ func (w *whereSQL) prefix(x *query.Prefix) error {
 	}
 	w.write(")")
 	return nil
-}
-
-// prefixEnd returns the least valid UTF-8 string above every string that
-// starts with p: p with its last rune raised by one (a rune that cannot
-// be raised is dropped first). ok is false when there is none.
-func prefixEnd(p string) (string, bool) {
-	if !utf8.ValidString(p) {
-		return "", false
-	}
-	for p != "" {
-		r, size := utf8.DecodeLastRuneInString(p)
-		p = p[:len(p)-size]
-		switch {
-		case r == utf8.MaxRune:
-			continue
-		case r == 0xD7FF:
-			return p + string(rune(0xE000)), true
-		}
-		return p + string(r+1), true
-	}
-	return "", false
 }
 
 func (w *whereSQL) exists(qf query.Field) error {

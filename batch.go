@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/chronicleflow/chronicle/history"
 	"math"
 	"strings"
 	"time"
@@ -472,9 +473,6 @@ func (e *Engine) registerBatches() error {
 	return RegisterActivity(e, batchApplyActivity, e.batchApply)
 }
 
-// batchRetry retries a page until the store answers.
-var batchRetry = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 2}
-
 // runBatch is the batch workflow.
 func runBatch(ctx *Context, st batchState) (batchState, error) {
 	sig := ctx.WaitEvent(batchControlEvent, nil)
@@ -508,7 +506,7 @@ func runBatch(ctx *Context, st batchState) (batchState, error) {
 		}
 		var page batchListResult
 		err := ctx.CallActivity(batchListActivity, batchListInput{Workflow: st.Workflow, Where: st.Where, After: st.Cursor, Limit: limit},
-			&ActivityOptions{Retry: batchRetry}).Get(&page)
+			&ActivityOptions{Retry: untilStoreAnswers}).Get(&page)
 		if err != nil {
 			st.State, st.Error = BatchFailed, err.Error()
 			continue
@@ -518,7 +516,7 @@ func runBatch(ctx *Context, st batchState) (batchState, error) {
 			err := ctx.CallActivity(batchApplyActivity, batchApplyInput{
 				Batch: st.ID, Action: st.Action, Reason: st.Reason, Ticket: st.Ticket, Actor: st.Actor,
 				Signal: st.Signal, Payload: st.Payload, IDs: page.IDs,
-			}, &ActivityOptions{Retry: batchRetry}).Get(&res)
+			}, &ActivityOptions{Retry: untilStoreAnswers}).Get(&res)
 			if err != nil {
 				res = res[:0]
 				for _, id := range page.IDs {
@@ -645,7 +643,7 @@ func permanent(err error) bool {
 // tombstones when the engine signs them. A purge that stopped half-way is
 // finished by the retry.
 func (e *Engine) batchPurge(ctx context.Context, in batchApplyInput) ([]batchOutcome, error) {
-	rep, err := e.Purge(ctx, PurgeOptions{InstanceIDs: in.IDs, By: strings.TrimPrefix(in.Actor, "user:"), Archive: e.opts.PurgeArchive})
+	rep, err := e.Purge(ctx, PurgeOptions{InstanceIDs: in.IDs, By: strings.TrimPrefix(in.Actor, history.ActorUserPrefix), Archive: e.opts.PurgeArchive})
 	if err != nil && (ctx.Err() != nil || !permanent(err)) {
 		return nil, fmt.Errorf("batch %s: purge: %w", in.Batch, err)
 	}
@@ -689,7 +687,7 @@ func batchReason(in batchApplyInput) string {
 
 // batchOne applies the action to one instance.
 func (e *Engine) batchOne(ctx context.Context, in batchApplyInput, id string) (outcome, note string, err error) {
-	user := strings.TrimPrefix(in.Actor, "user:")
+	user := strings.TrimPrefix(in.Actor, history.ActorUserPrefix)
 	reason := batchReason(in)
 	skip := func(err error) (string, string, error) {
 		if errors.Is(err, ErrInstanceNotRunning) || errors.Is(err, ErrInstanceNotFound) {

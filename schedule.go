@@ -497,6 +497,9 @@ func (e *Engine) TriggerSchedule(ctx context.Context, id, actor string) error {
 // once: firings already started are recorded as already-started. Overlap
 // policies do not apply to a backfill.
 func (e *Engine) BackfillSchedule(ctx context.Context, id string, from, to time.Time, actor string) error {
+	if from.IsZero() || to.IsZero() {
+		return invalid("backfill of %s needs a from and a to time", id)
+	}
 	if to.Before(from) {
 		return invalid("backfill ends (%s) before it starts (%s)", to, from)
 	}
@@ -791,7 +794,7 @@ func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, ove
 	err := ctx.CallActivity(scheduleFireActivity, scheduleFireInput{
 		ScheduleID: st.ID, InstanceID: id, Workflow: st.Workflow, Input: st.Input,
 		Overlap: overlap, Previous: st.Running, Actor: actor,
-	}, &ActivityOptions{Retry: fireRetry}).Get(&res)
+	}, &ActivityOptions{Retry: untilStoreAnswers}).Get(&res)
 	f := ScheduleFiring{Nominal: nominal, InstanceID: id, Actor: actor, At: ctx.Now()}
 	if err != nil {
 		f.Outcome = "failed: " + err.Error()
@@ -816,10 +819,11 @@ func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, ove
 	return nil
 }
 
-// fireRetry retries a firing's start until the store answers: a firing
+// untilStoreAnswers retries a built-in workflow's activity (a firing's
+// start, a batch's page) until the store answers: a firing
 // is lost only when its start is refused for good (an input the workflow
 // no longer takes).
-var fireRetry = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 2}
+var untilStoreAnswers = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 2}
 
 // scheduleFire is the activity that starts a firing: it applies the
 // overlap policy to the previous firing's instance and starts the firing's
@@ -864,7 +868,7 @@ func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (schedu
 		starter = c
 	}
 	actor := ""
-	if u, ok := strings.CutPrefix(in.Actor, "user:"); ok {
+	if u, ok := strings.CutPrefix(in.Actor, history.ActorUserPrefix); ok {
 		actor = u
 	}
 	_, err := starter.Start(ctx, in.Workflow, RawPayload(in.Input), &StartOptions{

@@ -241,6 +241,9 @@ func TestScheduleBackfill(t *testing.T) {
 	if err := e.BackfillSchedule(ctx, "bf", s, s.Add(-time.Hour), ""); !errors.Is(err, chronicle.ErrInvalidArgument) {
 		t.Errorf("reversed backfill: %v", err)
 	}
+	if err := e.BackfillSchedule(ctx, "bf", time.Time{}, s, "carol"); !errors.Is(err, chronicle.ErrInvalidArgument) {
+		t.Errorf("backfill without a from: %v", err)
+	}
 }
 
 func TestScheduleOverlap(t *testing.T) {

@@ -287,6 +287,23 @@ func TestTaskEscalationInvalidPolicy(t *testing.T) {
 	}
 }
 
+// TestTaskEscalationNegativeAfter: a negative After is refused, not taken
+// as "at Due".
+func TestTaskEscalationNegativeAfter(t *testing.T) {
+	env := chronicletest.New(t)
+	register(t, env.Engine(), "negative", func(ctx *chronicle.Context, _ int) (string, error) {
+		task := ctx.CreateTask("t", nil, &chronicle.TaskOptions{Due: ctx.Now().Add(escalationDue),
+			Escalation: []chronicle.TaskEscalation{{After: -time.Hour, ReassignTo: "bob"}}})
+		_, err := chronicle.WaitTask[string](ctx, task)
+		return "", err
+	})
+	id := env.Start("negative", 0, nil)
+	env.RunUntilIdle()
+	env.AssertStatus(id, chronicle.StatusFailed)
+	require.Contains(t, env.Err(id).Error(), "negative After")
+	require.NotContains(t, env.Kinds(id), history.KindTaskCreated)
+}
+
 // TestTaskEscalationHistoriesReplayAndRoundTrip exports the histories the
 // escalations wrote, reads them back, and replays them against the code.
 func TestTaskEscalationHistoriesReplayAndRoundTrip(t *testing.T) {

@@ -152,6 +152,8 @@ func (c *Context) escalationSteps(taskID string, o TaskOptions) ([]escalationSte
 		at := s.At
 		switch {
 		case !at.IsZero():
+		case s.After < 0:
+			return nil, fmt.Errorf("step %d has a negative After (%s)", i, s.After)
 		case s.After > 0:
 			at = c.x.now.Add(s.After)
 		case !o.Due.IsZero():

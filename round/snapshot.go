@@ -496,8 +496,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	case *history.CustomStatusSet:
 		s.CustomStatus, s.CustomStatusText = a.Status, a.Text
 	case *history.SearchAttributesUpserted:
-		s.Attributes = cloneMap(s.Attributes) // a clone may share the map
-		s.upsert(a.Attributes)
+		s.upsert(a.Attributes) // Clone and Record copy the map: s owns it
 	}
 	s.advance(e)
 	return nil

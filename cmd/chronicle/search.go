@@ -19,8 +19,15 @@ import (
 // attributes when --search-attributes is not given.
 const searchAttributesEnv = "CHRONICLE_SEARCH_ATTRIBUTES"
 
-// builtinFields are the fields every instance has, as queries name them.
-var builtinFields = []string{"id", "workflow", "status", "custom_status", "business_key", "version", "parent_id", "created_at", "updated_at", "completed_at"}
+// builtinFields returns the names of the fields every instance has, as
+// queries name them.
+func builtinFields() []string {
+	var names []string
+	for _, f := range query.Builtins() {
+		names = append(names, f.Name)
+	}
+	return names
+}
 
 // declarations returns the search attributes the tool knows: those of
 // --search-attributes, else of CHRONICLE_SEARCH_ATTRIBUTES, and on the
@@ -68,7 +75,7 @@ func declaredList(decls map[string]query.Type) string {
 
 // queryHint is said after a query that does not parse.
 func queryHint(decls map[string]query.Type) string {
-	return "hint: the fields are " + strings.Join(builtinFields, ", ") + "\n" +
+	return "hint: the fields are " + strings.Join(builtinFields(), ", ") + "\n" +
 		"      and the declared search attributes: " + declaredList(decls) + "\n" +
 		"      (declare them with --search-attributes 'name:type,...' or " + searchAttributesEnv + ");\n" +
 		"      strings take single quotes: status = 'running' AND amount > 100 (docs/search.md)"

@@ -24,6 +24,44 @@ type ExecutionStarted struct {
 	// declared name: those the start gave, or after continue-as-new those
 	// the previous execution had when it ended. None is the zero Value.
 	SearchAttributes SearchAttributeMap `msgpack:"search_attributes,omitempty" json:"search_attributes,omitempty"`
+	// RerunOf is set on an execution an operator started from a point of
+	// an earlier execution (a rerun): it names that execution, the seq
+	// the rerun started from, who asked for it and why.
+	RerunOf *RerunRef `msgpack:"rerun_of,omitempty" json:"rerun_of,omitempty"`
+}
+
+// RerunRef is the lineage of an execution started by a rerun: the
+// execution it reran and the seq it reran from (its events before FromSeq
+// were copied into the new execution), with the actor's reason and ticket.
+// The actor is the event's.
+type RerunRef struct {
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	FromSeq     int64  `msgpack:"from_seq" json:"from_seq"`
+	Reason      string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	Ticket      string `msgpack:"ticket,omitempty" json:"ticket,omitempty"`
+	// ActivitySeq is the seq, in the earlier execution, of the activity
+	// whose input the rerun replaced; 0 when it replaced none.
+	ActivitySeq int64 `msgpack:"activity_seq,omitempty" json:"activity_seq,omitempty"`
+}
+
+// ExecutionRerun is an operator's order to start a new execution of an
+// instance from a point of its current execution (a control request), and
+// the record of it in that execution, after its end: the execution ends
+// (as terminated) first if it was running. The new execution's
+// ExecutionStarted carries the same lineage ([RerunRef]).
+type ExecutionRerun struct {
+	// FromSeq is the seq the rerun started from: the new execution keeps
+	// the events of this execution before it.
+	FromSeq int64 `msgpack:"from_seq" json:"from_seq"`
+	// NewExecutionID is the execution the rerun started.
+	NewExecutionID string `msgpack:"new_execution_id" json:"new_execution_id"`
+	Reason         string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	// Ticket is the optional ticket or change reference the actor gave.
+	Ticket string `msgpack:"ticket,omitempty" json:"ticket,omitempty"`
+	// ActivitySeq is the seq of the ActivityScheduled whose input the
+	// rerun replaced with ActivityInput; 0 when it replaced none.
+	ActivitySeq   int64  `msgpack:"activity_seq,omitempty" json:"activity_seq,omitempty"`
+	ActivityInput []byte `msgpack:"activity_input,omitempty" json:"activity_input,omitempty"`
 }
 
 // ParentRef points from a sub-workflow to the step of its parent that
@@ -97,6 +135,9 @@ func (*ExecutionResumed) EventKind() Kind { return KindExecutionResumed }
 
 // EventKind implements [Attributes].
 func (*ContinuedAsNew) EventKind() Kind { return KindContinuedAsNew }
+
+// EventKind implements [Attributes].
+func (*ExecutionRerun) EventKind() Kind { return KindExecutionRerun }
 
 // EventKind implements [Attributes].
 func (*TurnStarted) EventKind() Kind { return KindTurnStarted }

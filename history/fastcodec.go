@@ -47,7 +47,8 @@ func appendAttributes(b []byte, a Attributes) (_ []byte, ok bool) {
 	case *SearchAttributesUpserted:
 		return a.Attributes.AppendMsgpack(mpack.AppendStr(append(b, 0x81), "attributes")), true
 	case *ExecutionStarted:
-		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 {
+		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 || a.RerunOf != nil {
+			// Rare: left to the reflective encoder.
 			return b, false
 		}
 		return appendExecutionStarted(b, a), true

@@ -116,6 +116,9 @@ func genAttributes(t *rapid.T) Attributes {
 			a.Tags = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "tags")
 		}
 		a.SearchAttributes = genValues(t)
+		if rapid.Bool().Draw(t, "rerun") {
+			a.RerunOf = &RerunRef{ExecutionID: genStr(t, "rexec"), FromSeq: genInt(t, "rseq"), Reason: genStr(t, "rreason"), Ticket: genStr(t, "rticket"), ActivitySeq: genInt(t, "ract")}
+		}
 		return a
 	default:
 		return &ActivityFailed{Failure: Failure{Message: genStr(t, "message")}, Attempts: int(genInt(t, "attempts"))}

@@ -60,6 +60,8 @@ func sampleAttributes(k history.Kind) history.Attributes {
 		return &history.CustomStatusSet{Status: []byte{0xa4, 'w', 'a', 'i', 't'}, Text: "wait"}
 	case history.KindSearchAttributesUpserted:
 		return &history.SearchAttributesUpserted{Attributes: sampleValues()}
+	case history.KindExecutionRerun:
+		return &history.ExecutionRerun{FromSeq: 4, NewExecutionID: "exec-2", Reason: "fixed the rate table", Ticket: "OPS-7", ActivitySeq: 3, ActivityInput: []byte{0xc3}}
 	case history.KindTaskEscalated:
 		return &history.TaskEscalated{TaskID: "t1", Step: 1, Reason: "overdue", Reassigned: true, Roles: []string{"supervisor"},
 			Notify: "page", Completed: true, Result: []byte{0xc3}}

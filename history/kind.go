@@ -13,6 +13,10 @@ const (
 	KindExecutionSuspended  Kind = "ExecutionSuspended"
 	KindExecutionResumed    Kind = "ExecutionResumed"
 	KindContinuedAsNew      Kind = "ContinuedAsNew"
+	// KindExecutionRerun records, in the execution a rerun started from,
+	// who started a new execution from which of its seqs (see
+	// [ExecutionRerun]). It follows the end of its execution.
+	KindExecutionRerun Kind = "ExecutionRerun"
 )
 
 // Turn kind: its At is the workflow's deterministic now.
@@ -97,6 +101,7 @@ var kindInfo = map[Kind]struct {
 	KindContinuedAsNew:           {ClassEnd, func() Attributes { return &ContinuedAsNew{} }},
 	KindExecutionSuspended:       {ClassControl, func() Attributes { return &ExecutionSuspended{} }},
 	KindExecutionResumed:         {ClassControl, func() Attributes { return &ExecutionResumed{} }},
+	KindExecutionRerun:           {ClassControl, func() Attributes { return &ExecutionRerun{} }},
 	KindTurnStarted:              {"", func() Attributes { return &TurnStarted{} }},
 	KindActivityScheduled:        {"", func() Attributes { return &ActivityScheduled{} }},
 	KindActivityCompleted:        {ClassActivity, func() Attributes { return &ActivityCompleted{} }},
@@ -141,6 +146,7 @@ func Kinds() []Kind {
 		KindSignalSent, KindSignalDelivered, KindSignalFailed,
 		KindSearchAttributesUpserted,
 		KindTaskEscalated,
+		KindExecutionRerun,
 	}
 }
 

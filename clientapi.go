@@ -35,6 +35,7 @@ type Client interface {
 	Terminate(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Suspend(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Resume(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
+	Rerun(ctx context.Context, instanceID string, opts RerunOptions) (string, error)
 
 	ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error)
 	GetTask(ctx context.Context, taskID string) (*TaskInfo, error)

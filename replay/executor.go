@@ -321,6 +321,9 @@ func (x *executor) apply(e *history.Event) error {
 	case *history.ExecutionTerminated:
 		x.ended = true
 		x.killAll()
+	case *history.ExecutionRerun:
+		// A record after the execution's end: its rerun runs in the next
+		// execution.
 	case *history.ExecutionSuspended:
 		x.suspended = true
 	case *history.ExecutionResumed:

@@ -343,6 +343,11 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			return fail("instance has not started")
 		case e.ExecutionID != s.ExecutionID:
 			return fail("event of execution %q, current is %q", e.ExecutionID, s.ExecutionID)
+		case e.Kind == history.KindExecutionRerun:
+			// The record of a rerun follows the end of its execution.
+			if !s.Ended {
+				return fail("a rerun record must follow the end of execution %s", s.ExecutionID)
+			}
 		case s.Ended:
 			return fail("execution %s has ended", s.ExecutionID)
 		}
@@ -380,6 +385,9 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 	case *history.ExecutionTerminated:
 		s.end(e, w, provider.StatusTerminated)
 		s.Failure = &history.Failure{Message: "terminated: " + a.Reason, Type: "Terminated", NonRetryable: true}
+	case *history.ExecutionRerun:
+		// A record: the execution has ended, and the next event starts
+		// the new one.
 	case *history.ContinuedAsNew:
 		s.end(e, w, provider.StatusRunning)
 		s.CompletedAt = time.Time{}

@@ -174,6 +174,12 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.pins[m.ID] = snap.ExecutionID
 		}
 		normalize(&m, snap)
+		if m.Kind == history.KindExecutionRerun {
+			if err := r.rerun(ctx, rs, &m); err != nil {
+				return err
+			}
+			continue
+		}
 		src := signalSource(&m)
 		if src != nil {
 			handled, err := r.classifySignal(ctx, rs, &m, src)

@@ -1,0 +1,25 @@
+package chronicle_test
+
+import (
+	"testing"
+)
+
+// The rerun tests on PostgreSQL (transactional rounds, its only mode): a
+// completed instance rerun from a turn, a failed one from its failed
+// activity with a replaced input, a running one, the refusals and a second
+// request.
+func TestPostgresRerun(t *testing.T) {
+	t.Parallel()
+	for name, test := range map[string]func(*testing.T, *bundle){
+		"CompletedFromMidHistory":            testRerunCompleted,
+		"FailedActivityWithReplacedInput":    testRerunFailedActivity,
+		"RunningInstanceEndsTheOldExecution": testRerunRunning,
+		"RefusalsWriteNothing":               testRerunRefusals,
+		"SecondRequestIsDeadLettered":        testRerunTwice,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, setupPostgres(t))
+		})
+	}
+}

@@ -172,6 +172,8 @@ func Bars(events []history.Event) []Bar {
 			if b := exec(e); b != nil {
 				end(b, e, OutcomeContinued, "continued as "+a.NewExecutionID)
 			}
+		case *history.ExecutionRerun:
+			mark(exec(e), e, "rerun as "+a.NewExecutionID)
 		case *history.ExecutionSuspended:
 			mark(exec(e), e, "suspended")
 		case *history.ExecutionResumed:

@@ -138,6 +138,9 @@ func (d describer) detail(e *history.Event) string {
 		if a.ContinuedFrom != "" {
 			from = "continued from " + a.ContinuedFrom
 		}
+		if r := a.RerunOf; r != nil {
+			from = parts(fmt.Sprintf("rerun of %s from #%d", r.ExecutionID, r.FromSeq), activityRef(r.ActivitySeq), reason(r.Reason), ticket(r.Ticket))
+		}
 		name := a.Name
 		if a.Version != "" {
 			name += " v" + a.Version
@@ -157,6 +160,9 @@ func (d describer) detail(e *history.Event) string {
 		return parts(reason(a.Reason), ticket(a.Ticket))
 	case *history.ExecutionResumed:
 		return parts(reason(a.Reason), ticket(a.Ticket))
+	case *history.ExecutionRerun:
+		return parts(fmt.Sprintf("rerun from #%d as execution %s", a.FromSeq, a.NewExecutionID), activityRef(a.ActivitySeq),
+			labelled("input", d.payload(a.ActivityInput)), reason(a.Reason), ticket(a.Ticket))
 	case *history.ContinuedAsNew:
 		return parts("new execution "+a.NewExecutionID, labelled("version", a.Version), labelled("input", d.payload(a.Input)))
 	case *history.TurnStarted:
@@ -291,6 +297,15 @@ func reason(r string) string {
 		return "no reason given"
 	}
 	return "reason: " + message(r)
+}
+
+// activityRef names the activity whose input a rerun replaced, or is ""
+// when it replaced none.
+func activityRef(seq int64) string {
+	if seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf("activity #%d with a new input", seq)
 }
 
 // ticket returns "ticket <t>", or "" when no ticket was given.

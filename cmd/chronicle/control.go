@@ -5,6 +5,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/jsonarg"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 )
 
@@ -87,6 +88,92 @@ func (c *cli) control(cmd *command, args []string, verb string, kind history.Kin
 		return c.printJSON(rep)
 	}
 	c.printf("%s instance %s by %s\n", verb, id, by)
+	if applied {
+		c.printf("instance %s is %s, recorded:\n", id, rep.InstanceStatus)
+		return timeline.Write(c.stdout, recorded, timeline.Options{Decode: c.decoder(), Prefix: "  ", NoHeader: true})
+	}
+	return nil
+}
+
+// rerunReport is what instance rerun prints with --json.
+type rerunReport struct {
+	InstanceID     string           `json:"instance_id"`
+	Action         string           `json:"action"`
+	By             string           `json:"by"`
+	Reason         string           `json:"reason"`
+	Ticket         string           `json:"ticket,omitempty"`
+	FromSeq        int64            `json:"from_seq"`
+	ExecutionID    string           `json:"execution_id"`
+	Applied        bool             `json:"applied"`
+	InstanceStatus chronicle.Status `json:"instance_status,omitempty"`
+}
+
+// runInstanceRerun starts a new execution of an instance from a seq of its
+// current execution as --by with --reason and the optional --ticket and
+// --input (the replaced input of the activity the seq names, as JSON);
+// on the memory store it prints the events the rerun recorded.
+func runInstanceRerun(c *cli, cmd *command, args []string) error {
+	fs := c.flags(cmd)
+	var reason, by, ticket, input string
+	var from int64
+	fs.Int64Var(&from, "from-seq", 0, "the seq of the current execution to rerun from (required): a turn, a message, or an activity's schedule or result")
+	fs.StringVar(&input, "input", "", "the activity's new input as JSON, when --from-seq names an activity")
+	fs.StringVar(&reason, "reason", "", "why, recorded in both executions (required)")
+	fs.StringVar(&by, "by", "", "the operator, recorded as the events' actor (required)")
+	fs.StringVar(&ticket, "ticket", "", "a ticket or change reference, recorded with the reason")
+	pos, err := c.parse(cmd, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	switch {
+	case from == 0:
+		return usagef(cmd, "--from-seq is required")
+	case reason == "":
+		return usagef(cmd, "--reason is required")
+	case by == "":
+		return usagef(cmd, "--by is required")
+	}
+	opts := chronicle.RerunOptions{FromSeq: from, Reason: reason, Actor: by, Ticket: ticket}
+	if input != "" {
+		if opts.ActivityInput, err = jsonarg.Parse(input); err != nil {
+			return usagef(cmd, "invalid value for flag --input: %v", err)
+		}
+	}
+	e, err := c.open()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	before, err := e.History(c.ctx, id)
+	if err != nil {
+		return c.notFound(id, err)
+	}
+	exec, err := e.Rerun(c.ctx, id, opts)
+	if err != nil {
+		return c.notFound(id, err)
+	}
+	applied, err := c.settle()
+	if err != nil {
+		return err
+	}
+	rep := rerunReport{InstanceID: id, Action: "rerun", By: by, Reason: reason, Ticket: ticket, FromSeq: from, ExecutionID: exec, Applied: applied}
+	var recorded []history.Event
+	if applied {
+		in, err := e.Describe(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		rep.InstanceStatus = in.Status
+		events, err := e.History(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		recorded = events[len(before):]
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	c.printf("rerun instance %s from seq %d by %s as execution %s\n", id, from, by, exec)
 	if applied {
 		c.printf("instance %s is %s, recorded:\n", id, rep.InstanceStatus)
 		return timeline.Write(c.stdout, recorded, timeline.Options{Decode: c.decoder(), Prefix: "  ", NoHeader: true})

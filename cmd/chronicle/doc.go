@@ -33,7 +33,7 @@
 // every run, hashes included.
 //
 // Commands that change the store (the task actions, instance terminate,
-// suspend and resume, dlq redrive and discard) only enqueue work for the
+// suspend, resume and rerun, dlq redrive and discard) only enqueue work for the
 // instance; on a shared store the deployment's workers apply it. On the memory store no worker runs, so
 // the tool drives the engine until no work is left and reports the
 // effect: the task's and the instance's new status. Changes to the memory
@@ -131,6 +131,19 @@
 // holding control characters is refused with "chronicle: invalid
 // argument: ..." and nothing is written. On the memory store the tool
 // prints the event recorded.
+//
+//	instance rerun ID --from-seq N [--input JSON] --reason R --by U [--ticket T]
+//
+// Start a new execution of an instance from seq N of its current execution
+// (Engine.Rerun): a TurnStarted runs that turn again, a message recorded
+// between turns (a result, a signal) is left out, and an activity's
+// schedule or result runs the activity again, with --input (JSON) as its
+// new input when given. The current execution ends (as terminated when it
+// was running) and records an ExecutionRerun event; the new one starts
+// with the lineage and copies of the events before N. A seq that cannot be
+// rerun from (a command inside a turn, the start, another execution) is
+// refused with "chronicle: invalid argument: ..." and nothing is written.
+// On the memory store the tool prints the events the rerun recorded.
 //
 //	dlq list [--instance ID] [--status dead|redriven|discarded] [--after ID] [--limit N]
 //	dlq show ID

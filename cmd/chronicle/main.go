@@ -220,6 +220,7 @@ func commands() []*command {
 		{"instance terminate", "ID --reason R --by U [--ticket T]", "end a running instance, recording the operator, reason and ticket", runInstanceTerminate},
 		{"instance suspend", "ID --reason R --by U [--ticket T]", "pause a running instance's code, recording the operator, reason and ticket", runInstanceSuspend},
 		{"instance resume", "ID --reason R --by U [--ticket T]", "continue a suspended instance, recording the operator, reason and ticket", runInstanceResume},
+		{"instance rerun", "ID --from-seq N [--input JSON] --reason R --by U [--ticket T]", "start a new execution from a seq of the current one (a turn, a message, an activity with an optional new input), recording the operator, reason and ticket in both", runInstanceRerun},
 		{"history show", "ID", "print an instance's history as a timeline", runHistoryShow},
 		{"history export", "ID [--out FILE]", "export an instance's history as JSON Lines", runHistoryExport},
 		{"history verify", "ID | --all | --archive FILE [--key KEYRING]...", "verify hash chains of stored or exported histories, and with --key their signed checkpoints", runHistoryVerify},

@@ -267,6 +267,14 @@ func TestCommands(t *testing.T) {
 		{"instance_terminate_unknown", failed, []string{"instance", "terminate", "NOPE-1", "--reason", "r", "--by", "ops"}},
 		{"instance_terminate_missing_reason", usage, []string{"instance", "terminate", "LOAN-2002", "--by", "ops"}},
 		{"instance_terminate_missing_by", usage, []string{"instance", "terminate", "LOAN-2002", "--reason", "r"}},
+		{"instance_rerun", ok, []string{"instance", "rerun", "KYC-3001", "--from-seq", "4", "--input", `{"customer":"C-5521","name":"Charles Babbage","passport":"P7654321"}`, "--reason", "passport renewed", "--by", "ops", "--ticket", "KYC-88"}},
+		{"instance_rerun_json", ok, []string{"--json", "instance", "rerun", "LOAN-2001", "--from-seq", "9", "--reason", "disbursement reversed by the bank", "--by", "ops"}},
+		{"instance_rerun_running", ok, []string{"instance", "rerun", "LOAN-2002", "--from-seq", "4", "--reason", "credit bureau corrected the score", "--by", "ops", "--ticket", "CR-9"}},
+		{"instance_rerun_command", failed, []string{"instance", "rerun", "LOAN-2001", "--from-seq", "13", "--reason", "r", "--by", "ops"}},
+		{"instance_rerun_input_without_activity", failed, []string{"instance", "rerun", "LOAN-2001", "--from-seq", "9", "--input", "1", "--reason", "r", "--by", "ops"}},
+		{"instance_rerun_unknown", failed, []string{"instance", "rerun", "NOPE-1", "--from-seq", "2", "--reason", "r", "--by", "ops"}},
+		{"instance_rerun_missing_from", usage, []string{"instance", "rerun", "LOAN-2001", "--reason", "r", "--by", "ops"}},
+		{"instance_rerun_bad_input", usage, []string{"instance", "rerun", "KYC-3001", "--from-seq", "4", "--input", "{", "--reason", "r", "--by", "ops"}},
 
 		// projections
 		{"projections_rebuild", ok, []string{"projections", "rebuild", "CLM-1001"}},

@@ -222,8 +222,13 @@ func disburseLoan(_ context.Context, app LoanApplication) (string, error) {
 	return "DSB-" + app.Number, nil
 }
 
+// verifyIdentity refuses the expired passport of KYC-3001; rerunning its
+// activity with another passport (chronicle instance rerun) verifies it.
 func verifyIdentity(_ context.Context, p Person) (string, error) {
-	return "", chronicle.ErrorWithType("DocumentExpired", fmt.Errorf("passport %s expired on 2026-03-31", p.Passport))
+	if p.Passport == "P1234567" {
+		return "", chronicle.ErrorWithType("DocumentExpired", fmt.Errorf("passport %s expired on 2026-03-31", p.Passport))
+	}
+	return "verified " + p.Customer + " by passport " + p.Passport, nil
 }
 
 func issueRefund(_ context.Context, r RefundRequest) (string, error) { return "RFD-" + r.Order, nil }

@@ -2,12 +2,15 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/internal/jsonarg"
 )
 
 // maxForm bounds the body of an action: a task result may be large, not
@@ -32,6 +35,7 @@ var actions = map[string]act{
 	"terminate": controlAct("terminated", "terminated in the console", (*chronicle.Engine).Terminate),
 	"suspend":   controlAct("suspended", "suspended in the console", (*chronicle.Engine).Suspend),
 	"resume":    controlAct("resumed", "resumed in the console", (*chronicle.Engine).Resume),
+	"rerun":     rerunAct,
 	"schedule-pause": scheduleAct("paused", func(ctx context.Context, e *chronicle.Engine, id, note, actor string) error {
 		return e.PauseSchedule(ctx, id, note, actor)
 	}),
@@ -74,6 +78,29 @@ func controlAct(verb, fallback string, do func(e *chronicle.Engine, ctx context.
 		return "Instance " + id + " " + verb + " by " + user.ID + ".", c.instanceURL(id),
 			do(c.engine, r.Context(), id, reason, &chronicle.ControlOptions{Actor: user.ID, Ticket: ticket})
 	}
+}
+
+// rerunAct starts a new execution of an instance from the form's seq,
+// with the form's activity input (JSON, optional), reason (a fallback when
+// empty) and ticket, recorded with the acting user in both executions.
+func rerunAct(c *console, r *http.Request, user chronicle.User, id string) (string, string, error) {
+	back := c.instanceURL(id)
+	from, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue("from_seq")), 10, 64)
+	if err != nil {
+		return "", back, fmt.Errorf("%w: the seq to rerun from is not a number", chronicle.ErrInvalidArgument)
+	}
+	opts := chronicle.RerunOptions{FromSeq: from, Actor: user.ID,
+		Reason: strings.TrimSpace(r.PostFormValue("reason")), Ticket: strings.TrimSpace(r.PostFormValue("ticket"))}
+	if opts.Reason == "" {
+		opts.Reason = "rerun in the console"
+	}
+	if in := strings.TrimSpace(r.PostFormValue("input")); in != "" {
+		if opts.ActivityInput, err = jsonarg.Parse(in); err != nil {
+			return "", back, fmt.Errorf("%w: the activity input is %v", chronicle.ErrInvalidArgument, err)
+		}
+	}
+	exec, err := c.engine.Rerun(r.Context(), id, opts)
+	return fmt.Sprintf("Instance %s rerun from seq %d by %s as execution %s.", id, from, user.ID, exec), back, err
 }
 
 // taskAct makes the action of a human-task method.

@@ -556,7 +556,7 @@ func TestActionsDisabled(t *testing.T) {
 	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
 	tok := b.token("/deadletters")
 	id := deadLetterID(t, d)
-	for _, action := range []string{"redrive", "discard", "terminate", "suspend", "resume", "claim", "complete"} {
+	for _, action := range []string{"redrive", "discard", "terminate", "suspend", "resume", "rerun", "claim", "complete"} {
 		p := b.post("/actions/"+action, url.Values{"csrf": {tok}, "id": {id}})
 		require.Equal(t, http.StatusForbidden, p.code, action)
 		require.Contains(t, p.body, "Actions are disabled", action)
@@ -686,6 +686,46 @@ func TestActions(t *testing.T) {
 		require.Contains(t, b.get("/instance?id=LOAN-2002").body, "reason: customer withdrew, ticket CS-4411", "the history shows the ticket")
 		p = post("terminate", url.Values{"id": {"LOAN-2002"}})
 		require.Equal(t, http.StatusConflict, p.code)
+	})
+
+	t.Run("Rerun", func(t *testing.T) {
+		before, err := d.Engine.History(ctx, "KYC-3001")
+		require.NoError(t, err)
+		require.Contains(t, b.get("/instance?id=KYC-3001").body, `id="rerun"`, "a failed instance can be rerun")
+		for name, form := range map[string]url.Values{
+			"no seq":         {"id": {"KYC-3001"}},
+			"the start":      {"id": {"KYC-3001"}, "from_seq": {"1"}},
+			"bad input":      {"id": {"KYC-3001"}, "from_seq": {"4"}, "input": {"{"}},
+			"bad ticket":     {"id": {"KYC-3001"}, "from_seq": {"4"}, "ticket": {"KYC\x01"}},
+			"input for turn": {"id": {"KYC-3001"}, "from_seq": {"5"}, "input": {"1"}},
+		} {
+			p := post("rerun", form)
+			require.Equal(t, http.StatusBadRequest, p.code, name)
+		}
+		require.Equal(t, http.StatusNotFound, post("rerun", url.Values{"id": {"NOPE-1"}, "from_seq": {"2"}}).code)
+		require.NoError(t, d.Drain(ctx))
+		after, err := d.Engine.History(ctx, "KYC-3001")
+		require.NoError(t, err)
+		require.Equal(t, before, after, "a refused rerun writes nothing")
+
+		ok(post("rerun", url.Values{"id": {"KYC-3001"}, "from_seq": {"4"}, "reason": {"passport renewed"}, "ticket": {"KYC-88"},
+			"input": {`{"customer":"C-5521","name":"Charles Babbage","passport":"P7654321"}`}}), "/instance?id=KYC-3001")
+		p := b.get("/instance?id=KYC-3001")
+		require.Contains(t, p.body, `id="notice" role="status">Instance KYC-3001 rerun from seq 4 by alice as execution `)
+		require.Contains(t, p.body, `<span class="status status-completed">completed</span>`, "the rerun activity passed")
+		require.Contains(t, p.body, `<a href="#seq-8" class="lineage">new execution at #8</a>`, "the record links to the new execution")
+		require.Contains(t, p.body, `<a href="#seq-4" class="lineage">reran from #4</a>`, "the new execution links to where it reran from")
+		require.Contains(t, p.body, "reason: passport renewed, ticket KYC-88")
+		events, err := d.Engine.History(ctx, "KYC-3001")
+		require.NoError(t, err)
+		require.Equal(t, before, events[:len(before)])
+		rec := events[len(before)]
+		require.Equal(t, history.KindExecutionRerun, rec.Kind)
+		require.Equal(t, "user:alice", rec.Actor)
+		a, err := rec.Attributes()
+		require.NoError(t, err)
+		require.Equal(t, "KYC-88", a.(*history.ExecutionRerun).Ticket)
+		require.NoError(t, d.Engine.Verify(ctx, "KYC-3001"))
 	})
 
 	t.Run("Tasks", func(t *testing.T) {

@@ -285,6 +285,9 @@ type instancePage struct {
 	// Suspendable and Resumable say whether the instance may be suspended
 	// (it runs) or resumed (it is suspended).
 	Suspendable, Resumable bool
+	// Rerunnable says whether the instance may be rerun from a seq: it has
+	// history.
+	Rerunnable bool
 }
 
 // chain is the verification of a hash chain.
@@ -315,6 +318,10 @@ type eventRow struct {
 	Attributes           string
 	ExecutionID          string
 	Later, Current, Ends bool
+	// LinkSeq and LinkText link a rerun's record to the start of the
+	// execution it started, and that start to the seq it reran from.
+	LinkSeq  int64
+	LinkText string
 }
 
 // projectionView is what the projections of an instance were as of one
@@ -457,13 +464,43 @@ func (c *console) instance(w http.ResponseWriter, r *http.Request) {
 	if c.engine.Options().Codec.Name() == "json" {
 		decode = timeline.DecodeJSON
 	}
+	starts := map[string]int64{}
+	for i := range events {
+		if events[i].Kind == history.KindExecutionStarted {
+			starts[events[i].ExecutionID] = events[i].Seq
+		}
+	}
 	for i := range events {
 		e := &events[i]
-		p.Events = append(p.Events, eventRow{Seq: e.Seq, At: e.At, Kind: string(e.Kind), Actor: e.Actor,
+		row := eventRow{Seq: e.Seq, At: e.At, Kind: string(e.Kind), Actor: e.Actor,
 			ExecutionID: e.ExecutionID, Detail: timeline.Detail(e, decode), Attributes: c.attributes(e.Kind, e.Payload),
-			Later: e.Seq > p.Seq, Current: p.Travel && e.Seq == p.Seq, Ends: e.Kind.Terminal()})
+			Later: e.Seq > p.Seq, Current: p.Travel && e.Seq == p.Seq, Ends: e.Kind.Terminal()}
+		row.LinkSeq, row.LinkText = lineage(e, starts)
+		p.Events = append(p.Events, row)
 	}
+	p.Rerunnable = len(events) > 0
 	c.render(w, r, http.StatusOK, "instance", in.ID, "instances", p)
+}
+
+// lineage links a rerun's record to the start of the execution it
+// started, and a start by a rerun to the seq it reran from: the seq to
+// link to and its text, or 0 and "".
+func lineage(e *history.Event, starts map[string]int64) (int64, string) {
+	a, err := e.Attributes()
+	if err != nil {
+		return 0, ""
+	}
+	switch a := a.(type) {
+	case *history.ExecutionRerun:
+		if seq, ok := starts[a.NewExecutionID]; ok {
+			return seq, fmt.Sprintf("new execution at #%d", seq)
+		}
+	case *history.ExecutionStarted:
+		if r := a.RerunOf; r != nil {
+			return r.FromSeq, fmt.Sprintf("reran from #%d", r.FromSeq)
+		}
+	}
+	return 0, ""
 }
 
 func boolOrder(b bool) int {

@@ -21,8 +21,8 @@ import (
 //
 // Apply is strict: it refuses events that break the rules of a log (a gap
 // in Seq, a completion without a pending schedule, a second event with one
-// idempotency key, an event after the end of an execution), so folding a
-// history checks it too.
+// idempotency key, an event after the end of an execution other than the
+// record of a rerun), so folding a history checks it too.
 type Snapshot struct {
 	InstanceID        string `msgpack:"instance"`
 	ExecutionID       string `msgpack:"execution,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -143,6 +144,69 @@ func TestRerun(t *testing.T) {
 		t.Parallel()
 		rerunModes(t, testRerunTwice)
 	})
+	t.Run("PendingTimerIsArmedAgain", func(t *testing.T) {
+		t.Parallel()
+		rerunModes(t, testRerunTimer)
+	})
+	t.Run("SuspendedInstance", func(t *testing.T) {
+		t.Parallel()
+		rerunModes(t, testRerunSuspended)
+	})
+}
+
+// A timer the kept part leaves pending is armed again at its recorded
+// fire time, and the new execution goes on when it fires.
+func testRerunTimer(t *testing.T, b *bundle) {
+	var calls rerunCalls
+	registerRerunClaim(t, b.engine, &calls)
+	register(t, b.engine, "cooling", func(ctx *chronicle.Context, n int) (string, error) {
+		rate, err := chronicle.CallActivity[int](ctx, "rate", n, nil)
+		if err != nil {
+			return "", err
+		}
+		if err := ctx.Sleep(time.Hour); err != nil {
+			return "", err
+		}
+		return chronicle.CallActivity[string](ctx, "pay", rate, nil)
+	})
+	b.start(t, "cooling", "C-6", 1)
+	b.drain(t)
+	b.advance(t, time.Hour)
+	require.Equal(t, "paid 3 (call 1)", result[string](t, b, "C-6"))
+	before := b.history(t, "C-6")
+	from := seqOf(t, before, history.KindTimerFired, 1)
+
+	exec, err := b.engine.Rerun(b.ctx, "C-6", chronicle.RerunOptions{FromSeq: from, Reason: "rate table fixed", Actor: "ana", Ticket: "OPS-7"})
+	require.NoError(t, err)
+	b.drain(t) // the timer's fire time has passed: it fires at once
+	require.Equal(t, "paid 3 (call 2)", result[string](t, b, "C-6"))
+	events := checkRerun(t, b, "C-6", before, exec, from)
+	require.Equal(t, 2, count(events, history.KindTimerFired))
+	require.Equal(t, int32(1), calls.rate.Load())
+}
+
+// A suspended instance can be rerun: its execution ends as terminated and
+// the new one runs, since suspensions are not copied.
+func testRerunSuspended(t *testing.T, b *bundle) {
+	var calls rerunCalls
+	registerRerunClaim(t, b.engine, &calls)
+	b.start(t, "claim", "C-7", rerunClaim{Amount: 1, Wait: true})
+	b.drain(t)
+	require.NoError(t, b.engine.Suspend(b.ctx, "C-7", "fraud review", nil))
+	b.drain(t)
+	require.Equal(t, chronicle.StatusSuspended, b.describe(t, "C-7").Status)
+	before := b.history(t, "C-7")
+	from := int64(len(before)) // the suspension, a message
+
+	exec, err := b.engine.Rerun(b.ctx, "C-7", chronicle.RerunOptions{FromSeq: from, Reason: "rate table fixed", Actor: "ana", Ticket: "OPS-7"})
+	require.NoError(t, err)
+	b.drain(t)
+	require.Equal(t, chronicle.StatusRunning, b.describe(t, "C-7").Status)
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "C-7", "approve", true, nil))
+	b.drain(t)
+	require.Equal(t, "paid 3 (call 1)", result[string](t, b, "C-7"))
+	events := checkRerun(t, b, "C-7", before, exec, from)
+	require.Equal(t, history.KindExecutionTerminated, events[len(before)].Kind)
 }
 
 // A completed instance rerun from its second turn pays again, without

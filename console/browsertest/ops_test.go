@@ -113,3 +113,37 @@ func TestScheduleAndBatchActions(t *testing.T) {
 		t.Errorf("batch %s, last change %+v", b.State, c)
 	}
 }
+
+// TestRerunFromTheInstancePage reruns the failed identity check of
+// KYC-3001 from its failed activity with a renewed passport, from the
+// rerun form of its page, and follows the links between the old and the
+// new execution in its events.
+func TestRerunFromTheInstancePage(t *testing.T) {
+	s := serve(t, true)
+	ctx := browser(t, 1280, 900)
+	do(t, ctx,
+		chromedp.Navigate(s.url+"/instance?id=KYC-3001"),
+		chromedp.WaitVisible(chromedp.CSS(`form#rerun`)),
+		chromedp.SendKeys(chromedp.CSS(`form#rerun input[name="from_seq"]`), "4"),
+		chromedp.SendKeys(chromedp.CSS(`form#rerun input[name="input"]`), `{"customer":"C-5521","name":"Charles Babbage","passport":"P7654321"}`),
+		chromedp.SendKeys(chromedp.CSS(`form#rerun input[name="reason"]`), "passport renewed"),
+		chromedp.SendKeys(chromedp.CSS(`form#rerun input[name="ticket"]`), "KYC-88"),
+		chromedp.Click(chromedp.CSS(`form#rerun button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#notice`)),
+	)
+	if notice := run(t, ctx, chromedp.Text(chromedp.CSS(`#notice`))); !strings.HasPrefix(notice, "Instance KYC-3001 rerun from seq 4 by ops as execution ") {
+		t.Errorf("notice %q", notice)
+	}
+	reloadUntil(t, ctx, `h1 .status`, "completed")
+	links := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('a.lineage'), a => a.textContent + ' ' + a.getAttribute('href'))`))
+	if want := []string{"new execution at #8 #seq-8", "reran from #4 #seq-4"}; !equal(links, want) {
+		t.Errorf("lineage links %v, want %v", links, want)
+	}
+	events, err := s.demo.Engine.History(ctx, "KYC-3001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := events[6]; e.Kind != "ExecutionRerun" || e.Actor != "user:ops" {
+		t.Errorf("seq 7 is %s by %s, want the rerun's record by user:ops", e.Kind, e.Actor)
+	}
+}

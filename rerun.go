@@ -46,8 +46,9 @@ type RerunOptions struct {
 // round carries it out, exactly once. A request it can no longer carry out
 // (another execution started in between) is dead-lettered with the
 // reason. Rerun refuses, writing nothing, an unknown instance
-// (ErrInstanceNotFound) and, with ErrInvalidArgument, a missing reason, a
-// bad ticket or actor, and a seq it cannot rerun from: outside the current
+// (ErrInstanceNotFound) and, with ErrInvalidArgument, an instance whose
+// start is still queued, a missing reason, a bad ticket or actor, and a
+// seq it cannot rerun from: outside the current
 // execution, its start, a command inside a turn, the record of an earlier
 // rerun; an instance started as a sub-workflow; a kept part holding a
 // human task or a sub-workflow or signal still waiting for its outcome;
@@ -81,6 +82,9 @@ func (e *Engine) Rerun(ctx context.Context, instanceID string, opts RerunOptions
 		return "", fmt.Errorf("history of %s: %w", instanceID, err)
 	}
 	if len(events) == 0 {
+		if _, pending, err := e.lookup(ctx, instanceID); err == nil && pending {
+			return "", invalid("instance %s has not run its first round yet: it has no history to rerun from", instanceID)
+		}
 		return "", fmt.Errorf("%w: %s", ErrInstanceNotFound, instanceID)
 	}
 	start := len(events) - 1

@@ -326,6 +326,10 @@ func testRerunRefusals(t *testing.T, b *bundle) {
 
 	_, err := b.engine.Rerun(b.ctx, "nobody", ok)
 	require.ErrorIs(t, err, chronicle.ErrInstanceNotFound)
+	b.start(t, "claim", "C-4-queued", rerunClaim{Amount: 1})
+	_, err = b.engine.Rerun(b.ctx, "C-4-queued", chronicle.RerunOptions{FromSeq: 2, Reason: "r", Actor: "ana"})
+	require.ErrorIs(t, err, chronicle.ErrInvalidArgument, "a start still queued has no history")
+	require.Contains(t, err.Error(), "no history to rerun from")
 	for name, o := range map[string]chronicle.RerunOptions{
 		"no seq":               {Reason: "r", Actor: "ana"},
 		"negative seq":         {FromSeq: -1, Reason: "r", Actor: "ana"},

@@ -2,6 +2,7 @@ package chronicle_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,10 @@ func checkRerun(t *testing.T, b *bundle, id string, before []history.Event, newE
 	diffs, err := b.engine.CheckProjections(b.ctx, id)
 	require.NoError(t, err)
 	require.Empty(t, diffs, "stored projections equal the fold of history")
+	require.NoError(t, b.engine.RebuildProjections(b.ctx, id))
+	diffs, err = b.engine.CheckProjections(b.ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, diffs, "rebuilt projections equal the fold of history")
 	rep := b.engine.ReplayHistory(events)
 	require.NoError(t, rep.Err)
 	require.Nil(t, rep.Divergence)
@@ -379,4 +384,36 @@ func testRerunTwice(t *testing.T, b *bundle) {
 	require.Len(t, letters, 1)
 	require.Equal(t, provider.ReasonRejected, letters[0].Reason)
 	require.Contains(t, letters[0].Error, "current execution is "+first)
+}
+
+// Signed checkpoints cover a rerun like any other append: a checkpoint
+// taken before it and one after it both verify, the second up to the new
+// execution's last event.
+func TestRerunIsCoveredByCheckpoints(t *testing.T) {
+	t.Parallel()
+	signer, err := chronicle.NewEd25519Signer("k1", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	require.NoError(t, err)
+	b := setup(t, chronicle.Options{Checkpoints: &chronicle.CheckpointOptions{Signer: signer}})
+	var calls rerunCalls
+	registerRerunClaim(t, b.engine, &calls)
+	b.start(t, "claim", "C-8", rerunClaim{Amount: 10})
+	b.drain(t)
+	_, err = b.engine.Checkpoint(b.ctx)
+	require.NoError(t, err)
+	before := b.history(t, "C-8")
+	exec, err := b.engine.Rerun(b.ctx, "C-8", chronicle.RerunOptions{FromSeq: seqOf(t, before, history.KindTurnStarted, 2), Reason: "rate table fixed", Actor: "ana", Ticket: "OPS-7"})
+	require.NoError(t, err)
+	b.drain(t)
+	cp, err := b.engine.Checkpoint(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), cp.Number)
+	events := checkRerun(t, b, "C-8", before, exec, seqOf(t, before, history.KindTurnStarted, 2))
+
+	keys := &chronicle.Keyring{}
+	require.NoError(t, keys.Add(signer.KeyID(), signer.Public()))
+	rep, err := b.engine.VerifyCheckpoints(b.ctx, keys)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Len(t, rep.Instances, 1)
+	require.Equal(t, events[len(events)-1].Seq, rep.Instances[0].CoveredSeq)
 }

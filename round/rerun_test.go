@@ -104,6 +104,17 @@ func TestPlanRerun(t *testing.T) {
 			require.ErrorIs(t, err, round.ErrCannotRerun, name)
 		}
 	})
+	t.Run("ActivityStillRunning", func(t *testing.T) {
+		evs := rerunLog(t, start, turn, ev{&history.ActivityScheduled{Name: "a"}, ""}, ev{&history.EventRaised{Name: "s", IdempotencyKey: "k"}, "k"})
+		p, err := round.PlanRerun(evs, 3, []byte{7})
+		require.NoError(t, err)
+		require.Equal(t, int64(3), p.ActivitySeq)
+		require.Len(t, p.Keep, 3, "everything after the start is kept")
+		terminated := rerunLog(t, start, turn, ev{&history.ActivityScheduled{Name: "a"}, ""}, ev{&history.ExecutionTerminated{Reason: "r"}, "x1"})
+		p, err = round.PlanRerun(terminated, 3, nil)
+		require.NoError(t, err)
+		require.Len(t, p.Keep, 2, "kept up to the termination")
+	})
 	t.Run("FinishedChildIsCopied", func(t *testing.T) {
 		evs := rerunLog(t, start, turn, ev{&history.SubWorkflowScheduled{Name: "c", InstanceID: "c1"}, ""},
 			ev{&history.SubWorkflowCompleted{}, "3"}, turn)

@@ -183,10 +183,10 @@ type instance struct {
 	// orderIndex and orderKey are its index and key in Store.order.
 	orderIndex int
 	orderKey   time.Time
-	lockedBy  *tx
-	lease     *leaseState
-	holdUntil time.Time
-	epoch     int64
+	lockedBy   *tx
+	lease      *leaseState
+	holdUntil  time.Time
+	epoch      int64
 	// purging is the tombstone of a purge that has begun; the instance
 	// is then never leased.
 	purging *provider.Tombstone

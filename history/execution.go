@@ -24,6 +24,19 @@ type ExecutionStarted struct {
 	// declared name: those the start gave, or after continue-as-new those
 	// the previous execution had when it ended. None is the zero Value.
 	SearchAttributes SearchAttributeMap `msgpack:"search_attributes,omitempty" json:"search_attributes,omitempty"`
+	// Priority orders the execution's work in the queues (see
+	// docs/operations.md, "Priority"); continue-as-new carries it.
+	Priority int `msgpack:"priority,omitempty" json:"priority,omitempty"`
+	// Concurrency, when set, is the key whose slot the instance holds
+	// while it runs; continue-as-new keeps the slot.
+	Concurrency *Concurrency `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
+}
+
+// Concurrency names a concurrency key and its limit: at most Limit
+// instances (or activities) of the key run at once.
+type Concurrency struct {
+	Key   string `msgpack:"key" json:"key"`
+	Limit int    `msgpack:"limit" json:"limit"`
 }
 
 // ParentRef points from a sub-workflow to the step of its parent that

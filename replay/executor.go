@@ -31,6 +31,9 @@ type Options struct {
 	// history records the policy in effect. Default
 	// [round.DefaultRetryPolicy].
 	DefaultRetry history.RetryPolicy
+	// QueuePriorities gives the activities of a queue a priority when
+	// their options set none.
+	QueuePriorities map[string]int
 	// Logger receives workflow logs outside replay. Default discards.
 	Logger *slog.Logger
 	// SearchAttributes declares the search attributes workflow code may

@@ -106,9 +106,15 @@ func (r *RateLimit) Matches(t *ActivityTask) bool {
 	return (r.Activity == "" || r.Activity == t.Name) && (r.Queue == "" || r.Queue == t.Queue)
 }
 
-// Window returns the start of the window of now.
+// Window returns the start of the window of now: the latest multiple of
+// Interval since the Unix epoch at or before now, in UTC.
 func (r *RateLimit) Window(now time.Time) time.Time {
-	return now.Truncate(r.Interval)
+	n, d := now.UnixNano(), int64(r.Interval)
+	m := n % d
+	if m < 0 {
+		m += d
+	}
+	return time.Unix(0, n-m).UTC()
 }
 
 // Validate checks the limit.

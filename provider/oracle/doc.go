@@ -416,7 +416,14 @@
 // marker left, Oracle syntax, no reserved bind names), migration parsing
 // and order, and every store method and round step run on a fake
 // database/sql driver that checks each statement's binds as Oracle would.
-// The conformance suite
+// On the project's PostgreSQL test server, the conformance groups of
+// priority, activity limits and slots, and the queue and activity groups,
+// run on a store whose statements and migrations a test driver translates
+// to PostgreSQL (binds, FROM dual, NVL, the token sequence, virtual
+// columns as stored ones, a failed statement rolled back alone): this
+// checks the statements' columns, conditions and order, the code around
+// them and the row locks that serialize keys, windows and slot sets, not
+// Oracle's parser, plans or locking. The whole conformance suite
 // ([github.com/chronicleflow/chronicle/provider/providertest.Exercise]),
 // migration and commit-outcome tests, the end-to-end workflows of the
 // repository root and the rapid workflows machine (package fuzz) need a server: they run

@@ -69,7 +69,7 @@ func (s *Store) acquireSlot(ctx context.Context, tx dbtx, p *provider.AcquireSlo
 		return true, nil // it holds one already
 	}
 	var holders, ahead int64
-	if err := tx.QueryRowContext(ctx, s.sql.slotCounts, key, named("before", seq)).Scan(intScan{&holders}, intScan{&ahead}); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.slotCounts, key, named("ahead_of", seq)).Scan(intScan{&holders}, intScan{&ahead}); err != nil {
 		return false, failf(err, "acquire slot %s for %s", p.Key, p.Holder)
 	}
 	takes := ahead < int64(p.Limit)-holders
@@ -108,7 +108,7 @@ func (s *Store) releaseSlot(ctx context.Context, tx dbtx, p *provider.ReleaseSlo
 		return nil, failf(err, "release slot %s of %s", p.Key, p.Holder)
 	}
 	var holders, waiters int64
-	if err := tx.QueryRowContext(ctx, s.sql.slotCounts, key, named("before", int64(math.MaxInt64))).Scan(intScan{&holders}, intScan{&waiters}); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.slotCounts, key, named("ahead_of", int64(math.MaxInt64))).Scan(intScan{&holders}, intScan{&waiters}); err != nil {
 		return nil, failf(err, "release slot %s", p.Key)
 	}
 	free := min(limit-holders, waiters)

@@ -53,6 +53,7 @@ const envFlowChild = "CHRONICLE_ORACLE_FLOW_ON_PG"
 func TestFlowConformanceOnPostgres(t *testing.T) {
 	url := pgtest.URL(t)
 	if os.Getenv(envFlowChild) == "" {
+		t.Parallel()
 		// Only some groups of the suite can run on this translation
 		// (others append history with INSERT ALL, or use Oracle's MERGE),
 		// and Exercise runs every group: a child process runs it filtered

@@ -633,10 +633,10 @@ const slotMemberSQL = `
 SELECT waiting, seq FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND instance_id = :holder`
 
 // slotCountsSQL counts the holders of a set and its waiters that waited
-// before :before (an identity value; the greatest number for all).
+// before :ahead_of (an identity value; the greatest number for all).
 const slotCountsSQL = `
 SELECT (SELECT COUNT(*) FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND waiting = 0),
-       (SELECT COUNT(*) FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND waiting = 1 AND seq < :before)
+       (SELECT COUNT(*) FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND waiting = 1 AND seq < :ahead_of)
 FROM dual`
 
 const insertSlotMemberSQL = `

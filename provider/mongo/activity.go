@@ -52,7 +52,7 @@ type taskDoc struct {
 	Task []byte `bson:"t"`
 	// Name, Priority and ConcurrencyKey are the task's, for queries
 	// (schema 5).
-	Name           string `bson:"n"`
+	Name           string `bson:"an"`
 	Priority       int    `bson:"pr,omitempty"`
 	ConcurrencyKey string `bson:"ck,omitempty"`
 }
@@ -280,9 +280,10 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 			return nil, nil
 		}
 		last := &taskDoc{ID: docs[len(docs)-1].ID, OrderAt: docs[len(docs)-1].OrderAt, Order: docs[len(docs)-1].Order}
-		// In order; a claimer that loses a task to another claimer
-		// tries the rest of the page in a random order, so that the
-		// claimers that lost it do not all race again for the next one.
+		// In order; a claimer that finds a task taken by another
+		// claimer tries the rest of the page in a random order, so that
+		// the claimers that lost it do not all race again for the next
+		// one.
 		shuffled := false
 		for i := range docs {
 			l, lost, err := s.tryClaim(ctx, &docs[i], c)
@@ -305,8 +306,8 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 // claimPage is how many candidate tasks ClaimActivity reads at a time.
 const claimPage = 16
 
-// tryClaim claims d unless its step says it is not claimable, a limit
-// or key stops it, or another worker changes its claim first (lost).
+// tryClaim claims d unless a limit or key stops it, or another worker
+// changed its claim since its hint was read or changes it first (lost).
 func (s *Store) tryClaim(ctx context.Context, d *taskDoc, c *claimCall) (_ *provider.ActivityLease, lost bool, _ error) {
 	p := c.p
 	if c.full[d.ConcurrencyKey] {
@@ -323,10 +324,11 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, c *claimCall) (_ *prov
 		case last.terminal():
 			// Its settler died before its last writes, or a
 			// concurrent writer overwrote the hint.
-			return nil, false, s.finish(ctx, d.Instance, last, p.Now)
+			return nil, true, s.finish(ctx, d.Instance, last, p.Now)
 		case last.claimableAt() > provider.UnixNanos(p.Now):
+			// Claimed or settled since the hint was read: lost.
 			s.writeHint(ctx, last)
-			return nil, false, nil
+			return nil, true, nil
 		case last.Kind == stepClaim:
 			expired = &provider.ExpiredClaim{Owner: last.Owner, LockedUntil: provider.FromUnixNanos(last.Until)}
 			next.ExpiredOwner, next.ExpiredUntil = last.Owner, last.Until
@@ -754,7 +756,7 @@ func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now ti
 	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", t.ID),
 		set("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "po", orderAt(provider.UnixNanos(now), t.Priority),
 			"o", nextOrder(now), "tok", "", "own", "", "u", int64(0), "d", false, "t", data,
-			"n", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey), options.UpdateOne().SetUpsert(true))
+			"an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey), options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
 	}

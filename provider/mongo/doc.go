@@ -27,9 +27,8 @@
 // a task's claims: claim, settlement, cancel, requeue), dead_letters, incidents, snapshots, instances, human_tasks,
 // human_task_events, custom_projections, tombstones, checkpoints and
 // checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]),
-// parked_instances, slot_sets, activity_slots and rate_tokens (flow
-// control, below), and chronicle_meta (schema version and migration
-// lock). Times are Unix nanoseconds from
+// slot_sets, activity_slots and rate_tokens (flow control, below), and
+// chronicle_meta (schema version and migration lock). Times are Unix nanoseconds from
 // the engine's clock (BSON dates keep milliseconds only); no method reads
 // the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
 // run under a lock document.
@@ -108,12 +107,13 @@
 //     retry, requeue; never once done), and claims read by (po, o, _id)
 //     a page at a time, indexed {q, d, po, o}. NextVisibleAt still
 //     answers by VisibleAt (messages) and claimable time (tasks).
-//   - Parked instances (provider.FlowSteps.ParkInstance): a document by
-//     instance id in parked_instances, read with the instances' epochs;
-//     a parked instance is never leased and NextVisibleAt leaves it out.
-//     WakeInstances deletes it (an unparked instance has none to delete).
-//     Its own collection, not a field of the epoch document, so that a
-//     wake is never lost to a concurrent write of the epoch.
+//   - Parked instances (provider.FlowSteps.ParkInstance): a park
+//     document of the instance in leases (epoch 0, _id instance + "park"),
+//     which the reads of the instances' epochs find with them: a parked
+//     instance is never leased, and NextVisibleAt leaves it out.
+//     WakeInstances deletes it (an instance not parked has none). A
+//     document of its own, not a field of the epoch document, so that a
+//     wake is never lost to the epoch's release written at the same time.
 //   - Slot sets of instance concurrency keys (AcquireSlot, ReleaseSlot):
 //     versions by (key, version) in slot_sets; a change reads the newest,
 //     computes the next (holders, FIFO waiters, the limit) and inserts

@@ -104,7 +104,7 @@ func AsBeforeFlow(ctx context.Context, s *Store) error {
 	if _, err := s.c.messages.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("po", "", "pr", "")}}); err != nil {
 		return err
 	}
-	if _, err := s.c.tasks.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("po", "", "n", "", "pr", "", "ck", "")}}); err != nil {
+	if _, err := s.c.tasks.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("po", "", "an", "", "pr", "", "ck", "")}}); err != nil {
 		return err
 	}
 	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 4))

@@ -50,31 +50,13 @@ func activityPriority(data []byte) int {
 	return t.Priority
 }
 
-// parkDoc marks a parked instance, by instance id: no round leases or
-// dequeues the instance while it exists (see ParkInstance).
-type parkDoc struct {
-	ID string `bson:"_id"`
-}
-
-// parkedOf returns those of ids that are parked.
-func (s *Store) parkedOf(ctx context.Context, ids []string) ([]string, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	cur, err := s.c.parked.Find(ctx, filter("_id", filter("$in", ids)))
-	if err != nil {
-		return nil, fmt.Errorf("parked instances: %w", translate(err))
-	}
-	var docs []parkDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("parked instances: %w", translate(err))
-	}
-	out := make([]string, len(docs))
-	for i, d := range docs {
-		out[i] = d.ID
-	}
-	return out, nil
-}
+// parkID is the _id of an instance's park document in the leases
+// collection: no epoch document has it (theirs end in a padded number),
+// and latestLeases reads it with the epochs, so finding out whether an
+// instance is parked costs no query of its own. It is a document of its
+// own, not a field of an epoch document, so that a wake never races the
+// write of the epoch by the round that holds it.
+func parkID(instanceID string) string { return id(instanceID, "park") }
 
 // ParkInstance implements provider.FlowSteps in peek-lock mode: the
 // fence read, then the insert of the instance's park document (a park
@@ -87,7 +69,7 @@ func (s *Store) ParkInstance(ctx context.Context, p *provider.ParkInstanceParams
 }
 
 func (s *Store) park(ctx context.Context, instanceID string) error {
-	if _, err := insertIgnoringDuplicate(ctx, s.c.parked, instanceID, &parkDoc{ID: instanceID}); err != nil {
+	if _, err := insertIgnoringDuplicate(ctx, s.c.leases, parkID(instanceID), &leaseDoc{ID: parkID(instanceID), Instance: instanceID, Released: true, Park: true}); err != nil {
 		return fmt.Errorf("park %s: %w", instanceID, err)
 	}
 	return nil
@@ -112,7 +94,7 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 func (s *Store) wake(ctx context.Context, ids []string) (bool, error) {
 	woke := false
 	for _, i := range ids {
-		res, err := s.c.parked.DeleteOne(ctx, filter("_id", i))
+		res, err := s.c.leases.DeleteOne(ctx, filter("_id", parkID(i)))
 		if err != nil {
 			return woke, fmt.Errorf("wake %s: %w", i, translate(err))
 		}
@@ -700,7 +682,7 @@ func (c *claimCall) exclusions(f bson.D) bson.D {
 		}
 		m := bson.D{}
 		if r.Activity != "" {
-			m = append(m, bson.E{Key: "n", Value: r.Activity})
+			m = append(m, bson.E{Key: "an", Value: r.Activity})
 		}
 		if r.Queue != "" {
 			m = append(m, bson.E{Key: "q", Value: r.Queue})

@@ -76,7 +76,7 @@ func migrateFlow(ctx context.Context, s *Store) error {
 			}
 			// A claimer that rewrote the hint meanwhile wrote "po" too.
 			if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "po", filter("$exists", false)),
-				set("po", orderAt(d.ClaimableAt, t.Priority), "n", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey)); err != nil {
+				set("po", orderAt(d.ClaimableAt, t.Priority), "an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey)); err != nil {
 				return fmt.Errorf("order of activity task %s: %w", d.ID, translate(err))
 			}
 		}

@@ -197,7 +197,6 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"human task events", s.c.taskEvents, filter("i", inst)},
 		{"custom projections", s.c.custom, filter("i", inst)},
 		{"incident", s.c.incidents, filter("_id", inst)},
-		{"park", s.c.parked, filter("_id", inst)},
 		{"instance record", s.c.instances, filter("_id", inst)},
 		{"history", s.c.history, filter("i", inst)},
 		{"idempotency keys", s.c.keys, filter("i", inst)},

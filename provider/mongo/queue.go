@@ -72,8 +72,10 @@ type leaseDoc struct {
 	// Hold is the end of a retry hold (see AbandonMessages).
 	Hold  int64    `bson:"h"`
 	Purge *tombDoc `bson:"pg,omitempty"`
-	// Parked is not stored here: it says that the instance has a
-	// document in parked_instances (see ParkInstance), read with it.
+	// Park marks the instance's park document (see ParkInstance), which
+	// is no epoch: its Epoch is 0. Parked, on an epoch document read
+	// with latestLeases, says that the instance has one.
+	Park   bool `bson:"pk,omitempty"`
 	Parked bool `bson:"-"`
 }
 
@@ -107,7 +109,7 @@ func (l *leaseDoc) readyAt(visible int64) int64 {
 // latestLease returns the newest epoch document of an instance, or nil.
 func (s *Store) latestLease(ctx context.Context, instanceID string) (*leaseDoc, error) {
 	var l leaseDoc
-	err := s.c.leases.FindOne(ctx, filter("i", instanceID), options.FindOne().SetSort(filter("e", -1))).Decode(&l)
+	err := s.c.leases.FindOne(ctx, filter("i", instanceID, "e", filter("$gt", 0)), options.FindOne().SetSort(filter("e", -1))).Decode(&l)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -117,7 +119,9 @@ func (s *Store) latestLease(ctx context.Context, instanceID string) (*leaseDoc, 
 	return &l, nil
 }
 
-// latestLeases returns the newest epoch document of each instance.
+// latestLeases returns the newest epoch document of each instance,
+// marked Parked when the instance has a park document (read by the same
+// query).
 func (s *Store) latestLeases(ctx context.Context, ids []string) (map[string]*leaseDoc, error) {
 	out := map[string]*leaseDoc{}
 	if len(ids) == 0 {
@@ -131,15 +135,16 @@ func (s *Store) latestLeases(ctx context.Context, ids []string) (map[string]*lea
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, translate(err)
 	}
+	var parked []string
 	for i := range docs {
 		d := &docs[i]
+		if d.Park {
+			parked = append(parked, d.Instance)
+			continue
+		}
 		if old, ok := out[d.Instance]; !ok || d.Epoch > old.Epoch {
 			out[d.Instance] = d
 		}
-	}
-	parked, err := s.parkedOf(ctx, ids)
-	if err != nil {
-		return nil, err
 	}
 	for _, i := range parked {
 		if out[i] == nil {
@@ -508,7 +513,7 @@ func (s *Store) forgetEpochs(ctx context.Context, instanceID string, epoch int64
 	if epoch%keptEpochs != 0 {
 		return
 	}
-	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$lt", epoch-keptEpochs))); err != nil {
+	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$gt", 0, "$lt", epoch-keptEpochs))); err != nil {
 		s.log.Warn("chronicle mongo: clean up old lease epochs", "instance", instanceID, "err", err)
 	}
 }

@@ -122,3 +122,23 @@ func TestConcurrencyShowAfterRelease(t *testing.T) {
 	require.NotNil(t, out.RunningActivities)
 	require.Zero(t, *out.RunningActivities)
 }
+
+// TestConcurrencyShowAfterTerminate: a waiter that is terminated leaves
+// the line; the one behind it moves up.
+func TestConcurrencyShowAfterTerminate(t *testing.T) {
+	t.Parallel()
+	r := runTool(t, "", waitingOrders(t), "instance", "terminate", "a-2", "--reason", "duplicate order", "--by", "ops")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "instance a-2 is terminated")
+
+	h := waitingOrders(t)
+	seed := h.demoEngine
+	h.demoEngine = func(e *chronicle.Engine) {
+		seed(e)
+		require.NoError(t, e.Terminate(context.Background(), "a-2", "duplicate order", nil))
+		drainEngine(t, e)
+	}
+	r = runTool(t, "", h, "instance", "show", "a-3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "concurrency key acme (limit 1), position 1, behind a-1")
+}

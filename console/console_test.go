@@ -21,6 +21,7 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/internal/leakcheck"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 )
 
@@ -966,4 +967,24 @@ func TestWaiting(t *testing.T) {
 	p = b.get("/instance?id=a-3")
 	require.Contains(t, p.body, `position 1 since`)
 	require.Contains(t, p.body, `behind <a href="/instance?id=a-2" class="holder">a-2</a>`)
+}
+
+// TestWaitingUnsupported: on a store that keeps no concurrency slots the
+// waiting page says so instead of failing.
+func TestWaitingUnsupported(t *testing.T) {
+	t.Parallel()
+	type slotless interface {
+		provider.FullStore
+		provider.TxStore
+	}
+	e, err := chronicle.New(struct{ slotless }{memory.New(memory.Options{})}, chronicle.Options{})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	b := newBrowser(t, newConsole(t, e, console.Options{}))
+	for _, path := range []string{"/waiting", "/waiting?key=acme"} {
+		p := b.get(path)
+		require.Equal(t, http.StatusNotImplemented, p.code, path)
+		require.Contains(t, p.body, `id="waiting-problem"`, path)
+		require.Contains(t, p.body, "keeps no concurrency slots", path)
+	}
 }

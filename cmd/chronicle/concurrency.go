@@ -173,7 +173,7 @@ func runConcurrencyShow(c *cli, cmd *command, args []string) error {
 		{"Waiting", fmt.Sprint(len(set.Waiters))},
 		{"Activities", fmt.Sprintf("%d running with this key", running)},
 	})
-	c.printf("\nholders:\n")
+	c.printf("\ninstances holding a slot:\n")
 	if len(set.Holders) == 0 {
 		c.printf("  none\n")
 	} else {
@@ -183,7 +183,7 @@ func runConcurrencyShow(c *cli, cmd *command, args []string) error {
 		}
 		table(c.stdout, "  ", []string{"INSTANCE", "SINCE"}, rows)
 	}
-	c.printf("\nwaiters, in order:\n")
+	c.printf("\ninstances waiting, in order:\n")
 	if len(set.Waiters) == 0 {
 		c.printf("  none\n")
 	} else {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/provider/memory"
 )
 
 // waitingOrders registers "gate", a workflow that runs until its "go"
@@ -141,4 +144,48 @@ func TestConcurrencyShowAfterTerminate(t *testing.T) {
 	r = runTool(t, "", h, "instance", "show", "a-3")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "concurrency key acme (limit 1), position 1, behind a-1")
+}
+
+// runningCharge registers "charge", a workflow whose activity "psp" on
+// the queue "psp" has the concurrency key psp, starts one and claims its
+// task as a worker of that queue would (the demo engine serves only the
+// default queue), so that it runs while the command looks.
+func runningCharge(t *testing.T) hooks {
+	var mem *memory.Store
+	return hooks{
+		afterSeed: func(s *memory.Store) { mem = s },
+		demoEngine: func(e *chronicle.Engine) {
+			require.NoError(t, chronicle.RegisterWorkflow(e, "charge", func(ctx *chronicle.Context, n int) (int, error) {
+				var out int
+				err := ctx.CallActivity("psp", n, &chronicle.ActivityOptions{
+					Queue: "psp", Concurrency: &chronicle.Concurrency{Key: "psp", Limit: 2},
+				}).Get(&out)
+				return out, err
+			}))
+			ctx := context.Background()
+			_, err := e.Start(ctx, "charge", 7, &chronicle.StartOptions{InstanceID: "c-1"})
+			require.NoError(t, err)
+			drainEngine(t, e)
+			now := e.Options().Clock.Now()
+			lease, err := mem.ClaimActivity(ctx, &provider.ClaimActivityParams{
+				Queues: []string{"psp"}, Owner: "psp-worker", Now: now, LockedUntil: now.Add(time.Hour),
+			})
+			require.NoError(t, err)
+			require.NotNil(t, lease, "the psp task is claimable")
+		},
+	}
+}
+
+// TestConcurrencyShowActivities: a key only activity tasks use shows
+// their live claims and no instance slots.
+func TestConcurrencyShowActivities(t *testing.T) {
+	t.Parallel()
+	golden(t, "concurrency_show_activities", exitOK, runningCharge(t), "concurrency", "show", "psp")
+	r := runTool(t, "", runningCharge(t), "--json", "concurrency", "show", "psp")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var out slotSetJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.NotNil(t, out.RunningActivities)
+	require.Equal(t, 1, *out.RunningActivities)
+	require.Empty(t, out.Holders)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -987,4 +988,37 @@ func TestWaitingUnsupported(t *testing.T) {
 		require.Contains(t, p.body, `id="waiting-problem"`, path)
 		require.Contains(t, p.body, "keeps no concurrency slots", path)
 	}
+}
+
+// TestWaitingActivityKey: the page of a key only activity tasks use shows
+// their live claims.
+func TestWaitingActivityKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	require.NoError(t, chronicle.RegisterWorkflow(d.Engine, "charge", func(ctx *chronicle.Context, n int) (int, error) {
+		var out int
+		err := ctx.CallActivity("psp", n, &chronicle.ActivityOptions{
+			Queue: "psp", Concurrency: &chronicle.Concurrency{Key: "psp", Limit: 2},
+		}).Get(&out)
+		return out, err
+	}))
+	_, err := d.Engine.Start(ctx, "charge", 7, &chronicle.StartOptions{InstanceID: "c-1"})
+	require.NoError(t, err)
+	require.NoError(t, d.Drain(ctx))
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	require.Equal(t, http.StatusNotFound, b.get("/waiting?key=psp").code, "nothing runs with the key yet")
+
+	// A worker of the queue "psp" (the demo engine serves only the
+	// default queue) claims the task.
+	now := d.Clock.Now()
+	lease, err := d.Store.ClaimActivity(ctx, &provider.ClaimActivityParams{
+		Queues: []string{"psp"}, Owner: "psp-worker", Now: now, LockedUntil: now.Add(time.Hour),
+	})
+	require.NoError(t, err)
+	require.NotNil(t, lease)
+	p := b.get("/waiting?key=psp")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Contains(t, p.body, `<p id="running-activities">Activity tasks with this key running now: 1.</p>`)
+	require.Equal(t, []string{"psp"}, ids(p.body, "slot-key"))
 }

@@ -28,6 +28,17 @@ type JSONCodec = replay.JSONCodec
 // ActivityOptions configure one activity call.
 type ActivityOptions = replay.ActivityOptions
 
+// Concurrency names a concurrency key and its limit: at most Limit
+// instances (StartOptions.Concurrency) or activity tasks
+// (ActivityOptions.Concurrency) of the key run at once, across every
+// node (see docs/operations.md, "Flow control").
+type Concurrency = history.Concurrency
+
+// RateLimit bounds the activity tasks of a name or queue that every node
+// together claims per interval (Options.RateLimits): Tokens claims in
+// each window of Interval, counted by the store under Key.
+type RateLimit = provider.RateLimit
+
 // SubWorkflowOptions configure one sub-workflow call.
 type SubWorkflowOptions = replay.SubWorkflowOptions
 

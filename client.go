@@ -54,6 +54,16 @@ type StartOptions struct {
 	// its declared type (ErrInvalidArgument otherwise). They are recorded
 	// in the start event.
 	SearchAttributes map[string]any
+	// Priority orders the instance's work in the queues: higher first,
+	// equal in arrival order, a lower one never waiting for ever (see
+	// docs/operations.md, "Priority"). Its activities, timers and children
+	// inherit it. Between provider.MinPriority and MaxPriority.
+	Priority int
+	// Concurrency, when set, bounds how many instances of its key run at
+	// once: the instance starts when it gets a slot, waiting in arrival
+	// order behind the others of its key, and gives it back when it ends
+	// (see docs/operations.md, "Flow control").
+	Concurrency *Concurrency
 }
 
 // Start starts a workflow instance and returns its id. The instance runs
@@ -210,6 +220,7 @@ type checkedStart struct {
 	actor     string
 	payload   []byte
 	attrs     history.SearchAttributeMap
+	conc      *history.Concurrency
 }
 
 // checkStart checks a start's workflow, options and input, generating the
@@ -251,6 +262,20 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 	if c.attrs, err = e.startAttributes(o.SearchAttributes); err != nil {
 		return nil, err
 	}
+	if err := provider.ValidatePriority(o.Priority); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if o.Concurrency != nil {
+		if err := provider.ValidateLimit(o.Concurrency.Key, o.Concurrency.Limit); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		if o.Concurrency.Key != "" {
+			if _, ok := e.store.(provider.FlowStore); !ok {
+				return nil, fmt.Errorf("%w: a concurrency limit needs a store that keeps concurrency slots", ErrUnsupported)
+			}
+			c.conc = &history.Concurrency{Key: o.Concurrency.Key, Limit: o.Concurrency.Limit}
+		}
+	}
 	if c.payload, err = e.encode("workflow input", input); err != nil {
 		return nil, err
 	}
@@ -266,11 +291,13 @@ func (e *Engine) startMessage(c *checkedStart, workflow string) (provider.Messag
 		&history.ExecutionStarted{
 			Name: workflow, Version: o.Version, Input: c.payload, BusinessKey: o.BusinessKey,
 			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace, SearchAttributes: c.attrs,
+			Priority: o.Priority, Concurrency: c.conc,
 		})
 	if err != nil {
 		return provider.Message{}, err
 	}
 	start.Actor = c.actor
+	start.Priority = o.Priority
 	return start, nil
 }
 
@@ -390,7 +417,15 @@ func (e *Engine) Terminate(ctx context.Context, instanceID, reason string, opts 
 	if err := checkControl(reason, opts); err != nil {
 		return err
 	}
-	return e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionTerminated{Reason: reason, Ticket: opts.ticket()})
+	if err := e.controlRequest(ctx, instanceID, false, opts.actor(), &history.ExecutionTerminated{Reason: reason, Ticket: opts.ticket()}); err != nil {
+		return err
+	}
+	// An instance that waits for a concurrency slot is parked: wake it so
+	// that its round sees the terminate (see docs/operations.md).
+	if fs, ok := e.store.(provider.FlowStore); ok {
+		return fs.WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: []string{instanceID}})
+	}
+	return nil
 }
 
 // Suspend pauses a running instance: signals and results are recorded but
@@ -613,6 +648,10 @@ type Instance struct {
 	SearchAttributes map[string]any
 	// CustomStatusText is the custom status when it was set as a string.
 	CustomStatusText string
+	// Waiting is set while the instance's start waits for a slot of its
+	// concurrency key (StartOptions.Concurrency): why it has not started,
+	// and behind what.
+	Waiting *Waiting
 
 	output       []byte
 	customStatus []byte
@@ -679,7 +718,11 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 	case rec != nil:
 		return e.instance(rec), nil
 	case start != nil:
-		return e.pending(start), nil
+		inst := e.pending(start)
+		if err := e.fillWaiting(ctx, inst, start); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", instanceID, err)
+		}
+		return inst, nil
 	}
 	letter, err := e.deadStart(ctx, instanceID)
 	if err != nil {

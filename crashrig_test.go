@@ -39,7 +39,18 @@ type crashRig struct {
 // newCrashRig returns a rig with nodes "a" and "b", built with opts (the
 // rig sets the node id, clock, ids and leases) and then setup.
 func newCrashRig(t *testing.T, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine)) *crashRig {
+	return newCrashRigBetween(t, mode, rng, opts, setup, nil)
+}
+
+// newCrashRigBetween is newCrashRig with a hook the memory store runs
+// between two record writes of a peek-lock step (memory.Options.BetweenWrites),
+// given the rig.
+func newCrashRigBetween(t *testing.T, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine), between func(r *crashRig, op memory.Op, done int)) *crashRig {
 	r := &crashRig{t: t, rng: rng, opts: opts, setup: setup, start: time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)}
+	var hook func(memory.Op, int)
+	if between != nil {
+		hook = func(op memory.Op, done int) { between(r, op, done) }
+	}
 	r.clock = round.NewManualClock(r.start)
 	r.store = memory.New(memory.Options{Mode: mode, Fault: func(memory.Op) *memory.Fault {
 		r.mu.Lock()
@@ -49,7 +60,7 @@ func newCrashRig(t *testing.T, mode provider.Mode, rng *rand.Rand, opts chronicl
 		}
 		r.faults++
 		return &memory.Fault{AfterEffect: r.rng.IntN(2) == 0, AfterWrites: r.rng.IntN(3)}
-	}})
+	}, BetweenWrites: hook})
 	r.nodes = []*chronicle.Engine{r.node("a"), r.node("b")}
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e.replayer = replay.New(replay.Options{
 		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger, SearchAttributes: opts.SearchAttributes,
+		QueuePriorities: maps.Clone(opts.QueuePriorities),
 	})
 	var err error
 	if e.projector, err = projector.New(); err != nil {
@@ -86,6 +88,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
+		Rates: slices.Clone(opts.RateLimits),
 	})
 	if err != nil {
 		return nil, err

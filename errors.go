@@ -49,6 +49,9 @@ var (
 	// ErrDeadLetterResolved: the dead letter was already redriven or
 	// discarded.
 	ErrDeadLetterResolved = errors.New("chronicle: dead letter already resolved")
+	// ErrConcurrencyKeyNotFound: no instance ever asked for a slot of this
+	// concurrency key.
+	ErrConcurrencyKeyNotFound = errors.New("chronicle: concurrency key not found")
 	// ErrEngineRunning: Run was called on an engine that is running.
 	ErrEngineRunning = errors.New("chronicle: engine already running")
 	// ErrInvalidText is matched by a *TextError: free text that holds a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -60,6 +61,13 @@ type Options struct {
 	// DefaultRetry fills the zero fields of activities' retry policies.
 	// Default: 10 attempts, 1s doubling to at most 100s.
 	DefaultRetry RetryPolicy
+	// QueuePriorities gives the activities of a queue a priority when
+	// their ActivityOptions set none (see docs/operations.md, "Priority").
+	QueuePriorities map[string]int
+	// RateLimits bound how many activity tasks of a name or queue every
+	// node together claims per interval (see [RateLimit]); each node of a
+	// deployment should configure the same limits.
+	RateLimits []RateLimit
 	// CacheSize bounds the instances whose executors stay in memory between
 	// rounds. Default 1000; negative disables the cache.
 	CacheSize int
@@ -187,6 +195,20 @@ func (o Options) Validate() error {
 	check(o.MaxPayloadSize >= 0, "MaxPayloadSize is %d, must not be negative", o.MaxPayloadSize)
 	check(o.MaxPayloadSize <= history.MaxEncodedSize/4, "MaxPayloadSize is %d, at most %d allowed", o.MaxPayloadSize, history.MaxEncodedSize/4)
 	check(o.ShutdownTimeout >= 0, "ShutdownTimeout is %s, must not be negative", o.ShutdownTimeout)
+	for q, p := range o.QueuePriorities {
+		if err := provider.ValidatePriority(p); err != nil {
+			errs = append(errs, fmt.Errorf("QueuePriorities[%q]: %w", q, err))
+		}
+	}
+	keys := map[string]bool{}
+	for i := range o.RateLimits {
+		rl := &o.RateLimits[i]
+		if err := rl.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("RateLimits[%d]: %w", i, err))
+		}
+		check(!keys[rl.Key], "RateLimits[%d]: key %q is used twice", i, rl.Key)
+		keys[rl.Key] = true
+	}
 	r := o.DefaultRetry
 	check(r.MaxAttempts >= 0, "DefaultRetry.MaxAttempts is %d, must not be negative", r.MaxAttempts)
 	check(r.InitialInterval >= 0 && r.MaxInterval >= 0, "DefaultRetry intervals must not be negative")

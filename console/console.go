@@ -140,6 +140,7 @@ func New(engine *chronicle.Engine, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /schedule", c.schedule)
 	mux.HandleFunc("GET /batches", c.batches)
 	mux.HandleFunc("GET /batch", c.batch)
+	mux.HandleFunc("GET /waiting", c.waiting)
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/") {
@@ -218,6 +219,11 @@ func (c *console) batchURL(id string) string {
 	return c.link("/batch", url.Values{"id": {id}})
 }
 
+// waitingURL links the waiting page of one concurrency key.
+func (c *console) waitingURL(key string) string {
+	return c.link("/waiting", url.Values{"key": {key}})
+}
+
 // status maps an error of the Engine's API to an HTTP status.
 func status(err error) int {
 	switch {
@@ -227,7 +233,7 @@ func status(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, chronicle.ErrInstanceNotFound), errors.Is(err, chronicle.ErrTaskNotFound),
 		errors.Is(err, chronicle.ErrDeadLetterNotFound), errors.Is(err, chronicle.ErrScheduleNotFound),
-		errors.Is(err, chronicle.ErrBatchNotFound):
+		errors.Is(err, chronicle.ErrBatchNotFound), errors.Is(err, chronicle.ErrConcurrencyKeyNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, chronicle.ErrInstanceNotRunning), errors.Is(err, chronicle.ErrTaskClosed),
 		errors.Is(err, chronicle.ErrDeadLetterResolved):

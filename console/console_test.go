@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/internal/leakcheck"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 )
 
@@ -448,7 +450,7 @@ func TestRoutesAndHeaders(t *testing.T) {
 	t.Parallel()
 	d := seed(t)
 	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
-	for _, path := range []string{"/instances", "/instance?id=CLM-1001", "/deadletters", "/tasks", "/task?id=review-CLM-1002", "/static/console.css", "/nope"} {
+	for _, path := range []string{"/instances", "/instance?id=CLM-1001", "/deadletters", "/tasks", "/task?id=review-CLM-1002", "/waiting", "/static/console.css", "/nope"} {
 		p := b.get(path)
 		h := p.header
 		require.Contains(t, h.Get("Content-Security-Policy"), "default-src 'self'", path)
@@ -926,4 +928,137 @@ func TestChainBadgeWithKeys(t *testing.T) {
 	require.Contains(t, p.body, "Do not rebuild projections")
 	p = signed.get("/instance?id=CLM-1002")
 	require.Contains(t, p.body, `class="chain ok"`, "other histories still verify")
+}
+
+// waitingOrders registers "gate", a workflow that runs until its "go"
+// signal, on the demo engine and starts orders with a concurrency limit
+// per customer: acme (limit 1) runs a-1 while a-2 and a-3 wait behind it,
+// bolt (limit 1) runs b-1 while b-2 waits, calm (limit 2) runs c-1 and
+// nobody waits.
+func waitingOrders(t *testing.T, d *demodata.Demo) {
+	t.Helper()
+	require.NoError(t, chronicle.RegisterWorkflow(d.Engine, "gate", func(ctx *chronicle.Context, in string) (string, error) {
+		var s string
+		err := ctx.WaitEvent("go", nil).Get(&s)
+		return in + s, err
+	}))
+	ctx := context.Background()
+	for _, o := range []struct {
+		id, key string
+		limit   int
+	}{{"a-1", "acme", 1}, {"b-1", "bolt", 1}, {"c-1", "calm", 2}, {"a-2", "acme", 1}, {"b-2", "bolt", 1}, {"a-3", "acme", 1}} {
+		_, err := d.Engine.Start(ctx, "gate", o.id, &chronicle.StartOptions{
+			InstanceID: o.id, Concurrency: &chronicle.Concurrency{Key: o.key, Limit: o.limit},
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Drain(ctx))
+}
+
+// TestWaiting: the waiting page lists the concurrency keys somebody
+// waits for, each with its holders and its waiters in order, linked to
+// their pages, and pages them; a key's own page adds its running
+// activities; an instance that waits says why on its page.
+func TestWaiting(t *testing.T) {
+	t.Parallel()
+	d := seed(t)
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{PageSize: 1}))
+	p := b.get("/waiting")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Contains(t, p.body, `id="no-waiting"`)
+	require.Contains(t, p.body, `aria-current="page">Waiting`)
+
+	waitingOrders(t, d)
+	p = b.get("/waiting")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Equal(t, []string{"acme"}, ids(p.body, "slot-key"), "one key a page")
+	require.Contains(t, p.body, `<a href="/instance?id=a-1" class="holder">a-1</a>`)
+	a2 := strings.Index(p.body, `<a href="/instance?id=a-2" class="waiter">a-2</a>`)
+	a3 := strings.Index(p.body, `<a href="/instance?id=a-3" class="waiter">a-3</a>`)
+	require.True(t, a2 > 0 && a3 > a2, "the waiters in the order they get a slot")
+	require.Contains(t, p.body, `href="/waiting?key=acme"`)
+	m := regexp.MustCompile(`<a href="([^"]+)" class="next"`).FindStringSubmatch(p.body)
+	require.NotNil(t, m, "a next page")
+	p = b.get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	require.Equal(t, []string{"bolt"}, ids(p.body, "slot-key"), "calm, nobody waiting, is left out")
+	require.Contains(t, p.body, `class="waiter">b-2</a>`)
+	require.NotContains(t, p.body, `class="next"`)
+	require.Contains(t, p.body, `class="first"`)
+
+	p = b.get("/waiting?key=calm")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Equal(t, []string{"calm"}, ids(p.body, "slot-key"))
+	require.Contains(t, p.body, `class="holder">c-1</a>`)
+	require.Contains(t, p.body, "Activity tasks with this key running now: 0.")
+	require.Equal(t, http.StatusNotFound, b.get("/waiting?key=zeta").code)
+
+	p = b.get("/instance?id=a-3")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	m = regexp.MustCompile(`(?s)<dd id="waiting">(.*?)</dd>`).FindStringSubmatch(p.body)
+	require.NotNil(t, m, "a-3 says why it waits")
+	require.Contains(t, m[1], `<a href="/waiting?key=acme">acme</a> (limit 1), position 2 since`)
+	require.Contains(t, m[1], `behind <a href="/instance?id=a-1" class="holder">a-1</a>`)
+	p = b.get("/instance?id=a-1")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.NotContains(t, p.body, `id="waiting"`, "a holder does not wait")
+
+	// a-1 ends: a-2 takes its slot and a-3 is next.
+	require.NoError(t, d.Engine.RaiseEvent(context.Background(), "a-1", "go", "!", nil))
+	require.NoError(t, d.Drain(context.Background()))
+	p = b.get("/instance?id=a-3")
+	require.Contains(t, p.body, `position 1 since`)
+	require.Contains(t, p.body, `behind <a href="/instance?id=a-2" class="holder">a-2</a>`)
+}
+
+// TestWaitingUnsupported: on a store that keeps no concurrency slots the
+// waiting page says so instead of failing.
+func TestWaitingUnsupported(t *testing.T) {
+	t.Parallel()
+	type slotless interface {
+		provider.FullStore
+		provider.TxStore
+	}
+	e, err := chronicle.New(struct{ slotless }{memory.New(memory.Options{})}, chronicle.Options{})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	b := newBrowser(t, newConsole(t, e, console.Options{}))
+	for _, path := range []string{"/waiting", "/waiting?key=acme"} {
+		p := b.get(path)
+		require.Equal(t, http.StatusNotImplemented, p.code, path)
+		require.Contains(t, p.body, `id="waiting-problem"`, path)
+		require.Contains(t, p.body, "keeps no concurrency slots", path)
+	}
+}
+
+// TestWaitingActivityKey: the page of a key only activity tasks use shows
+// their live claims.
+func TestWaitingActivityKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := seed(t)
+	require.NoError(t, chronicle.RegisterWorkflow(d.Engine, "charge", func(ctx *chronicle.Context, n int) (int, error) {
+		var out int
+		err := ctx.CallActivity("psp", n, &chronicle.ActivityOptions{
+			Queue: "psp", Concurrency: &chronicle.Concurrency{Key: "psp", Limit: 2},
+		}).Get(&out)
+		return out, err
+	}))
+	_, err := d.Engine.Start(ctx, "charge", 7, &chronicle.StartOptions{InstanceID: "c-1"})
+	require.NoError(t, err)
+	require.NoError(t, d.Drain(ctx))
+	b := newBrowser(t, newConsole(t, d.Engine, console.Options{}))
+	require.Equal(t, http.StatusNotFound, b.get("/waiting?key=psp").code, "nothing runs with the key yet")
+
+	// A worker of the queue "psp" (the demo engine serves only the
+	// default queue) claims the task.
+	now := d.Clock.Now()
+	lease, err := d.Store.ClaimActivity(ctx, &provider.ClaimActivityParams{
+		Queues: []string{"psp"}, Owner: "psp-worker", Now: now, LockedUntil: now.Add(time.Hour),
+	})
+	require.NoError(t, err)
+	require.NotNil(t, lease)
+	p := b.get("/waiting?key=psp")
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Contains(t, p.body, `<p id="running-activities">Activity tasks with this key running now: 1.</p>`)
+	require.Equal(t, []string{"psp"}, ids(p.body, "slot-key"))
 }

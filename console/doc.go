@@ -25,7 +25,11 @@
 //     projections as of any seq of its history (time travel) and whether
 //     the stored ones agree with a fold of it; its human tasks with their
 //     audit trails; its incident and dead letters; its events with their
-//     payloads.
+//     payloads; while its start waits for a concurrency slot, why: its
+//     key, limit, place in line and the instances holding the slots.
+//   - Waiting: the concurrency keys instances wait for, each with its
+//     holders and its waiters in order, a page at a time; a key with the
+//     activity tasks using it that run now.
 //   - Dead letters across instances, with redrive and discard.
 //   - Human tasks by role, assignee, status and instance; a task with its
 //     payload, result and audit trail, and the task actions.

@@ -844,3 +844,62 @@ func (c *console) batch(w http.ResponseWriter, r *http.Request) {
 		Running: d.State == chronicle.BatchRunning || d.State == chronicle.BatchPaused}
 	c.render(w, r, http.StatusOK, "batch", "Batch "+d.ID, "batches", p)
 }
+
+// waitingPage is the data of the waiting page: the concurrency keys
+// somebody waits for, or one key (Key set) with its running activities.
+type waitingPage struct {
+	Key     string
+	Rows    []chronicle.SlotSet
+	Running int
+	// Activities says whether activity tasks with the key run now.
+	Activities bool
+	Pager      pager
+	Problem    string
+}
+
+func (c *console) waiting(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ctx := r.Context()
+	p := waitingPage{Key: q.Get("key")}
+	unsupported := func(err error) bool {
+		if !errors.Is(err, chronicle.ErrUnsupported) {
+			return false
+		}
+		p.Problem = "This store keeps no concurrency slots: " + err.Error()
+		c.render(w, r, http.StatusNotImplemented, "waiting", "Waiting", "waiting", p)
+		return true
+	}
+	if p.Key != "" {
+		running, err := c.engine.RunningActivities(ctx, p.Key)
+		if unsupported(err) {
+			return
+		}
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		p.Running, p.Activities = running, running > 0
+		set, err := c.engine.Concurrency(ctx, p.Key)
+		switch {
+		case errors.Is(err, chronicle.ErrConcurrencyKeyNotFound) && running > 0:
+			// Only activity tasks use the key.
+			set = &chronicle.SlotSet{Key: p.Key}
+		case err != nil:
+			c.failErr(w, r, err)
+			return
+		}
+		p.Rows = []chronicle.SlotSet{*set}
+		c.render(w, r, http.StatusOK, "waiting", "Concurrency key "+p.Key, "waiting", p)
+		return
+	}
+	sets, err := c.engine.ListConcurrency(ctx, chronicle.SlotFilter{OnlyWaiting: true, AfterKey: q.Get("after"), Limit: c.opts.PageSize + 1})
+	if unsupported(err) {
+		return
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	p.Rows, p.Pager = page(c, "/waiting", q, sets, func(s chronicle.SlotSet) string { return s.Key })
+	c.render(w, r, http.StatusOK, "waiting", "Waiting", "waiting", p)
+}

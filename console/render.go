@@ -19,7 +19,7 @@ import (
 
 // pageNames are the templates of templates/ that render a whole page;
 // the others (layout.html, parts.html) are shared by every page.
-var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "schedules", "schedule", "batches", "batch", "error"}
+var pageNames = []string{"instances", "instance", "deadletters", "tasks", "task", "schedules", "schedule", "batches", "batch", "waiting", "error"}
 
 // parseTemplates parses each page with the shared templates.
 func (c *console) parseTemplates() (map[string]*template.Template, error) {
@@ -29,6 +29,7 @@ func (c *console) parseTemplates() (map[string]*template.Template, error) {
 		"taskURL":     c.taskURL,
 		"scheduleURL": c.scheduleURL,
 		"batchURL":    c.batchURL,
+		"waitingURL":  c.waitingURL,
 		"atURL": func(id string, seq int64) string {
 			return c.link("/instance", url.Values{"id": {id}, "seq": {strconv.FormatInt(seq, 10)}}) + "#projections"
 		},

@@ -12,6 +12,10 @@ type ActivityScheduled struct {
 	// Timeout bounds one attempt (start to close); zero means the engine's
 	// default.
 	Timeout time.Duration `msgpack:"timeout,omitempty" json:"timeout,omitempty"`
+	// Priority orders the task among claimable tasks.
+	Priority int `msgpack:"priority,omitempty" json:"priority,omitempty"`
+	// Concurrency, when set, bounds the running tasks of its key.
+	Concurrency *Concurrency `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
 }
 
 // ActivityCompleted records an activity's result.

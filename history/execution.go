@@ -28,6 +28,19 @@ type ExecutionStarted struct {
 	// an earlier execution (a rerun): it names that execution, the seq
 	// the rerun started from, who asked for it and why.
 	RerunOf *RerunRef `msgpack:"rerun_of,omitempty" json:"rerun_of,omitempty"`
+	// Priority orders the execution's work in the queues (see
+	// docs/operations.md, "Priority"); continue-as-new carries it.
+	Priority int `msgpack:"priority,omitempty" json:"priority,omitempty"`
+	// Concurrency, when set, is the key whose slot the instance holds
+	// while it runs; continue-as-new keeps the slot.
+	Concurrency *Concurrency `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
+}
+
+// Concurrency names a concurrency key and its limit: at most Limit
+// instances (or activities) of the key run at once.
+type Concurrency struct {
+	Key   string `msgpack:"key" json:"key"`
+	Limit int    `msgpack:"limit" json:"limit"`
 }
 
 // RerunRef is the lineage of an execution started by a rerun: the

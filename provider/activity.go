@@ -37,6 +37,13 @@ type ActivityTask struct {
 	EnqueuedAt time.Time
 	// LastError is the error of the previous attempt.
 	LastError string
+	// Priority orders the task among claimable tasks (see [OrderAt]).
+	Priority int
+	// ConcurrencyKey and ConcurrencyLimit, when the key is set, bound the
+	// live claims of tasks with that key: ClaimActivity passes over a
+	// task whose key has ConcurrencyLimit claims that have not run out.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // ActivityTaskID derives the id of the task of an ActivityScheduled event.
@@ -87,6 +94,7 @@ func ActivityOutcome(task *ActivityTask, result []byte, failure *history.Failure
 	// instance's creation unless a retry delayed it): a workflow in flight
 	// goes on ahead of instances started after it.
 	m.VisibleAt = task.VisibleAt
+	m.Priority = task.Priority
 	return m, nil
 }
 
@@ -105,6 +113,9 @@ type taskEnvelope struct {
 	VisibleAt    int64               `msgpack:"visible_at,omitempty"`
 	EnqueuedAt   int64               `msgpack:"enqueued_at,omitempty"`
 	LastError    string              `msgpack:"last_error,omitempty"`
+	Priority     int                 `msgpack:"priority,omitempty"`
+	ConcKey      string              `msgpack:"concurrency_key,omitempty"`
+	ConcLimit    int                 `msgpack:"concurrency_limit,omitempty"`
 }
 
 // MarshalActivityTask encodes a task as a self-contained envelope.
@@ -113,6 +124,7 @@ func MarshalActivityTask(t *ActivityTask) ([]byte, error) {
 		Format: 1, ID: t.ID, InstanceID: t.InstanceID, ExecutionID: t.ExecutionID, ScheduledSeq: t.ScheduledSeq,
 		Name: t.Name, Queue: t.Queue, Input: t.Input, Attempt: t.Attempt, Retry: t.Retry, Timeout: t.Timeout,
 		VisibleAt: UnixNanos(t.VisibleAt), EnqueuedAt: UnixNanos(t.EnqueuedAt), LastError: t.LastError,
+		Priority: t.Priority, ConcKey: t.ConcurrencyKey, ConcLimit: t.ConcurrencyLimit,
 	})
 }
 
@@ -130,6 +142,7 @@ func UnmarshalActivityTask(data []byte) (ActivityTask, error) {
 		ID: e.ID, InstanceID: e.InstanceID, ExecutionID: e.ExecutionID, ScheduledSeq: e.ScheduledSeq,
 		Name: e.Name, Queue: e.Queue, Input: e.Input, Attempt: e.Attempt, Retry: e.Retry, Timeout: e.Timeout,
 		VisibleAt: FromUnixNanos(e.VisibleAt), EnqueuedAt: FromUnixNanos(e.EnqueuedAt), LastError: e.LastError,
+		Priority: e.Priority, ConcurrencyKey: e.ConcKey, ConcurrencyLimit: e.ConcLimit,
 	}, nil
 }
 

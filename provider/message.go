@@ -43,6 +43,10 @@ type Message struct {
 	Attempts int
 	// LastError is the error of the last failed delivery.
 	LastError string
+	// Priority orders the message among visible work (see [OrderAt]): a
+	// store dequeues first the instance whose message comes first by
+	// OrderAt(VisibleAt, Priority), then by enqueue order.
+	Priority int
 }
 
 // StartsNextRun reports whether m starts a run of its instance after the
@@ -119,6 +123,7 @@ type envelope struct {
 	EnqueuedAt    int64  `msgpack:"enqueued_at,omitempty"`
 	Attempts      int    `msgpack:"attempts,omitempty"`
 	LastError     string `msgpack:"last_error,omitempty"`
+	Priority      int    `msgpack:"priority,omitempty"`
 }
 
 // MarshalMessage encodes a message as a self-contained envelope, the form
@@ -128,6 +133,7 @@ func MarshalMessage(m *Message) ([]byte, error) {
 		Format: 1, ID: m.ID, InstanceID: m.InstanceID, ExecutionID: m.ExecutionID,
 		Kind: string(m.Kind), CorrelationID: m.CorrelationID, Actor: m.Actor, Payload: m.Payload,
 		VisibleAt: UnixNanos(m.VisibleAt), EnqueuedAt: UnixNanos(m.EnqueuedAt), Attempts: m.Attempts, LastError: m.LastError,
+		Priority: m.Priority,
 	})
 }
 
@@ -146,6 +152,7 @@ func UnmarshalMessage(data []byte) (Message, error) {
 		ID: e.ID, InstanceID: e.InstanceID, ExecutionID: e.ExecutionID, Kind: history.Kind(e.Kind),
 		CorrelationID: e.CorrelationID, Actor: e.Actor, Payload: e.Payload,
 		VisibleAt: FromUnixNanos(e.VisibleAt), EnqueuedAt: FromUnixNanos(e.EnqueuedAt), Attempts: e.Attempts, LastError: e.LastError,
+		Priority: e.Priority,
 	}, nil
 }
 

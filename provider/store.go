@@ -792,6 +792,11 @@ type ClaimActivityParams struct {
 	Owner       string
 	Now         time.Time
 	LockedUntil time.Time
+	// Rates are the rate limits the claim obeys: a task that a limit
+	// matches is claimed only when the limit's window of Now has a token
+	// left, which the claim takes (counted by the store, so shared by
+	// every node); otherwise the claim passes over it.
+	Rates []RateLimit
 }
 
 // HeartbeatActivityParams are the params of HeartbeatActivity.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/round"
 )
 
@@ -36,6 +37,13 @@ type ActivityOptions struct {
 	Retry history.RetryPolicy
 	// Timeout bounds one attempt; zero means the worker's lease.
 	Timeout time.Duration
+	// Priority orders the task among claimable tasks: higher first (see
+	// docs/operations.md, "Priority"). Zero takes the queue's priority
+	// (the engine's QueuePriorities), else the instance's.
+	Priority int
+	// Concurrency, when set, bounds how many tasks of its key run at
+	// once, across every node and instance.
+	Concurrency *history.Concurrency
 }
 
 // SubWorkflowOptions configure one sub-workflow call; a nil
@@ -143,13 +151,30 @@ func (c *Context) CallActivity(name string, input any, opts *ActivityOptions) Fu
 			return c.x.failedFuture(fmt.Errorf("chronicle: activity %s: %w", name, err))
 		}
 	}
+	if err := provider.ValidatePriority(o.Priority); err != nil {
+		return c.x.failedFuture(fmt.Errorf("chronicle: activity %s: %w", name, err))
+	}
+	var conc *history.Concurrency
+	if o.Concurrency != nil {
+		if err := provider.ValidateLimit(o.Concurrency.Key, o.Concurrency.Limit); err != nil {
+			return c.x.failedFuture(fmt.Errorf("chronicle: activity %s: %w", name, err))
+		}
+		if o.Concurrency.Key != "" {
+			conc = &history.Concurrency{Key: o.Concurrency.Key, Limit: o.Concurrency.Limit}
+		}
+	}
+	priority := o.Priority
+	if priority == 0 {
+		priority = c.x.r.opts.QueuePriorities[o.Queue]
+	}
 	payload, err := c.encode(input)
 	if err != nil {
 		return c.x.failedFuture(fmt.Errorf("chronicle: activity %s input: %w", name, err))
 	}
 	e := c.x.command(&history.ActivityScheduled{
 		Name: name, Input: payload, Queue: o.Queue, Timeout: o.Timeout,
-		Retry: round.WithRetryDefaults(o.Retry, c.x.r.opts.DefaultRetry),
+		Retry:    round.WithRetryDefaults(o.Retry, c.x.r.opts.DefaultRetry),
+		Priority: priority, Concurrency: conc,
 	}, "")
 	return c.x.newFuture(e.Seq, name)
 }

@@ -31,6 +31,9 @@ type Options struct {
 	// history records the policy in effect. Default
 	// [round.DefaultRetryPolicy].
 	DefaultRetry history.RetryPolicy
+	// QueuePriorities gives the activities of a queue a priority when
+	// their options set none.
+	QueuePriorities map[string]int
 	// Logger receives workflow logs outside replay. Default discards.
 	Logger *slog.Logger
 	// SearchAttributes declares the search attributes workflow code may
@@ -604,6 +607,7 @@ func (x *executor) live(now time.Time) ([]history.Event, *executor, error) {
 func (x *executor) continueAsNew(seq int64, can *history.ContinuedAsNew, now time.Time) (*executor, []history.Event, error) {
 	start := *x.start
 	start.Input, start.ContinuedFrom, start.Version = can.Input, x.executionID, can.Version
+	start.RerunOf = nil // the lineage of a rerun is its own execution's
 	start.SearchAttributes = maps.Clone(x.attrs)
 	payload, err := history.EncodeAttributes(&start)
 	if err != nil {

@@ -102,6 +102,9 @@ type ActivityWorkerOptions struct {
 	Resolve func(name string) (ActivityFunc, bool)
 	// Queues lists the activity queues served; empty means the default queue.
 	Queues []string
+	// Rates are the rate limits every claim obeys (counted by the store
+	// for every node; see [provider.RateLimit]).
+	Rates []provider.RateLimit
 	// Clock defaults to the wall clock.
 	Clock Clock
 	// LeaseDuration is the claim's lease, renewed by heartbeats; a task's
@@ -186,7 +189,7 @@ type ActivityReport struct {
 func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 	now := roundNow(w.opts.Clock)
 	lease, err := w.store.ClaimActivity(ctx, &provider.ClaimActivityParams{
-		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)),
+		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)), Rates: w.opts.Rates,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim activity: %w", err)

@@ -246,6 +246,9 @@ type Report struct {
 	// committed (nil before its first event, and for a failed round):
 	// what a signed checkpoint commits to.
 	Head *provider.Head
+	// Waiting names the concurrency key whose slot the instance's start
+	// waits for: the round parked the instance and left the start queued.
+	Waiting string
 }
 
 // RunOnce runs the rounds of one group of instances with visible work
@@ -644,9 +647,22 @@ type roundOps interface {
 	// crashed between their append and their enqueue; a transactional
 	// round commits both or neither.
 	repairsOpenWork() bool
+	// flow returns the round's flow steps (nil when the store has none)
+	// and the lease that fences them.
+	flow() (provider.FlowSteps, *provider.Lease)
 }
 
 type txOps struct{ provider.Tx }
+
+func (o txOps) flow() (provider.FlowSteps, *provider.Lease) {
+	f, _ := o.Tx.(provider.FlowSteps)
+	return f, nil
+}
+
+func (o leaseOps) flow() (provider.FlowSteps, *provider.Lease) {
+	f, _ := o.LeaseStore.(provider.FlowSteps)
+	return f, o.lease
+}
 
 func (txOps) pin(context.Context, map[string]string) error { return nil }
 

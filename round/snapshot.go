@@ -50,6 +50,12 @@ type Snapshot struct {
 	LastError   string                     `msgpack:"last_error,omitempty"`
 	LastSeq     int64                      `msgpack:"last_seq"`
 	LastHash    []byte                     `msgpack:"last_hash,omitempty"`
+	// Priority is the current execution's priority: the work its rounds
+	// queue carries it.
+	Priority int `msgpack:"priority,omitempty"`
+	// Concurrency is the key whose slot the instance holds while its
+	// current execution runs, given with its start.
+	Concurrency *history.Concurrency `msgpack:"concurrency,omitempty"`
 	// Activities maps the Seq of each pending ActivityScheduled to its name.
 	Activities map[int64]string `msgpack:"-"`
 	// Timers maps the Seq of each pending TimerCreated to its fire time.
@@ -368,6 +374,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		s.Executions = append(s.Executions, e.ExecutionID)
 		s.Name, s.Version, s.Status = a.Name, a.Version, provider.StatusRunning
 		s.BusinessKey, s.BusinessParts, s.Parent = a.BusinessKey, a.BusinessParts, a.Parent
+		s.Priority, s.Concurrency = a.Priority, a.Concurrency
 		s.Attributes = nil
 		s.upsert(a.SearchAttributes)
 		if s.CreatedAt.IsZero() {
@@ -413,7 +420,15 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 				// work of instances created later, so workflows in flight
 				// finish before a backlog of new ones (see docs/semantics.md).
 				VisibleAt: s.CreatedAt,
+				Priority:  s.Priority,
 			})
+			t := &w.Activities[len(w.Activities)-1]
+			if a.Priority != 0 {
+				t.Priority = a.Priority
+			}
+			if c := a.Concurrency; c != nil {
+				t.ConcurrencyKey, t.ConcurrencyLimit = c.Key, c.Limit
+			}
 		}
 	case *history.ActivityCompleted, *history.ActivityFailed:
 		seq, err := s.settle(e, s.Activities)
@@ -593,11 +608,13 @@ func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (provi
 	m, err := provider.NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
 		&history.ExecutionStarted{
 			Name: a.Name, Version: a.Version, Input: a.Input,
-			Parent: &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
+			Parent:   &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
+			Priority: s.Priority,
 		})
 	if err != nil {
 		return provider.Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)
 	}
+	m.Priority = s.Priority
 	return m, nil
 }
 

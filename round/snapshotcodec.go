@@ -20,7 +20,7 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 		s.Status != "", s.Ended, s.BusinessKey != "", len(s.BusinessParts) > 0, s.Parent != nil, len(s.CustomStatus) > 0,
 		s.CustomStatusText != "", len(s.Attributes) > 0,
 		!s.CreatedAt.IsZero(), !s.UpdatedAt.IsZero(), !s.CompletedAt.IsZero(), len(s.Output) > 0, s.Failure != nil,
-		s.LastError != "", len(s.LastHash) > 0, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
+		s.LastError != "", len(s.LastHash) > 0, s.Priority != 0, s.Concurrency != nil, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
 	b = mpack.AppendMapLen(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, "instance"), s.InstanceID)
 	if s.ExecutionID != "" {
@@ -104,6 +104,14 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 	b = mpack.AppendInt(mpack.AppendStr(b, "last_seq"), s.LastSeq)
 	if len(s.LastHash) > 0 {
 		b = mpack.AppendBin(mpack.AppendStr(b, "last_hash"), s.LastHash)
+	}
+	if s.Priority != 0 {
+		b = mpack.AppendInt(mpack.AppendStr(b, "priority"), int64(s.Priority))
+	}
+	if c := s.Concurrency; c != nil {
+		b = append(mpack.AppendStr(b, "concurrency"), 0x82)
+		b = mpack.AppendStr(mpack.AppendStr(b, "key"), c.Key)
+		b = mpack.AppendInt(mpack.AppendStr(b, "limit"), int64(c.Limit))
 	}
 	if len(s.Activities) > 0 {
 		b = appendPendingNames(mpack.AppendStr(b, "activities"), s.Activities)
@@ -248,8 +256,22 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 		case 20:
 			s.LastHash = r.Bin()
 		case 21:
-			w.Activities = readPendingNames(&r)
+			s.Priority = int(r.Int())
 		case 22:
+			c := &history.Concurrency{}
+			cnext := 0
+			for n := r.MapLen(); n > 0 && r.OK; n-- {
+				switch r.Key(concurrencyFields, &cnext) {
+				case 0:
+					c.Key = r.Str()
+				case 1:
+					c.Limit = int(r.Int())
+				}
+			}
+			s.Concurrency = c
+		case 23:
+			w.Activities = readPendingNames(&r)
+		case 24:
 			n := r.ArrayLen()
 			if n == 0 || n > len(r.Buf)-r.Off {
 				return false
@@ -265,9 +287,9 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 				w.Timers[i].At = r.Time()
 			}
-		case 23:
+		case 25:
 			w.SubWorkflows = readPendingNames(&r)
-		case 24:
+		case 26:
 			w.Signals = readPendingNames(&r)
 		}
 	}
@@ -278,9 +300,10 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 var (
 	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
 		"business_key", "parent", "custom_status", "custom_status_text", "attributes", "created_at", "updated_at", "completed_at", "output", "failure",
-		"last_error", "last_seq", "last_hash", "activities", "timers", "subworkflows", "signals"}
-	parentFields  = []string{"instance_id", "execution_id", "scheduled_seq"}
-	failureFields = []string{"message", "type", "non_retryable", "details"}
+		"last_error", "last_seq", "last_hash", "priority", "concurrency", "activities", "timers", "subworkflows", "signals"}
+	concurrencyFields = []string{"key", "limit"}
+	parentFields      = []string{"instance_id", "execution_id", "scheduled_seq"}
+	failureFields     = []string{"message", "type", "non_retryable", "details"}
 )
 
 func readPendingNames(r *mpack.Reader) []pendingName {

@@ -118,6 +118,12 @@ func genSnapshot(t *rapid.T) *Snapshot {
 	if rapid.Bool().Draw(t, "custom text") {
 		s.CustomStatusText = genString(t, "custom status text")
 	}
+	if rapid.Bool().Draw(t, "priority") {
+		s.Priority = rapid.IntRange(-1000, 1000).Draw(t, "priority value")
+	}
+	if rapid.Bool().Draw(t, "concurrency") {
+		s.Concurrency = &history.Concurrency{Key: genString(t, "concurrency key"), Limit: rapid.IntRange(0, 1<<20).Draw(t, "limit")}
+	}
 	if rapid.Bool().Draw(t, "attributes") {
 		s.Attributes = history.SearchAttributeMap{}
 		for i := rapid.IntRange(0, 10).Draw(t, "attribute count"); i > 0; i-- {

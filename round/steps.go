@@ -226,6 +226,17 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 				// start, say), stay queued for the next round.
 				return nil
 			}
+			if m.Kind == history.KindExecutionStarted {
+				wait, err := r.takeSlot(ctx, rs, &m, msgs[i+1:])
+				if err != nil {
+					return err
+				}
+				if wait {
+					// The start, and every message after it, stay queued
+					// while the instance is parked.
+					return nil
+				}
+			}
 			e := r.messageEvent(snap, &m, rs.now)
 			if err := snap.Apply(&e, rs.work); err != nil {
 				return fmt.Errorf("apply message %s: %w", m.ID, err)
@@ -358,6 +369,9 @@ func (r *Runner) write(ctx context.Context, rs *roundState) error {
 	if err := r.enqueueWork(ctx, rs); err != nil {
 		return err
 	}
+	if err := r.releaseSlots(ctx, rs); err != nil {
+		return err
+	}
 	if err := r.opts.Hooks.crash(ctx, AfterEnqueue, rs.id); err != nil {
 		return err
 	}
@@ -399,6 +413,7 @@ func (r *Runner) enqueueEndedWork(ctx context.Context, rs *roundState) error {
 	if rs.ended == nil || len(rs.ended.Messages) == 0 {
 		return nil
 	}
+	prioritize(rs.ended.Messages, rs.snap.Priority)
 	if err := rs.ops.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: rs.ended.Messages, Now: rs.now}); err != nil {
 		return fmt.Errorf("enqueue the ended execution's messages of %s: %w", rs.id, err)
 	}
@@ -447,6 +462,7 @@ func (r *Runner) saveProjections(ctx context.Context, rs *roundState) error {
 // after the append: a schedule is in history before its work is queued.
 func (r *Runner) enqueueWork(ctx context.Context, rs *roundState) error {
 	work := rs.work
+	prioritize(work.Messages, rs.snap.Priority)
 	if len(work.Messages) > 0 {
 		if err := rs.ops.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: work.Messages, Now: rs.now}); err != nil {
 			return fmt.Errorf("enqueue messages of %s: %w", rs.id, err)

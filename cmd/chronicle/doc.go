@@ -56,7 +56,10 @@
 //	instance show ID
 //
 // Shows every field of an instance, its decoded result or failure, its
-// custom status, its open tasks and its dead letters.
+// custom status, its open tasks and its dead letters. A pending instance
+// whose start waits for a concurrency slot (StartOptions.Concurrency)
+// says so: "Waiting  concurrency key acme (limit 1), position 2, behind
+// a-1, since ..." (in JSON, the "waiting" object).
 //
 //	history show ID
 //
@@ -152,6 +155,17 @@
 //
 // List and show dead letters with their original work item, and redrive
 // (requeue it) or discard them, recording the operator.
+//
+//	concurrency list [--waiting] [--after KEY] [--limit N]
+//	concurrency show KEY
+//
+// Show the waiting work of flow control. list prints the concurrency keys
+// of instances in key order with their limit, how many instances hold a
+// slot, how many wait and which is next; --waiting keeps the keys someone
+// waits for; --after and --limit (default 100) page. show prints one key:
+// the instances holding its slots and since when, those waiting in the
+// order they will get one, and how many activity tasks with that key
+// (ActivityOptions.Concurrency) hold a live claim now.
 //
 //	projections rebuild ID | --all
 //	projections check ID | --all

@@ -32,6 +32,8 @@ type instanceJSON struct {
 	// CustomStatusText is the custom status when it was set as a string.
 	CustomStatusText string              `json:"custom_status_text,omitempty"`
 	SearchAttributes map[string]attrJSON `json:"search_attributes,omitempty"`
+	// Waiting is why a pending instance has not started.
+	Waiting *waitingJSON `json:"waiting,omitempty"`
 }
 
 type failureJSON struct {
@@ -47,6 +49,7 @@ func toInstanceJSON(i *chronicle.Instance) instanceJSON {
 		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), CompletedAt: i.CompletedAt.UTC(),
 		LastSeq: i.LastSeq, LastError: i.LastError, Incident: i.Incident,
 		CustomStatusText: i.CustomStatusText, SearchAttributes: toAttrsJSON(i.SearchAttributes),
+		Waiting: toWaitingJSON(i.Waiting),
 	}
 	if f := i.Failure; f != nil {
 		out.Failure = &failureJSON{Message: f.Message, Type: f.Type, NonRetryable: f.NonRetryable}
@@ -203,6 +206,7 @@ func runInstanceShow(c *cli, cmd *command, args []string) error {
 		{"Instance", in.ID},
 		{"Workflow", workflow},
 		{"Status", string(in.Status)},
+		{"Waiting", waitingText(in.Waiting)},
 		{"Execution", in.ExecutionID},
 		{"Business key", businessKey(in)},
 		{"Parent", in.ParentID},

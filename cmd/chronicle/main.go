@@ -239,6 +239,8 @@ func commands() []*command {
 		{"dlq show", "ID", "show a dead letter and its original work item", runDLQShow},
 		{"dlq redrive", "ID --by U", "requeue a dead letter's work item", runDLQRedrive},
 		{"dlq discard", "ID --by U", "close a dead letter without processing it", runDLQDiscard},
+		{"concurrency list", "[--waiting] [--after KEY] [--limit N]", "list concurrency keys: limit, instances holding a slot, instances waiting", runConcurrencyList},
+		{"concurrency show", "KEY", "show a concurrency key: the instances holding its slots, those waiting in order, its running activities", runConcurrencyShow},
 		{"schedules list", "", "list schedules: spec, workflow, overlap policy, state, next firing", runSchedulesList},
 		{"schedule show", "ID", "show a schedule: spec, state, next and recent firings, changes with who made them", runScheduleShow},
 		{"schedule create", "ID --workflow W (--cron EXPR | --every D) --by U [--zone TZ] [--start TIME] [--end TIME] [--jitter D] [--overlap P] [--catchup D] [--input JSON] [--paused] [--note N]", "create a schedule", runScheduleCreate},

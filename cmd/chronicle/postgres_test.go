@@ -143,3 +143,50 @@ func TestPostgresUI(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresConcurrency: on PostgreSQL the tool shows the instances
+// waiting for a concurrency slot, the same as on the memory store.
+func TestPostgresConcurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	cli := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append([]string{"--store", url, "--schema", schema}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, _, stderr := cli("migrate")
+	require.Equal(t, 0, code, stderr)
+
+	store, err := postgres.Open(ctx, url, postgres.Options{Schema: schema})
+	require.NoError(t, err)
+	defer store.Close()
+	e, err := chronicle.New(store, chronicle.Options{NodeID: "test"})
+	require.NoError(t, err)
+	defer e.Close()
+	require.NoError(t, chronicle.RegisterWorkflow(e, "gate", func(ctx *chronicle.Context, in string) (string, error) {
+		var s string
+		err := ctx.WaitEvent("go", nil).Get(&s)
+		return in + s, err
+	}))
+	for _, id := range []string{"a-1", "a-2", "a-3"} {
+		_, err := e.Start(ctx, "gate", id, &chronicle.StartOptions{InstanceID: id, Concurrency: &chronicle.Concurrency{Key: "acme", Limit: 1}})
+		require.NoError(t, err)
+	}
+	drainEngine(t, e)
+
+	code, stdout, stderr := cli("concurrency", "list", "--waiting")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `(?m)^acme\s+1\s+1\s+2\s+a-2$`, stdout)
+	code, stdout, stderr = cli("instance", "show", "a-3")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "concurrency key acme (limit 1), position 2, behind a-1, since ")
+	code, stdout, stderr = cli("--json", "concurrency", "show", "acme")
+	require.Equal(t, 0, code, stderr)
+	var set slotSetJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &set))
+	require.Len(t, set.Holders, 1)
+	require.Equal(t, "a-1", set.Holders[0].InstanceID)
+	require.Len(t, set.Waiters, 2)
+	require.Equal(t, []string{"a-2", "a-3"}, []string{set.Waiters[0].InstanceID, set.Waiters[1].InstanceID})
+}

@@ -51,9 +51,20 @@ type site struct {
 // taken as "ops" with the adjuster role.
 func serve(t *testing.T, actions bool) *site {
 	t.Helper()
+	return serveWith(t, actions, nil)
+}
+
+// serveWith is serve with prepare, when set, called with the demo data
+// before the engine starts running (to register a workflow of the test
+// and start its instances, say).
+func serveWith(t *testing.T, actions bool, prepare func(*demodata.Demo)) *site {
+	t.Helper()
 	d, err := demodata.Seed(context.Background(), memory.New(memory.Options{}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(d)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
 )
@@ -16,19 +17,25 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 		var best *task
 		for _, q := range queuesOf(p.Queues) {
 			h := s.taskHeaps[q]
-			if h == nil || len(*h) == 0 {
+			if h == nil {
 				continue
 			}
-			t := (*h)[0]
-			if t.claimableAt().After(p.Now) {
+			i := firstInHeap(len(*h), h.Less, func(i int) bool { return s.claimable((*h)[i], p) })
+			if i < 0 {
 				continue
 			}
-			if best == nil || t.claimableAt().Before(best.claimableAt()) || (t.claimableAt().Equal(best.claimableAt()) && t.seq < best.seq) {
+			t := (*h)[i]
+			if best == nil || t.orderAt().Before(best.orderAt()) || (t.orderAt().Equal(best.orderAt()) && t.seq < best.seq) {
 				best = t
 			}
 		}
 		if best == nil {
 			return nil
+		}
+		for i := range p.Rates {
+			if r := &p.Rates[i]; r.Matches(&best.t) {
+				s.takeToken(r, p.Now)
+			}
 		}
 		var expired *provider.ExpiredClaim
 		if best.token != "" {
@@ -146,4 +153,70 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterAc
 			return nil
 		})
 	})
+}
+
+// claimable reports whether a claim with p may take t now: it is visible
+// or its claim ran out, its concurrency key has a free slot and each rate
+// limit matching it a token; callers hold s.mu.
+func (s *Store) claimable(t *task, p *provider.ClaimActivityParams) bool {
+	if t.claimableAt().After(p.Now) {
+		return false
+	}
+	if k := t.t.ConcurrencyKey; k != "" && s.liveClaims(k, p.Now) >= t.t.ConcurrencyLimit {
+		return false
+	}
+	for i := range p.Rates {
+		if r := &p.Rates[i]; r.Matches(&t.t) && !s.hasToken(r, p.Now) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveClaims counts the claims of tasks with key that run past now;
+// callers hold s.mu.
+func (s *Store) liveClaims(key string, now time.Time) int {
+	n := 0
+	for t := range s.keyed[key] {
+		if t.token != "" && t.until.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// rateWindow counts the claims of a rate limit's key in one window.
+type rateWindow struct {
+	start time.Time
+	used  int
+}
+
+// hasToken reports whether r has a token left in the window of now;
+// callers hold s.mu.
+func (s *Store) hasToken(r *provider.RateLimit, now time.Time) bool {
+	w := s.rates[r.Key]
+	return w == nil || !w.start.Equal(r.Window(now)) || w.used < r.Tokens
+}
+
+// takeToken spends a token of r in the window of now; callers hold s.mu.
+func (s *Store) takeToken(r *provider.RateLimit, now time.Time) {
+	start := r.Window(now)
+	w := s.rates[r.Key]
+	if w == nil || !w.start.Equal(start) {
+		w = &rateWindow{start: start}
+		s.rates[r.Key] = w
+	}
+	w.used++
+}
+
+// CountClaims implements provider.FlowStore.
+func (s *Store) CountClaims(ctx context.Context, key string, now time.Time) (int, error) {
+	var n int
+	err := s.do(ctx, OpCountClaims, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n = s.liveClaims(key, now)
+		return nil
+	})
+	return n, err
 }

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -142,9 +141,7 @@ func (s *Store) DeleteHistory(instanceID string) bool {
 	if in == nil {
 		return false
 	}
-	if in.heapIndex >= 0 {
-		heap.Remove(&s.ready, in.heapIndex)
-	}
+	s.unready(in)
 	delete(s.instances, instanceID)
 	return true
 }
@@ -199,9 +196,7 @@ func (s *Store) Tamper(f func(rows *TamperRows)) {
 		_, h := rows.Histories[id]
 		_, r := rows.Records[id]
 		if !h && !r {
-			if in.heapIndex >= 0 {
-				heap.Remove(&s.ready, in.heapIndex)
-			}
+			s.unready(in)
 			delete(s.instances, id)
 		}
 	}

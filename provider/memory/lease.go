@@ -139,10 +139,9 @@ func (s *Store) LeaseInstance(ctx context.Context, p *provider.LeaseParams) (*pr
 				return nil
 			}
 		} else {
-			if len(s.ready) == 0 || s.ready[0].readyAt().After(p.Now) {
+			if in = s.next(p.Now); in == nil {
 				return nil
 			}
-			in = s.ready[0]
 		}
 		in.epoch++
 		in.lease = &leaseState{token: s.token(), owner: p.Owner, until: p.LockedUntil}

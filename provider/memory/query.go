@@ -2,7 +2,6 @@ package memory
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -346,9 +345,7 @@ func (s *Store) purgeWrites(w *writes, in *instance, t *provider.Tombstone, exec
 		if s.instances[in.id] == in {
 			delete(s.instances, in.id)
 		}
-		if in.heapIndex >= 0 {
-			heap.Remove(&s.ready, in.heapIndex)
-		}
+		s.unready(in)
 		// Messages enqueued while the purge ran start the id afresh.
 		if len(in.msgs) > 0 {
 			fresh := s.instance(in.id)

@@ -65,6 +65,13 @@ const (
 
 	// OpListQueuedActivities lists an instance's activity tasks.
 	OpListQueuedActivities Op = "ListQueuedActivities"
+	OpAcquireSlot          Op = "AcquireSlot"
+	OpReleaseSlot          Op = "ReleaseSlot"
+	OpParkInstance         Op = "ParkInstance"
+	OpWakeInstances        Op = "WakeInstances"
+	OpGetSlots             Op = "GetSlots"
+	OpListSlots            Op = "ListSlots"
+	OpCountClaims          Op = "CountClaims"
 )
 
 // Fault is an injected failure.
@@ -115,6 +122,7 @@ type Store struct {
 	nextToken int64
 	instances map[string]*instance
 	ready     instanceHeap
+	order     orderHeap
 	messages  map[string]*message
 	tasks     map[string]*task
 	taskIDs   map[string]bool
@@ -131,6 +139,12 @@ type Store struct {
 	// deleted by DeleteCheckpoint.
 	checkpoints []history.Checkpoint
 	hints       provider.Hints
+	// keyed holds the tasks of each concurrency key; rates the windows of
+	// rate limits; slots the slot sets of instance concurrency keys.
+	keyed     map[string]map[*task]bool
+	rates     map[string]*rateWindow
+	slots     map[string]*slotSet
+	slotsFree *sync.Cond
 }
 
 var (
@@ -145,12 +159,15 @@ func New(opts Options) *Store {
 	if opts.Mode == 0 {
 		opts.Mode = provider.ModeTransactional
 	}
-	return &Store{
+	s := &Store{
 		mode: opts.Mode, fault: opts.Fault, between: opts.BetweenWrites,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
 		letters: map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
+		keyed: map[string]map[*task]bool{}, rates: map[string]*rateWindow{}, slots: map[string]*slotSet{},
 	}
+	s.slotsFree = sync.NewCond(&s.mu)
+	return s
 }
 
 // Mode implements provider.Store.
@@ -163,10 +180,13 @@ type instance struct {
 	msgs      []*message // queued, in enqueue order
 	heapIndex int        // index in Store.ready, -1 when absent
 	readyKey  time.Time  // readyAt when reindex last placed it in Store.ready
-	lockedBy  *tx
-	lease     *leaseState
-	holdUntil time.Time
-	epoch     int64
+	// orderIndex and orderKey are its index and key in Store.order.
+	orderIndex int
+	orderKey   time.Time
+	lockedBy   *tx
+	lease      *leaseState
+	holdUntil  time.Time
+	epoch      int64
 	// purging is the tombstone of a purge that has begun; the instance
 	// is then never leased.
 	purging *provider.Tombstone
@@ -208,6 +228,9 @@ type task struct {
 	until     time.Time
 	heapIndex int
 }
+
+// orderAt is the task's place in the claim order.
+func (t *task) orderAt() time.Time { return provider.OrderAt(t.claimableAt(), t.t.Priority) }
 
 // claimableAt is when the task may be claimed.
 func (t *task) claimableAt() time.Time {
@@ -252,7 +275,7 @@ func (s *Store) do(ctx context.Context, op Op, fn func() error) error {
 func (s *Store) instance(id string) *instance {
 	in, ok := s.instances[id]
 	if !ok {
-		in = &instance{id: id, heapIndex: -1, keys: map[history.Key]bool{}}
+		in = &instance{id: id, heapIndex: -1, orderIndex: -1, keys: map[history.Key]bool{}}
 		s.instances[id] = in
 	}
 	return in
@@ -432,13 +455,15 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtPara
 		switch p.Queue {
 		case provider.QueueOrchestration:
 			if len(s.ready) > 0 {
-				at, ok = s.ready[0].readyAt(), true
+				at, ok = s.ready[0].readyKey, true
 			}
 		case provider.QueueActivity:
 			for _, q := range queuesOf(p.Queues) {
-				if h := s.taskHeaps[q]; h != nil && len(*h) > 0 {
-					if t := (*h)[0].claimableAt(); !ok || t.Before(at) {
-						at, ok = t, true
+				if h := s.taskHeaps[q]; h != nil {
+					for _, tk := range *h {
+						if t := tk.claimableAt(); !ok || t.Before(at) {
+							at, ok = t, true
+						}
 					}
 				}
 			}
@@ -684,6 +709,12 @@ func (s *Store) insertTask(t provider.ActivityTask) {
 	tk := &task{t: t, seq: s.nextSeq, heapIndex: -1}
 	s.tasks[t.ID] = tk
 	s.taskHeap(t.Queue).push(tk)
+	if k := t.ConcurrencyKey; k != "" {
+		if s.keyed[k] == nil {
+			s.keyed[k] = map[*task]bool{}
+		}
+		s.keyed[k][tk] = true
+	}
 }
 
 func (s *Store) taskHeap(q string) *taskHeap {
@@ -698,6 +729,12 @@ func (s *Store) taskHeap(q string) *taskHeap {
 func (s *Store) removeTask(t *task) {
 	s.taskHeap(t.t.Queue).remove(t)
 	delete(s.tasks, t.t.ID)
+	if k := t.t.ConcurrencyKey; k != "" {
+		delete(s.keyed[k], t)
+		if len(s.keyed[k]) == 0 {
+			delete(s.keyed, k)
+		}
+	}
 }
 
 // cancelActivities removes an execution's tasks; callers hold s.mu.

@@ -28,10 +28,17 @@ type tx struct {
 	// dequeued: AbandonMessages cuts them back to it.
 	mark   txMark
 	closed bool
+	// parks and wakes are staged ParkInstance and WakeInstances; slotLocks
+	// the slot sets the round locked, slotSaves their states before its
+	// changes, latest last.
+	parks     []string
+	wakes     []string
+	slotLocks []*slotSet
+	slotSaves []slotSave
 }
 
 // txMark records the lengths of a tx's staged lists.
-type txMark struct{ projs, msgs, tasks, cancels, resets int }
+type txMark struct{ projs, msgs, tasks, cancels, resets, parks, wakes, slotSaves int }
 
 var errTxClosed = errors.New("memory: transaction already ended")
 
@@ -79,6 +86,7 @@ func (t *tx) step(ctx context.Context, op Op, fn func() error) error {
 func (t *tx) rollback() {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
+	t.restoreSlots(0)
 	t.unlock()
 }
 
@@ -93,6 +101,7 @@ func (t *tx) unlock() {
 		t.s.notify(provider.QueueOrchestration)
 	}
 	t.locked = nil
+	t.unlockSlots()
 }
 
 func (t *tx) commit() error {
@@ -142,6 +151,10 @@ func (t *tx) commit() error {
 	for in, p := range t.abandons {
 		s.abandon(in, p.MessageIDs, p.VisibleAt, p.Error)
 	}
+	for _, id := range t.parks {
+		s.park(id)
+	}
+	s.wake(t.wakes)
 	return nil
 }
 
@@ -168,15 +181,14 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 				return nil
 			}
 		} else {
-			if len(s.ready) == 0 || s.ready[0].readyAt().After(p.Now) {
+			if in = s.next(p.Now); in == nil {
 				return nil
 			}
-			in = s.ready[0]
 		}
 		in.lockedBy = t
 		s.reindex(in)
 		t.locked = append(t.locked, in)
-		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets)}
+		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets), len(t.parks), len(t.wakes), len(t.slotSaves)}
 		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit), Head: &provider.Head{}}
 		if n := len(in.events); n > 0 {
 			b.Head.Seq, b.Head.Hash = in.events[n-1].Seq, in.events[n-1].Hash
@@ -324,6 +336,10 @@ func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesPar
 		delete(t.acks, in)
 		m := t.mark
 		t.projs, t.msgs, t.tasks, t.cancels, t.resets = t.projs[:m.projs], t.msgs[:m.msgs], t.tasks[:m.tasks], t.cancels[:m.cancels], t.resets[:m.resets]
+		t.parks, t.wakes = t.parks[:m.parks], t.wakes[:m.wakes]
+		t.s.mu.Lock()
+		t.restoreSlots(m.slotSaves)
+		t.s.mu.Unlock()
 		if t.abandons == nil {
 			t.abandons = map[*instance]provider.AbandonMessagesParams{}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -33,12 +34,15 @@ type taskDoc struct {
 	Queue     string `bson:"q"`
 	// ClaimableAt is VisibleAt, or the end of a live claim; never once
 	// done.
-	ClaimableAt int64  `bson:"ca"`
-	Order       int64  `bson:"o"`
-	Token       string `bson:"tok"`
-	Owner       string `bson:"own"`
-	Until       int64  `bson:"u"`
-	Done        bool   `bson:"d"`
+	ClaimableAt int64 `bson:"ca"`
+	// OrderAt is provider.OrderAt(ClaimableAt, the task's priority), the
+	// time claims order by (schema 5); written with ClaimableAt.
+	OrderAt int64  `bson:"po"`
+	Order   int64  `bson:"o"`
+	Token   string `bson:"tok"`
+	Owner   string `bson:"own"`
+	Until   int64  `bson:"u"`
+	Done    bool   `bson:"d"`
 	// Step is the newest step known to the hint's writer: the task's
 	// steps are read from it on, by _id, so a reader needs no query
 	// over the steps. It is never past the newest step, since steps
@@ -46,6 +50,11 @@ type taskDoc struct {
 	Step int64 `bson:"sk"`
 	// Task is the provider.MarshalActivityTask encoding as enqueued.
 	Task []byte `bson:"t"`
+	// Name, Priority and ConcurrencyKey are the task's, for queries
+	// (schema 5).
+	Name           string `bson:"an"`
+	Priority       int    `bson:"pr,omitempty"`
+	ConcurrencyKey string `bson:"ck,omitempty"`
 }
 
 // Kinds of a task's steps.
@@ -93,6 +102,10 @@ type stepDoc struct {
 	// step's letter: what the step still has to write.
 	Result *messageDoc `bson:"m,omitempty"`
 	Letter *letterDoc  `bson:"l,omitempty"`
+	// Key and Slot are the concurrency key of a claim's task and the
+	// slot of it the claim took (activity_slots).
+	Key  string `bson:"ck,omitempty"`
+	Slot int    `bson:"sl,omitempty"`
 }
 
 func stepID(taskID string, k int64) string { return id(taskID, pad(k)) }
@@ -160,7 +173,9 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 		}
 		ok, err := insertIgnoringDuplicate(ctx, s.c.tasks, t.ID, &taskDoc{
 			ID: t.ID, Instance: t.InstanceID, Execution: t.ExecutionID, Queue: t.Queue,
-			ClaimableAt: provider.UnixNanos(t.VisibleAt), Order: nextOrder(p.Now), Task: data,
+			ClaimableAt: provider.UnixNanos(t.VisibleAt), OrderAt: orderAt(provider.UnixNanos(t.VisibleAt), t.Priority),
+			Order: nextOrder(p.Now), Task: data,
+			Name: t.Name, Priority: t.Priority, ConcurrencyKey: t.ConcurrencyKey,
 		})
 		if err != nil {
 			return fmt.Errorf("enqueue activity task %s: %w", t.ID, err)
@@ -225,17 +240,35 @@ func (s *Store) stepAt(ctx context.Context, taskID string, k int64) (*stepDoc, e
 	return &st, nil
 }
 
-// ClaimActivity implements provider.Store. The oldest tasks whose hint
-// says claimable are read; for each, its newest step says whether it is
-// (never claimed, retried or requeued and visible, or claimed and
-// expired: a takeover). The first task whose next step this call inserts
-// as its claim is won; the hint is written after. A task whose step says
-// otherwise gets its hint rewritten, and a settlement whose writer died
-// before its last writes is finished (see CompleteActivity).
+// ClaimActivity implements provider.Store. Tasks whose hint says
+// claimable are read in claim order (OrderAt, then enqueue order), a page
+// at a time; for each, its newest step says whether it is (never
+// claimed, retried or requeued and visible, or claimed and expired: a
+// takeover). A task that a rate limit matches takes a token of the
+// limit, and one with a concurrency key a slot of the key (see flow.go),
+// before its claim; a task whose limit has no token left or whose key is
+// full is passed over, and so are the other tasks of that limit or key
+// for the rest of the call. The first task whose next step this call
+// inserts as its claim is won; the hint is written after. A task whose
+// step says otherwise gets its hint rewritten, and a settlement whose
+// writer died before its last writes is finished (see CompleteActivity).
 func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
-	for range 4 {
-		cur, err := s.c.tasks.Find(ctx, filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", provider.UnixNanos(p.Now))),
-			options.Find().SetSort(filter("ca", 1, "o", 1)).SetLimit(16))
+	if err := validateRates(p.Rates); err != nil {
+		return nil, err
+	}
+	c := &claimCall{p: p, full: map[string]bool{}, exhausted: map[string]bool{}}
+	var after *taskDoc
+	for {
+		f := filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", provider.UnixNanos(p.Now)))
+		f = c.exclusions(f)
+		if after != nil {
+			f = append(f, bson.E{Key: "$or", Value: bson.A{
+				filter("po", filter("$gt", after.OrderAt)),
+				filter("po", after.OrderAt, "o", filter("$gt", after.Order)),
+				filter("po", after.OrderAt, "o", after.Order, "_id", filter("$gt", after.ID)),
+			}})
+		}
+		cur, err := s.c.tasks.Find(ctx, f, options.Find().SetSort(filter("po", 1, "o", 1, "_id", 1)).SetLimit(claimPage))
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -246,29 +279,43 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 		if len(docs) == 0 {
 			return nil, nil
 		}
-		// The oldest first; a claimer that loses it tries the others in
-		// a random order, so that the claimers that lost it do not all
-		// race again for the next one.
-		order := make([]int, 1, len(docs))
-		for _, i := range rand.Perm(len(docs)) {
-			if i != 0 {
-				order = append(order, i)
-			}
-		}
-		for _, i := range order {
-			l, err := s.tryClaim(ctx, &docs[i], p)
+		last := &taskDoc{ID: docs[len(docs)-1].ID, OrderAt: docs[len(docs)-1].OrderAt, Order: docs[len(docs)-1].Order}
+		// In order; a claimer that finds a task taken by another
+		// claimer tries the rest of the page in a random order, so that
+		// the claimers that lost it do not all race again for the next
+		// one.
+		shuffled := false
+		for i := range docs {
+			l, lost, err := s.tryClaim(ctx, &docs[i], c)
 			if l != nil || err != nil {
 				return l, err
 			}
+			if lost && !shuffled {
+				rest := docs[i+1:]
+				rand.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+				shuffled = true
+			}
 		}
+		if len(docs) < claimPage {
+			return nil, nil
+		}
+		after = last
 	}
-	return nil, nil
 }
 
-func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
+// claimPage is how many candidate tasks ClaimActivity reads at a time.
+const claimPage = 16
+
+// tryClaim claims d unless a limit or key stops it, or another worker
+// changed its claim since its hint was read or changes it first (lost).
+func (s *Store) tryClaim(ctx context.Context, d *taskDoc, c *claimCall) (_ *provider.ActivityLease, lost bool, _ error) {
+	p := c.p
+	if c.full[d.ConcurrencyKey] {
+		return nil, false, nil
+	}
 	last, err := s.latestStep(ctx, d.ID, d.Step)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	next := &stepDoc{Task: d.ID, K: 1, Kind: stepClaim, Owner: p.Owner, Until: provider.UnixNanos(p.LockedUntil), Activity: d.Task}
 	var expired *provider.ExpiredClaim
@@ -277,10 +324,11 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 		case last.terminal():
 			// Its settler died before its last writes, or a
 			// concurrent writer overwrote the hint.
-			return nil, s.finish(ctx, d.Instance, last, p.Now)
+			return nil, true, s.finish(ctx, d.Instance, last, p.Now)
 		case last.claimableAt() > provider.UnixNanos(p.Now):
+			// Claimed or settled since the hint was read: lost.
 			s.writeHint(ctx, last)
-			return nil, nil
+			return nil, true, nil
 		case last.Kind == stepClaim:
 			expired = &provider.ExpiredClaim{Owner: last.Owner, LockedUntil: provider.FromUnixNanos(last.Until)}
 			next.ExpiredOwner, next.ExpiredUntil = last.Owner, last.Until
@@ -289,35 +337,43 @@ func (s *Store) tryClaim(ctx context.Context, d *taskDoc, p *provider.ClaimActiv
 	}
 	t, err := next.task()
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	next.ID, next.Token = stepID(d.ID, next.K), claimToken(next.K)
+	tokens, ok, err := s.gate(ctx, c, &t, next)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	if s.beforeClaimWrite != nil {
 		s.beforeClaimWrite(d.ID)
 	}
-	next.ID, next.Token = stepID(d.ID, next.K), claimToken(next.K)
-	ok, err := insertIgnoringDuplicate(ctx, s.c.claims, next.ID, next)
+	ok, err = insertIgnoringDuplicate(ctx, s.c.claims, next.ID, next)
 	if err != nil {
-		return nil, fmt.Errorf("claim activity task %s: %w", d.ID, err)
+		return nil, false, fmt.Errorf("claim activity task %s: %w", d.ID, err)
 	}
 	if !ok {
 		// Another worker changed the claim since it was read: a
-		// claimer, the owner settling it, a cancel.
-		return nil, nil
+		// claimer, the owner settling it, a cancel. The slot taken
+		// names a claim that was not made, so it is free again.
+		s.giveBack(ctx, tokens)
+		return nil, true, nil
 	}
 	s.writeHint(ctx, next)
-	return &provider.ActivityLease{Task: t, Token: next.Token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}, nil
+	return &provider.ActivityLease{Task: t, Token: next.Token, Owner: p.Owner, LockedUntil: p.LockedUntil, Expired: expired}, false, nil
 }
 
 // writeHint writes what a non-terminal step says into its task's hint.
 // A failure is only logged: the step is written, and claimers that find
 // the hint stale rewrite it.
 func (s *Store) writeHint(ctx context.Context, st *stepDoc) {
-	upd := set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K)
+	ca := st.claimableAt()
+	po := orderAt(ca, activityPriority(st.Activity))
+	upd := set("ca", ca, "po", po, "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K)
 	if st.Kind == stepClaim {
-		upd = set("ca", st.claimableAt(), "tok", st.Token, "own", st.Owner, "u", st.Until, "t", st.Activity, "sk", st.K)
+		upd = set("ca", ca, "po", po, "tok", st.Token, "own", st.Owner, "u", st.Until, "t", st.Activity, "sk", st.K)
 	}
 	if st.Kind == stepRequeue {
-		upd = set("ca", st.claimableAt(), "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K, "d", false)
+		upd = set("ca", ca, "po", po, "tok", "", "own", "", "u", int64(0), "t", st.Activity, "sk", st.K, "d", false)
 	}
 	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", st.Task), upd); err != nil {
 		s.log.Warn("chronicle mongo: write activity task hint", "task", st.Task, "step", st.K, "err", err)
@@ -368,7 +424,7 @@ func (s *Store) finish(ctx context.Context, instanceID string, st *stepDoc, now 
 
 // markDone marks a task done in its hint, after its terminal step k.
 func (s *Store) markDone(ctx context.Context, taskID string, k int64) error {
-	_, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never, "sk", k))
+	_, err := s.c.tasks.UpdateOne(ctx, filter("_id", taskID, "d", false), set("d", true, "tok", "", "own", "", "u", int64(0), "ca", never, "po", never, "sk", k))
 	if err != nil {
 		return fmt.Errorf("activity task %s: %w", taskID, translate(err))
 	}
@@ -414,8 +470,22 @@ func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActi
 	if err := updateHeld(ctx, s.c.claims, filter("_id", c.ID, "tok", p.Token), set("u", provider.UnixNanos(p.LockedUntil)), "activity task "+p.TaskID); err != nil {
 		return err
 	}
+	if c.Key != "" {
+		// The slot is read after the claim is extended: a claimer that
+		// took the slot of this claim once it ran out reads the claim
+		// after its insert, so one of the two sees the other (see
+		// takeActivitySlot).
+		held, err := s.holdsSlot(ctx, c.Key, c.Slot, p.Token)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("activity task %s: its concurrency slot was taken once the claim ran out: %w", p.TaskID, provider.ErrLeaseLost)
+		}
+	}
 	if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", p.TaskID, "tok", p.Token, "d", false),
-		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil))); err != nil {
+		set("u", provider.UnixNanos(p.LockedUntil), "ca", provider.UnixNanos(p.LockedUntil),
+			"po", orderAt(provider.UnixNanos(p.LockedUntil), activityPriority(c.Activity)))); err != nil {
 		s.log.Warn("chronicle mongo: write activity task hint", "task", p.TaskID, "err", err)
 	}
 	return nil
@@ -684,8 +754,9 @@ func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now ti
 		}
 	}
 	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", t.ID),
-		set("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "o", nextOrder(now),
-			"tok", "", "own", "", "u", int64(0), "d", false, "t", data), options.UpdateOne().SetUpsert(true))
+		set("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "po", orderAt(provider.UnixNanos(now), t.Priority),
+			"o", nextOrder(now), "tok", "", "own", "", "u", int64(0), "d", false, "t", data,
+			"an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey), options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
 	}

@@ -26,7 +26,8 @@
 // once finished, so the id stays known), activity_claims (one per step of
 // a task's claims: claim, settlement, cancel, requeue), dead_letters, incidents, snapshots, instances, human_tasks,
 // human_task_events, custom_projections, tombstones, checkpoints and
-// checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]), and
+// checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]),
+// slot_sets, activity_slots and rate_tokens (flow control, below), and
 // chronicle_meta (schema version and migration lock). Times are Unix nanoseconds from
 // the engine's clock (BSON dates keep milliseconds only); no method reads
 // the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
@@ -93,6 +94,64 @@
 //     maps driver errors, to [provider.ErrNotFound] or an [*Error] that
 //     says whether a retry may succeed (network errors, timeouts,
 //     TransientTransactionError).
+//
+// # Priority and flow control
+//
+// Schema 5 adds them, each kept as the contract is, above:
+//
+//   - Priority: a message keeps its priority ("pr") and "po", its
+//     provider.OrderAt(VisibleAt, priority) in Unix nanoseconds; a lease
+//     walks the visible messages by (po, o), indexed {po, o}. An activity
+//     task's hint keeps "po" = OrderAt(claimable time, priority), written
+//     with "ca" by every writer of the hint (enqueue, claim, heartbeat,
+//     retry, requeue; never once done), and claims read by (po, o, _id)
+//     a page at a time, indexed {q, d, po, o}. NextVisibleAt still
+//     answers by VisibleAt (messages) and claimable time (tasks).
+//   - Parked instances (provider.FlowSteps.ParkInstance): a park
+//     document of the instance in leases (epoch 0, _id instance + "park"),
+//     which the reads of the instances' epochs find with them: a parked
+//     instance is never leased, and NextVisibleAt leaves it out.
+//     WakeInstances deletes it (an instance not parked has none). A
+//     document of its own, not a field of the epoch document, so that a
+//     wake is never lost to the epoch's release written at the same time.
+//   - Slot sets of instance concurrency keys (AcquireSlot, ReleaseSlot):
+//     versions by (key, version) in slot_sets; a change reads the newest,
+//     computes the next (holders, FIFO waiters, the limit) and inserts
+//     it, so of two changes of one version one lands and the other reads
+//     again; older versions are then deleted, and a version inserted
+//     after a newer one exists (a read long ago) is taken back. In
+//     transactional mode too these inserts are made outside the round's
+//     transaction (a MongoDB transaction never waits for another: two
+//     rounds acquiring one key would fail each other), and a round that
+//     fails undoes its acquires after its rollback; parks and wakes are
+//     in the transaction.
+//   - Activity concurrency keys: slot i of a key, for i below the task's
+//     limit, is a sequence of versions in activity_slots; the newest
+//     names the claim holding the slot. A claim of a task with a key
+//     first counts the slots held (their claims are the tasks' newest
+//     steps and live; or not written yet and their end not reached) and,
+//     below the limit, inserts the next version of a free slot naming its
+//     claim-to-be, then inserts its claim step; of two claimers of one
+//     slot one lands its insert, so the live claims of a key never exceed
+//     its limit. A claim that loses its task to another claimer names a
+//     token no step has, which frees the slot; one whose claimer died
+//     before its step holds the slot until the claim's end. A heartbeat
+//     checks, after extending its claim, that its slot still names it
+//     (else provider.ErrLeaseLost), and a claimer that took the slot of a
+//     claim that ran out reads that claim again after its insert and
+//     gives the slot back when a heartbeat extended it, so a heartbeat
+//     never revives a claim past the limit. CountClaims counts the held
+//     slots.
+//   - Rate limits: token j of a key's window is a document by (key,
+//     window start, j) in rate_tokens, j below the limit's tokens; a
+//     claim inserts a missing one before its claim step and deletes it
+//     again when it then does not claim (a lost race, a full key). A
+//     claimer that dies between the two wastes that token: the limit is
+//     never exceeded, and at worst a window grants one claim less per
+//     crash. The first token of a window deletes the key's older windows.
+//
+// Claims are not made in a transaction in either mode, so both modes keep
+// activity limits the same way.
 //
 // In transactional mode a round takes its instance's lease the same way,
 // outside the transaction (held at most Options.LockTimeout if the

@@ -96,3 +96,17 @@ func AsBeforeSearch(ctx context.Context, s *Store) error {
 	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 3))
 	return err
 }
+
+// AsBeforeFlow makes the store look as a store of schema 4 left it: the
+// order, name, priority and concurrency key fields of messages and
+// activity tasks removed, the version 4.
+func AsBeforeFlow(ctx context.Context, s *Store) error {
+	if _, err := s.c.messages.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("po", "", "pr", "")}}); err != nil {
+		return err
+	}
+	if _, err := s.c.tasks.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("po", "", "an", "", "pr", "", "ck", "")}}); err != nil {
+		return err
+	}
+	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 4))
+	return err
+}

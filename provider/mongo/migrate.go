@@ -28,6 +28,74 @@ var migrations = []migration{
 	{2, "signed checkpoints", migrateCheckpoints},
 	{3, "activity task steps", migrateActivitySteps},
 	{4, "search fields of instance records", migrateSearch},
+	{5, "priority and flow control", migrateFlow},
+}
+
+// migrateFlow adds what priority and flow control need: the order field
+// "po" of messages (their VisibleAt, priority 0) and of activity tasks
+// (their claimable time), with the name, priority and concurrency key
+// of each task from its encoding, to documents written before them, each
+// only while it has none; the indexes that claims and dequeues sort by;
+// and the indexes of the flow collections (slot sets, activity slots,
+// rate tokens).
+func migrateFlow(ctx context.Context, s *Store) error {
+	for {
+		cur, err := s.c.messages.Find(ctx, filter("po", filter("$exists", false)), options.Find().SetSort(filter("_id", 1)).SetLimit(500).SetProjection(filter("v", 1)))
+		if err != nil {
+			return translate(err)
+		}
+		var docs []messageDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return translate(err)
+		}
+		if len(docs) == 0 {
+			break
+		}
+		for _, d := range docs {
+			if _, err := s.c.messages.UpdateOne(ctx, filter("_id", d.ID, "po", filter("$exists", false)), set("po", d.Visible)); err != nil {
+				return fmt.Errorf("order of message %s: %w", d.ID, translate(err))
+			}
+		}
+	}
+	for {
+		cur, err := s.c.tasks.Find(ctx, filter("po", filter("$exists", false)), options.Find().SetSort(filter("_id", 1)).SetLimit(500))
+		if err != nil {
+			return translate(err)
+		}
+		var docs []taskDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return translate(err)
+		}
+		if len(docs) == 0 {
+			break
+		}
+		for _, d := range docs {
+			t, err := d.task()
+			if err != nil {
+				return err
+			}
+			// A claimer that rewrote the hint meanwhile wrote "po" too.
+			if _, err := s.c.tasks.UpdateOne(ctx, filter("_id", d.ID, "po", filter("$exists", false)),
+				set("po", orderAt(d.ClaimableAt, t.Priority), "an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey)); err != nil {
+				return fmt.Errorf("order of activity task %s: %w", d.ID, translate(err))
+			}
+		}
+	}
+	for _, step := range []struct {
+		c    *mongo.Collection
+		keys bson.D
+	}{
+		{s.c.messages, bson.D{{Key: "po", Value: 1}, {Key: "o", Value: 1}}},
+		{s.c.tasks, bson.D{{Key: "q", Value: 1}, {Key: "d", Value: 1}, {Key: "po", Value: 1}, {Key: "o", Value: 1}}},
+		{s.c.slotSets, bson.D{{Key: "k", Value: 1}, {Key: "v", Value: -1}}},
+		{s.c.activitySlots, bson.D{{Key: "k", Value: 1}, {Key: "s", Value: 1}, {Key: "n", Value: -1}}},
+		{s.c.rateTokens, bson.D{{Key: "k", Value: 1}, {Key: "w", Value: 1}}},
+	} {
+		if _, err := step.c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: step.keys}); err != nil {
+			return fmt.Errorf("index on %s: %w", step.c.Name(), translate(err))
+		}
+	}
+	return nil
 }
 
 // migrateSearch adds the search fields of instance documents (the

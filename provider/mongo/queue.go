@@ -30,6 +30,10 @@ type messageDoc struct {
 	LastError string `bson:"le"`
 	// Order is the enqueue order key (see nextOrder).
 	Order int64 `bson:"o"`
+	// Priority is the message's priority and OrderAt the time the queue
+	// orders it by: provider.OrderAt(VisibleAt, Priority) (schema 5).
+	Priority int   `bson:"pr,omitempty"`
+	OrderAt  int64 `bson:"po"`
 }
 
 func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
@@ -38,6 +42,7 @@ func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
 		ID: m.ID, Instance: m.InstanceID, Execution: m.ExecutionID, Kind: string(m.Kind), Corr: m.CorrelationID,
 		Actor: m.Actor, Payload: m.Payload, Visible: provider.UnixNanos(m.VisibleAt), Enqueued: provider.UnixNanos(m.EnqueuedAt),
 		Attempts: m.Attempts, LastError: m.LastError, Order: nextOrder(now),
+		Priority: m.Priority, OrderAt: orderAt(provider.UnixNanos(m.VisibleAt), m.Priority),
 	}
 }
 
@@ -45,7 +50,7 @@ func (d *messageDoc) message() provider.Message {
 	return provider.Message{
 		ID: d.ID, InstanceID: d.Instance, ExecutionID: d.Execution, Kind: history.Kind(d.Kind), CorrelationID: d.Corr,
 		Actor: d.Actor, Payload: d.Payload, VisibleAt: provider.FromUnixNanos(d.Visible), EnqueuedAt: provider.FromUnixNanos(d.Enqueued),
-		Attempts: d.Attempts, LastError: d.LastError,
+		Attempts: d.Attempts, LastError: d.LastError, Priority: d.Priority,
 	}
 }
 
@@ -67,6 +72,11 @@ type leaseDoc struct {
 	// Hold is the end of a retry hold (see AbandonMessages).
 	Hold  int64    `bson:"h"`
 	Purge *tombDoc `bson:"pg,omitempty"`
+	// Park marks the instance's park document (see ParkInstance), which
+	// is no epoch: its Epoch is 0. Parked, on an epoch document read
+	// with latestLeases, says that the instance has one.
+	Park   bool `bson:"pk,omitempty"`
+	Parked bool `bson:"-"`
 }
 
 func leaseID(instanceID string, epoch int64) string { return id(instanceID, pad(epoch)) }
@@ -76,7 +86,7 @@ func (l *leaseDoc) live(now int64) bool { return !l.Released && l.Purge == nil &
 
 // blocked reports whether no round may take the instance at now.
 func (l *leaseDoc) blocked(now int64) bool {
-	return l != nil && (l.Purge != nil || l.live(now) || l.Hold > now)
+	return l != nil && (l.Purge != nil || l.Parked || l.live(now) || l.Hold > now)
 }
 
 // readyAt is when the instance may next be leased, given its earliest
@@ -86,7 +96,8 @@ func (l *leaseDoc) readyAt(visible int64) int64 {
 	if l == nil {
 		return at
 	}
-	if l.Purge != nil {
+	if l.Purge != nil || l.Parked {
+		// A parked instance is due only when a wake ends its park.
 		return never
 	}
 	if !l.Released && l.Until > at {
@@ -98,7 +109,7 @@ func (l *leaseDoc) readyAt(visible int64) int64 {
 // latestLease returns the newest epoch document of an instance, or nil.
 func (s *Store) latestLease(ctx context.Context, instanceID string) (*leaseDoc, error) {
 	var l leaseDoc
-	err := s.c.leases.FindOne(ctx, filter("i", instanceID), options.FindOne().SetSort(filter("e", -1))).Decode(&l)
+	err := s.c.leases.FindOne(ctx, filter("i", instanceID, "e", filter("$gt", 0)), options.FindOne().SetSort(filter("e", -1))).Decode(&l)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -108,7 +119,9 @@ func (s *Store) latestLease(ctx context.Context, instanceID string) (*leaseDoc, 
 	return &l, nil
 }
 
-// latestLeases returns the newest epoch document of each instance.
+// latestLeases returns the newest epoch document of each instance,
+// marked Parked when the instance has a park document (read by the same
+// query).
 func (s *Store) latestLeases(ctx context.Context, ids []string) (map[string]*leaseDoc, error) {
 	out := map[string]*leaseDoc{}
 	if len(ids) == 0 {
@@ -122,11 +135,24 @@ func (s *Store) latestLeases(ctx context.Context, ids []string) (map[string]*lea
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, translate(err)
 	}
+	var parked []string
 	for i := range docs {
 		d := &docs[i]
+		if d.Park {
+			parked = append(parked, d.Instance)
+			continue
+		}
 		if old, ok := out[d.Instance]; !ok || d.Epoch > old.Epoch {
 			out[d.Instance] = d
 		}
+	}
+	for _, i := range parked {
+		if out[i] == nil {
+			// Parked with no epoch (its epochs were cleaned up): a
+			// stand-in that only blocks.
+			out[i] = &leaseDoc{Instance: i, Released: true}
+		}
+		out[i].Parked = true
 	}
 	return out, nil
 }
@@ -336,9 +362,10 @@ func (s *Store) nextInstanceAt(ctx context.Context) (time.Time, bool, error) {
 }
 
 // LeaseInstance implements provider.LeaseStore. It walks the visible
-// messages in visibility order and leases the first instance that is
-// neither leased, held nor being purged, by inserting its next epoch
-// document.
+// messages in queue order (OrderAt, the visibility moved by the
+// priority, then enqueue order) and leases the first instance that is
+// neither leased, held, parked nor being purged, by inserting its next
+// epoch document.
 func (s *Store) LeaseInstance(ctx context.Context, p *provider.LeaseParams) (*provider.Lease, error) {
 	if s.mode != provider.ModePeekLock {
 		return nil, fmt.Errorf("mongo: LeaseInstance on a %s store", s.mode)
@@ -352,8 +379,10 @@ func (s *Store) takeInstance(ctx context.Context, instanceID string, now, until 
 	if instanceID != "" {
 		return s.tryLease(ctx, instanceID, nil, false, now, until, owner, limit)
 	}
+	// Visible messages in the order of their priority (OrderAt), then
+	// of their enqueue.
 	cur, err := s.c.messages.Find(ctx, filter("v", filter("$lte", provider.UnixNanos(now))),
-		options.Find().SetSort(filter("v", 1, "o", 1)).SetProjection(filter("i", 1)).SetBatchSize(scanWindow))
+		options.Find().SetSort(filter("po", 1, "o", 1)).SetProjection(filter("i", 1)).SetBatchSize(scanWindow))
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -401,10 +430,11 @@ func (s *Store) takeInstance(ctx context.Context, instanceID string, now, until 
 // returns nil then, or when the instance has no visible message.
 func (s *Store) tryLease(ctx context.Context, instanceID string, latest *leaseDoc, known bool, now, until time.Time, owner string, limit int) (*provider.Lease, error) {
 	if !known {
-		var err error
-		if latest, err = s.latestLease(ctx, instanceID); err != nil {
+		leases, err := s.latestLeases(ctx, []string{instanceID})
+		if err != nil {
 			return nil, err
 		}
+		latest = leases[instanceID]
 	}
 	if latest.blocked(provider.UnixNanos(now)) {
 		return nil, nil
@@ -483,7 +513,7 @@ func (s *Store) forgetEpochs(ctx context.Context, instanceID string, epoch int64
 	if epoch%keptEpochs != 0 {
 		return
 	}
-	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$lt", epoch-keptEpochs))); err != nil {
+	if _, err := s.c.leases.DeleteMany(ctx, filter("i", instanceID, "e", filter("$gt", 0, "$lt", epoch-keptEpochs))); err != nil {
 		s.log.Warn("chronicle mongo: clean up old lease epochs", "instance", instanceID, "err", err)
 	}
 }

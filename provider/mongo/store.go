@@ -150,6 +150,10 @@ type collections struct {
 	messages, leases, history, keys, tasks, claims, letters, incidents,
 	snapshots, instances, humanTasks, taskEvents, custom, tombstones, meta,
 	checkpoints, checkpointLeaves *mongo.Collection
+	// Flow control (schema 5): the slot sets of instance concurrency
+	// keys, the slots of activity concurrency keys and the tokens of
+	// rate limits.
+	slotSets, activitySlots, rateTokens *mongo.Collection
 }
 
 var (
@@ -157,6 +161,9 @@ var (
 	_ provider.TxStore    = (*Store)(nil)
 	_ provider.FullStore  = (*Store)(nil)
 	_ provider.Notifier   = (*Store)(nil)
+	_ provider.FlowSteps  = (*Store)(nil)
+	_ provider.FlowStore  = (*Store)(nil)
+	_ provider.FlowSteps  = (*roundTx)(nil)
 )
 
 // Open connects to the MongoDB server at url (mongodb:// or
@@ -203,6 +210,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			instances: db.Collection("instances"), humanTasks: db.Collection("human_tasks"), taskEvents: db.Collection("human_task_events"),
 			custom: db.Collection("custom_projections"), tombstones: db.Collection("tombstones"), meta: db.Collection("chronicle_meta"),
 			checkpoints: db.Collection("checkpoints"), checkpointLeaves: db.Collection("checkpoint_leaves"),
+			slotSets:      db.Collection("slot_sets"),
+			activitySlots: db.Collection("activity_slots"), rateTokens: db.Collection("rate_tokens"),
 		},
 	}
 	mode, why, err := s.detectMode(ctx, opts.Mode)

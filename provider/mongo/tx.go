@@ -39,6 +39,11 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 	defer func() {
 		if err != nil {
 			_ = sess.AbortTransaction(context.WithoutCancel(ctx))
+			for i := len(t.undo) - 1; i >= 0; i-- {
+				if uerr := t.undo[i](context.WithoutCancel(ctx)); uerr != nil {
+					s.log.Warn("chronicle mongo: undo a slot acquire of a failed round", "err", uerr)
+				}
+			}
 			for _, l := range t.leases {
 				_ = s.release(context.WithoutCancel(ctx), l, 0)
 			}
@@ -92,6 +97,9 @@ type roundTx struct {
 	// wrote is set by the writes since the last dequeue.
 	wrote    bool
 	enqueued bool
+	// undo are the writes a failed round undoes after its rollback (see
+	// AcquireSlot).
+	undo []func(ctx context.Context) error
 }
 
 // DequeueInstance implements provider.Tx. MongoDB has no savepoints, so a

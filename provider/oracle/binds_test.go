@@ -38,8 +38,20 @@ type fakeDB struct {
 	mu       sync.Mutex
 	answers  []fakeRows
 	affected int64
-	seen     []string
-	errs     []error
+	// seen are the statements run, and "COMMIT" and "ROLLBACK"; args
+	// their binds by name (nil for the ends of transactions).
+	seen []string
+	args []map[string]any
+	errs []error
+}
+
+// record notes the end of a transaction.
+func (f *fakeDB) record(what string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, what)
+	f.args = append(f.args, nil)
+	return nil
 }
 
 func (f *fakeDB) Connect(context.Context) (driver.Conn, error) { return &fakeConn{db: f}, nil }
@@ -50,6 +62,11 @@ func (f *fakeDB) check(query string, args []driver.NamedValue) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, query)
+	binds := map[string]any{}
+	for _, a := range args {
+		binds[strings.ToLower(a.Name)] = a.Value
+	}
+	f.args = append(f.args, binds)
 	want := map[string]bool{}
 	for _, b := range bindNames(query) {
 		want[strings.ToLower(b)] = true
@@ -102,8 +119,8 @@ func (c *fakeConn) Begin() (driver.Tx, error)           { return c, nil }
 func (c *fakeConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) {
 	return c, nil
 }
-func (c *fakeConn) Commit() error                            { return nil }
-func (c *fakeConn) Rollback() error                          { return nil }
+func (c *fakeConn) Commit() error                            { return c.db.record("COMMIT") }
+func (c *fakeConn) Rollback() error                          { return c.db.record("ROLLBACK") }
 func (c *fakeConn) CheckNamedValue(*driver.NamedValue) error { return nil }
 
 func (c *fakeConn) ExecContext(_ context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -193,12 +210,20 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := provider.ActivityTask{ID: "task-1", InstanceID: "inst-1", ExecutionID: "e-1", ScheduledSeq: 2, Name: "act", Attempt: 1}
+	task := provider.ActivityTask{ID: "task-1", InstanceID: "inst-1", ExecutionID: "e-1", ScheduledSeq: 2, Name: "act", Attempt: 1,
+		Priority: 3, ConcurrencyKey: "customer-1", ConcurrencyLimit: 2}
 	taskEnv, err := provider.MarshalActivityTask(&task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, f := fakeStore(t,
+		fakeRows{match: "SELECT waiting, seq FROM", cols: cols(2), rows: [][]driver.Value{{int64(1), int64(7)}}},
+		fakeRows{match: "SELECT slot_limit FROM", cols: cols(1), rows: [][]driver.Value{{int64(2)}}},
+		fakeRows{match: "SELECT s.slot_key, s.slot_limit", cols: cols(2), rows: [][]driver.Value{{"k-1", int64(2)}, {"k-2", int64(1)}}},
+		fakeRows{match: "SELECT slot_key, instance_id, waiting, since", cols: cols(4), rows: [][]driver.Value{
+			{"k-1", "i-1", int64(0), int64(5)}, {"k-1", "i-2", int64(1), int64(6)}, {"k-2", "i-3", int64(1), int64(7)}}},
+		fakeRows{match: "SELECT used FROM", cols: cols(1), rows: [][]driver.Value{{int64(1)}}},
+		fakeRows{match: "conc_key = :ckey AND locked_until > :now", cols: cols(1), rows: [][]driver.Value{{int64(1)}}},
 		fakeRows{match: "LEAST(", cols: cols(1), rows: [][]driver.Value{{int64(9223372036854775807)}}},
 		fakeRows{match: "NVL(MAX(version), 0)", cols: cols(1), rows: [][]driver.Value{{int64(1)}}},
 		fakeRows{match: "FROM \"APP\".\"CHRONICLE_HUMAN_TASKS\" t", cols: cols(14)},
@@ -208,7 +233,7 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 		fakeRows{match: "SELECT seq, hash FROM", cols: cols(2), rows: [][]driver.Value{{int64(1), make([]byte, 32)}}},
 		fakeRows{match: "NVL(MAX(seq), 0)", cols: cols(1), rows: [][]driver.Value{{int64(1)}}},
 		fakeRows{match: "SELECT envelope, token, owner, locked_until", cols: cols(4), rows: [][]driver.Value{{taskEnv, "41", "w-0", int64(5)}}},
-		fakeRows{match: "SELECT id FROM", cols: cols(1), rows: [][]driver.Value{{"task-1"}}},
+		fakeRows{match: "SELECT t.id FROM", cols: cols(1), rows: [][]driver.Value{{"task-1"}}},
 		fakeRows{match: "SELECT envelope FROM", cols: cols(1), rows: [][]driver.Value{{taskEnv}}},
 		fakeRows{match: "SELECT instance_id, envelope FROM", cols: cols(2), rows: [][]driver.Value{{"inst-1", taskEnv}}},
 		fakeRows{match: "SELECT instance_id FROM", cols: cols(1), rows: [][]driver.Value{{"inst-1"}}},
@@ -256,6 +281,46 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 				return fmt.Errorf("claim: %+v", l)
 			}
 			return err
+		}},
+		{"ClaimActivity with rate limits", func() error {
+			// One limit read as exhausted (its key has used 1 of 1), one
+			// not: the candidates leave out the tasks of the first, the
+			// claim takes a token of the second.
+			l, err := s.ClaimActivity(ctx, &provider.ClaimActivityParams{Owner: "w-1", Now: base, LockedUntil: base.Add(time.Minute), Queues: []string{"", "gpu"},
+				Rates: []provider.RateLimit{
+					{Key: "mail", Activity: "send-mail", Tokens: 1, Interval: time.Minute},
+					{Key: "gpu", Queue: "gpu", Activity: "render", Tokens: 1, Interval: time.Second},
+					{Key: "all", Queue: "", Activity: "act", Tokens: 5, Interval: time.Hour},
+					{Key: "default", Queue: "x", Tokens: 1, Interval: time.Hour},
+				}})
+			if err == nil && (l == nil || l.Task.ConcurrencyKey != "customer-1" || l.Task.Priority != 3) {
+				return fmt.Errorf("claim: %+v", l)
+			}
+			return err
+		}},
+		{"CountClaims", func() error {
+			n, err := s.CountClaims(ctx, "customer-1", base)
+			if err == nil && n != 1 {
+				return fmt.Errorf("%d claims", n)
+			}
+			return err
+		}},
+		{"GetSlots", func() error {
+			rec, err := s.GetSlots(ctx, "k-1")
+			if err == nil && (rec.Limit != 2 || len(rec.Holders) != 1 || len(rec.Waiters) != 1 || rec.Waiters[0].ID != "i-2" || !rec.Holders[0].Since.Equal(time.Unix(0, 5))) {
+				return fmt.Errorf("slots %+v", rec)
+			}
+			return err
+		}},
+		{"ListSlots", func() error {
+			recs, err := s.ListSlots(ctx, &provider.ListSlotsParams{AfterKey: "k-0", OnlyWaiting: true})
+			if err == nil && (len(recs) != 2 || recs[1].Key != "k-2" || len(recs[1].Waiters) != 1 || len(recs[1].Holders) != 0) {
+				return fmt.Errorf("slots %+v", recs)
+			}
+			return err
+		}},
+		{"WakeInstances", func() error {
+			return s.WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: []string{"inst-2", "inst-1", "inst-2"}})
 		}},
 		{"HeartbeatActivity", func() error {
 			return s.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: "task-1", Token: "42", LockedUntil: base})
@@ -331,7 +396,11 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 	}
 	ran := strings.Join(f.seen, "\n")
 	for _, want := range []string{"SAVEPOINT chronicle_dequeued", "ROLLBACK TO SAVEPOINT chronicle_dequeued", "INSERT ALL", "DBMS_AQ.ENQUEUE",
-		"MERGE INTO", "FOR UPDATE SKIP LOCKED", "RETURNING token INTO :tok"} {
+		"MERGE INTO", "FOR UPDATE SKIP LOCKED", "RETURNING token INTO :tok",
+		`"CHRONICLE_ACTIVITY_KEYS" WHERE conc_key = :ckey FOR UPDATE`, `UPDATE "APP"."CHRONICLE_RATE_WINDOWS" SET used = used + 1`,
+		`t.name <> :rn0`, `t.queue <> :rq1`, `UPDATE "APP"."CHRONICLE_FLOW_SLOTS" SET slot_limit`, `"CHRONICLE_FLOW_SLOTS" WHERE slot_key = :skey FOR UPDATE`,
+		`DELETE FROM "APP"."CHRONICLE_FLOW_SLOT_MEMBERS"`,
+		"SET hold_until = 9223372036854775807", "SET hold_until = NULL WHERE instance_id = :inst AND hold_until = 9223372036854775807"} {
 		if !strings.Contains(ran, want) {
 			t.Errorf("no statement with %q ran", want)
 		}
@@ -404,7 +473,21 @@ func runEveryStep(ctx context.Context, s *Store, msg provider.Message, task prov
 		if err := tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "inst-9"}); err == nil {
 			return errors.New("abandon of an instance the round does not hold")
 		}
-		return nil
+		f, ok := tx.(provider.FlowSteps)
+		if !ok {
+			return errors.New("the round has no flow steps")
+		}
+		if ok, err := f.AcquireSlot(ctx, &provider.AcquireSlotParams{Key: "k-1", Limit: 2, Holder: "inst-1", Now: base}); err != nil || ok {
+			return fmt.Errorf("acquire: %v, %v", ok, err)
+		}
+		wake, err := f.ReleaseSlot(ctx, &provider.ReleaseSlotParams{Key: "k-1", Holder: "inst-1"})
+		if err != nil || !slices.Equal(wake, []string{"inst-1"}) {
+			return fmt.Errorf("release: %v, %v", wake, err)
+		}
+		if err := f.ParkInstance(ctx, &provider.ParkInstanceParams{InstanceID: "inst-1"}); err != nil {
+			return err
+		}
+		return f.WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: []string{"inst-2"}})
 	})
 }
 

@@ -273,8 +273,6 @@ func (s *Store) redriveTask(ctx context.Context, tx *sql.Tx, p *provider.Resolve
 	if _, err := tx.ExecContext(ctx, s.sql.insertTaskID, named("id", t.ID), named("inst", t.InstanceID)); err != nil && !isDuplicate(err) {
 		return failf(err, "redrive dead letter %s", p.ID)
 	}
-	_, err = tx.ExecContext(ctx, s.sql.insertTask, named("id", t.ID), named("inst", t.InstanceID),
-		named("exec", t.ExecutionID), named("queue", queueKey(t.Queue)), named("ready", timeArg(t.VisibleAt)),
-		named("env", blobArg(env)))
+	_, err = tx.ExecContext(ctx, s.sql.insertTask, taskArgs(&t, env)...)
 	return failf(err, "redrive dead letter %s", p.ID)
 }

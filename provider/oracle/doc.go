@@ -97,6 +97,27 @@
 //     instance_id) for each kind of value; INSTANCES gains the custom
 //     status text. Queries compile to SQL whose values are all binds
 //     (docs/providers.md, "Search attributes and queries").
+//   - Flow control and priority (migration 3; see "Flow control and
+//     priority" below). MESSAGES gains priority and order_at, a virtual
+//     column visible_at - priority × [provider.PriorityStep] (in
+//     nanoseconds), indexed by MESSAGES_ORDER (order_at, seq,
+//     visible_at): the dequeue's ordered scan. ACTIVITY_TASKS gains name
+//     (for rate limits), priority, conc_key and conc_limit (copies of the
+//     envelope's) and order_at, ready_at - priority × step, indexed by
+//     ACTIVITY_TASKS_ORDER (queue, order_at, seq, ready_at), the claim's
+//     scan, and ACTIVITY_TASKS_CONC (conc_key, locked_until), which counts
+//     a key's live claims. Virtual columns move with visible_at and
+//     ready_at wherever those are written, and rows queued before the
+//     migration have priority 0, so their order is their visible or ready
+//     time, without an update. ACTIVITY_KEYS holds one row per activity
+//     concurrency key ever claimed, whose row lock serializes the key's
+//     claims. RATE_WINDOWS holds the tokens used per rate limit key and
+//     window (primary key (rate_key, window_start)). FLOW_SLOTS holds one
+//     row per instance concurrency key with the limit of its latest
+//     acquire (its row lock serializes acquires and releases), and
+//     FLOW_SLOT_MEMBERS its holders and waiters (waiting 0 or 1, since,
+//     and an identity seq giving the order of first waiting), indexed by
+//     (slot_key, waiting, seq).
 //   - The AQ queue table WQT (RAW payload, single consumer) and its queue
 //     WQ, started.
 //   - SCHEMA_MIGRATIONS and MIGRATION_LOCK: the migrator's records and
@@ -134,9 +155,9 @@
 //     propagates). A commit whose connection broke returns
 //     [ErrOutcomeUnknown] (and [ErrRetryable]); running the round again is
 //     safe, as every write below is idempotent.
-//   - DequeueInstance: a plain query lists the instances of the oldest
-//     visible messages (ORDER BY visible_at, seq FETCH FIRST 32 ROWS ONLY)
-//     whose hold has passed, leaving out the round's own and those found
+//   - DequeueInstance: a plain query lists the instances of the first
+//     visible messages in queue order (ORDER BY order_at, seq FETCH FIRST
+//     32 ROWS ONLY, visible_at <= Now) whose hold has passed, leaving out the round's own and those found
 //     locked; each is then locked by primary key with SELECT … FOR UPDATE
 //     SKIP LOCKED (re-checking the hold), never waiting. Oracle refuses a
 //     row limit in a FOR UPDATE query, and ROWNUM would cut before the
@@ -186,11 +207,19 @@
 //   - EnqueueActivities: each task id is inserted into ACTIVITY_TASK_IDS
 //     first; a unique violation means the task was enqueued before (maybe
 //     completed), and nothing is queued.
-//   - ClaimActivity: one transaction lists the oldest claimable tasks of
-//     the queues, locks the first free one with SELECT … FOR UPDATE SKIP
-//     LOCKED (re-checking ready_at <= Now on the newest row version), and
-//     UPDATEs its claim with token = TO_CHAR(LEASE_TOKENS.NEXTVAL) …
-//     RETURNING token INTO :tok. A claim that ran out is taken over with
+//   - ClaimActivity: a plain query lists the first claimable tasks of
+//     the queues in queue order (ORDER BY order_at, seq), leaving out
+//     tasks whose concurrency key has its limit of live claims and tasks
+//     that a rate limit read as exhausted matches. Each candidate is then
+//     tried in a transaction of its own: it locks the task with SELECT …
+//     FOR UPDATE SKIP LOCKED (re-checking ready_at <= Now on the newest
+//     row version), decodes it, locks its key's row in ACTIVITY_KEYS
+//     (waiting) and counts the key's live claims, takes a token of each
+//     matching rate limit's window, and UPDATEs its claim with token =
+//     TO_CHAR(LEASE_TOKENS.NEXTVAL) … RETURNING token INTO :tok. A
+//     candidate turned down (full key, no token) rolls its transaction
+//     back, giving back the tokens and locks it took, and the claim goes
+//     on to the next. A claim that ran out is taken over with
 //     ActivityLease.Expired set and Attempt unchanged. Queue names are
 //     stored as ":" + name, since Oracle would store the default queue ""
 //     as NULL.
@@ -207,7 +236,12 @@
 //   - NextVisibleAt: the least of the earliest unheld message and the
 //     earliest hold that delays a message (NVL around each, as LEAST is
 //     NULL when an argument is), leaving out the instances this store's
-//     open rounds hold; for activities MIN(ready_at) of the queues.
+//     open rounds hold, and parked instances; for activities
+//     MIN(ready_at) of the queues. Both read visible and ready times, not
+//     the priority order.
+//   - AcquireSlot, ReleaseSlot, ParkInstance, WakeInstances
+//     ([provider.FlowSteps] on the round's Tx) and [provider.FlowStore]:
+//     see "Flow control and priority".
 //   - Queries: pages ordered by id continue with (:after IS NULL OR id >
 //     :after) FETCH FIRST :lim ROWS ONLY; filters that match anything when
 //     empty read (:x IS NULL OR col = :x), as Oracle binds "" as NULL. The
@@ -235,6 +269,64 @@
 //     whose envelope does not decode is dead-lettered by the round that
 //     dequeues it (reason undecodable, the bytes in DeadLetter.Raw).
 //
+// # Flow control and priority
+//
+// Priority: a message or task of priority p that became visible (or
+// claimable) at v is ordered at v - p × [provider.PriorityStep], the
+// virtual order_at columns, and then by enqueue order (seq). Visibility
+// is still visible_at <= Now (ready_at <= Now), and NextVisibleAt still
+// reads visible_at and ready_at. Across several served queues the claim's
+// query orders the tasks of all of them by order_at.
+//
+// Activity concurrency keys: a claim of a keyed task locks the key's row
+// in ACTIVITY_KEYS (created by INSERT … WHERE NOT EXISTS, a unique
+// violation ignored) with SELECT … FOR UPDATE, waiting for another claim
+// of the key, then counts the key's claims with locked_until > Now. The
+// lock is held to the claim's commit, so the next claim of the key counts
+// it: claims never exceed the limit across processes. A claim that ran
+// out (locked_until <= Now) does not count, and its task, taken over,
+// counts once. The candidates' query leaves out tasks of full keys (a
+// correlated COUNT on ACTIVITY_TASKS_CONC), so a full key does not hold
+// up the claim of other tasks. CountClaims is the same count.
+//
+// Rate limits: the claim takes, in its transaction, one token of each
+// rate limit key whose limits match the task (RateLimit.Matches on the
+// decoded task), in key order: the window's row is created if missing
+// (the claim that creates it deletes the key's older windows) and UPDATE
+// … SET used = used + 1 WHERE … AND used < :tokens takes the token, 0
+// rows meaning none is left. The UPDATE waits for a claim holding the
+// row and Oracle then evaluates the condition on the row it finds, so
+// concurrent claims never take more than the tokens. A claim turned down
+// or failed rolls back, which gives its tokens back. The candidates'
+// query leaves out tasks an exhausted limit matches (by name and queue
+// columns; a task without a stored name passes and the claim checks its
+// envelope), so an exhausted limit does not hold up other tasks.
+//
+// A claim's locks come in one order: the task (SKIP LOCKED, never
+// waiting), its key's row, the windows' rows by key; each candidate's
+// transaction ends before the next begins, so claims never wait for each
+// other in a cycle.
+//
+// Instance slots ([provider.FlowSteps] on the round's transaction):
+// AcquireSlot creates the key's FLOW_SLOTS row if missing and sets its
+// limit (the UPDATE locks the row, waiting for another round that holds
+// it, until the round ends), then reads the holder's membership and
+// counts the holders and the waiters ahead of it; it inserts or promotes
+// the member as [provider.FlowSteps] says. ReleaseSlot locks the row
+// (SELECT … FOR UPDATE; none: nothing to release), deletes the member and
+// returns the first (limit - holders) waiters by seq. A rolled-back round
+// undoes its acquire. GetSlots and ListSlots read the rows and members
+// (holders by since, waiters by seq), keys in binary order.
+//
+// Parking: ParkInstance sets the instance's hold_until to the greatest
+// NUMBER(19), 9223372036854775807 ([provider.ParkedUntil] does not fit
+// nanoseconds), which no Now passes: the dequeue never takes it, and
+// AbandonMessages keeps it (GREATEST). WakeInstances clears the hold only
+// where it is that value, one UPDATE per instance in id order (waiting
+// for a round that holds the instance, such as the one parking it), and
+// enqueues the wake-up of the orchestration queue when it woke one.
+// NextVisibleAt leaves parked instances out.
+//
 // # Lock order
 //
 // The instance row is the instance's lock, and every transaction that
@@ -242,7 +334,11 @@
 // when it dequeues; an abandon outside a round updates it before the
 // messages; dead-lettering an activity locks it before the task, so it
 // waits for a round cancelling the task or a purge deleting it and then
-// finds the task gone. Oracle has no shared row locks, so an enqueue does
+// finds the task gone. A round that releases a slot holds the slot set's
+// row when it wakes the waiters, and a wake waits for a round that holds
+// the waiter's instance; if that round is acquiring the same key, the two
+// wait for each other and Oracle ends one with ORA-00060, which is
+// [ErrRetryable]: the round runs again. Oracle has no shared row locks, so an enqueue does
 // not lock the instance row at all (it never waits for a round). A purge
 // may therefore delete an instance while a message to it is being
 // enqueued; that message, committed after the purge, has no instance row.
@@ -294,7 +390,15 @@
 //     the instances this store's rounds hold, but counts those of other
 //     stores, so a worker may find work due that it cannot take until
 //     that round ends. A dequeue or claim gives up after skipping 512
-//     locked candidates.
+//     locked (or, for a claim, turned down) candidates.
+//   - A claim serving several queues sorts their claimable tasks (an
+//     index scan per queue cannot give one order across queues); a claim
+//     of one queue is an ordered index scan that stops early. This has
+//     not been checked with execution plans on a server.
+//   - Rows of ACTIVITY_KEYS (one per concurrency key ever claimed) and
+//     FLOW_SLOTS (one per instance concurrency key) are never deleted;
+//     RATE_WINDOWS keeps the current window per key. A purge does not
+//     touch slot sets: a holder or waiter that is never released stays.
 //   - AbandonMessages, DeadLetterActivity and ResolveDeadLetter update
 //     the instance row and wait for a round that holds the instance; an
 //     enqueue that creates an instance row waits for another open
@@ -312,7 +416,14 @@
 // marker left, Oracle syntax, no reserved bind names), migration parsing
 // and order, and every store method and round step run on a fake
 // database/sql driver that checks each statement's binds as Oracle would.
-// The conformance suite
+// On the project's PostgreSQL test server, the conformance groups of
+// priority, activity limits and slots, and the queue and activity groups,
+// run on a store whose statements and migrations a test driver translates
+// to PostgreSQL (binds, FROM dual, NVL, the token sequence, virtual
+// columns as stored ones, a failed statement rolled back alone): this
+// checks the statements' columns, conditions and order, the code around
+// them and the row locks that serialize keys, windows and slot sets, not
+// Oracle's parser, plans or locking. The whole conformance suite
 // ([github.com/chronicleflow/chronicle/provider/providertest.Exercise]),
 // migration and commit-outcome tests, the end-to-end workflows of the
 // repository root and the rapid workflows machine (package fuzz) need a server: they run

@@ -23,6 +23,13 @@ var ErrRetryable = errors.New("oracle: transient failure, retry")
 // hash, enqueues by id, projections by Seq), so running it again is safe.
 var ErrOutcomeUnknown = errors.New("oracle: connection lost during commit, outcome unknown")
 
+// ErrInvalidArgument is wrapped by the error of a call whose params the
+// store refuses before it runs a statement: a priority outside
+// [provider.MinPriority, provider.MaxPriority], a concurrency key or limit
+// that [provider.ValidateLimit] refuses, a rate limit that
+// [provider.RateLimit.Validate] refuses, too many queues.
+var ErrInvalidArgument = errors.New("oracle: invalid argument")
+
 // ErrConnectionLost is wrapped, together with [ErrRetryable], by the error
 // of a statement whose connection was lost before a commit: the server
 // rolled the transaction back.

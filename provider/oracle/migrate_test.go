@@ -1,11 +1,16 @@
 package oracle
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 func TestEmbeddedMigrations(t *testing.T) {
@@ -105,6 +110,84 @@ func TestLoadMigrationsOrder(t *testing.T) {
 	} {
 		if _, err := loadMigrations(fsys, "m"); err == nil {
 			t.Errorf("%s: loadMigrations accepted it", name)
+		}
+	}
+}
+
+// TestEarlierMigrationsUnchanged pins the migrations that schemas in use
+// have run: a change goes into a new migration, never an old one.
+func TestEarlierMigrationsUnchanged(t *testing.T) {
+	for name, want := range map[string]string{
+		"0001_init.sql":   "55ce2c54acb2ce785eef8c1df4aa29d49b224295358fcd481079babac8046aa2",
+		"0002_search.sql": "612c67d0386369705486a18bffb1d413f3b24b8cdaa7bd4c237d003c0cdcfb37",
+	} {
+		data, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != want {
+			t.Errorf("migration %s changed (sha256 %s): add a migration instead", name, got)
+		}
+	}
+}
+
+// TestFlowMigration checks migration 3: priority as virtual order columns
+// that shift by provider.PriorityStep per level (so existing rows, of
+// priority 0, keep their visible or ready time as order), indexes that
+// lead with the order, and the flow tables, which DropObjects removes
+// and Tables lists.
+func TestFlowMigration(t *testing.T) {
+	if LatestSchemaVersion() < 3 || migrations[2].name != "0003_flow.sql" {
+		t.Fatalf("migration 3 is %s of %d", migrations[2].name, LatestSchemaVersion())
+	}
+	stmts := migrations[2].statements
+	all := strings.Join(stmts, "\n")
+	step := strconv.FormatInt(provider.PriorityStep.Nanoseconds(), 10)
+	for _, want := range []string{
+		"priority NUMBER(5) DEFAULT 0 NOT NULL",
+		"order_at NUMBER GENERATED ALWAYS AS (visible_at - priority * " + step + ") VIRTUAL",
+		"order_at NUMBER GENERATED ALWAYS AS (ready_at - priority * " + step + ") VIRTUAL",
+		"{{obj:MESSAGES_ORDER}} ON {{obj:MESSAGES}} (order_at, seq, visible_at)",
+		"{{obj:ACTIVITY_TASKS_ORDER}} ON {{obj:ACTIVITY_TASKS}} (queue, order_at, seq, ready_at)",
+		"{{obj:ACTIVITY_TASKS_CONC}} ON {{obj:ACTIVITY_TASKS}} (conc_key, locked_until)",
+		"CONSTRAINT {{name:RATE_WINDOWS_PK}} PRIMARY KEY (rate_key, window_start)",
+		"CONSTRAINT {{name:FLOW_SLOT_MEMBERS_PK}} PRIMARY KEY (slot_key, instance_id)",
+		"{{obj:FLOW_SLOT_MEMBERS_QUEUE}} ON {{obj:FLOW_SLOT_MEMBERS}} (slot_key, waiting, seq)",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("migration 3 lacks %s", want)
+		}
+	}
+	// A column added to tables with rows is nullable, or has a default.
+	addCol := regexp.MustCompile(`(?m)^\s+([a-z_]+)\s+(NUMBER|VARCHAR2)[^,\n]*NOT NULL`)
+	checked := 0
+	for _, stmt := range stmts {
+		if !strings.HasPrefix(stmt, "ALTER TABLE") {
+			continue
+		}
+		for _, m := range addCol.FindAllString(stmt, -1) {
+			checked++
+			if !strings.Contains(m, "DEFAULT") {
+				t.Errorf("migration 3 adds a NOT NULL column without a default: %s", strings.TrimSpace(m))
+			}
+		}
+	}
+	if checked != 2 {
+		t.Errorf("%d NOT NULL columns added, want the 2 priorities", checked)
+	}
+	for _, table := range []string{tableActivityKeys, tableRateWindows, tableFlowSlots, tableFlowSlotMembers} {
+		if !strings.Contains(all, "CREATE TABLE {{obj:"+table+"}}") {
+			t.Errorf("migration 3 does not create %s", table)
+		}
+		if !slices.Contains(Tables(), strings.ToLower(table)) {
+			t.Errorf("Tables leaves out %s", table)
+		}
+	}
+	// Only objects of this migration: nothing of an earlier one is
+	// created again.
+	for _, stmt := range stmts {
+		if strings.HasPrefix(stmt, "DROP") || strings.Contains(stmt, "MODIFY") {
+			t.Errorf("migration 3 drops or modifies: %s", stmt)
 		}
 	}
 }

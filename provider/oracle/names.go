@@ -67,6 +67,10 @@ const (
 	tableCustomProjections = "CUSTOM_PROJECTIONS"
 	tableTombstones        = "TOMBSTONES"
 	tableAttributes        = "ATTRIBUTES"
+	tableActivityKeys      = "ACTIVITY_KEYS"
+	tableRateWindows       = "RATE_WINDOWS"
+	tableFlowSlotMembers   = "FLOW_SLOT_MEMBERS"
+	tableFlowSlots         = "FLOW_SLOTS"
 	tableSchemaMigrations  = "SCHEMA_MIGRATIONS"
 	tableMigrationLock     = "MIGRATION_LOCK"
 	sequenceLeaseTokens    = "LEASE_TOKENS"
@@ -80,7 +84,8 @@ const (
 var dataTables = []string{
 	tableHistory, tableMessages, tableActivityTasks, tableActivityTaskIDs, tableDeadLetters,
 	tableHumanTaskRoles, tableHumanTasks, tableHumanTaskEvents, tableCustomProjections,
-	tableTombstones, tableAttributes, tableInstances,
+	tableTombstones, tableAttributes, tableActivityKeys, tableRateWindows,
+	tableFlowSlotMembers, tableFlowSlots, tableInstances,
 }
 
 // Tables lists the names, as [Store.Table] takes them, of the tables

@@ -41,6 +41,11 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 	if len(p.Messages) == 0 {
 		return false, nil
 	}
+	for i := range p.Messages {
+		if err := provider.ValidatePriority(p.Messages[i].Priority); err != nil {
+			return false, fmt.Errorf("%w: message %s: %w", ErrInvalidArgument, p.Messages[i].ID, err)
+		}
+	}
 	var instances []string
 	for i := range p.Messages {
 		if id := p.Messages[i].InstanceID; locked == nil || !locked(id) {
@@ -68,7 +73,7 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 		}
 		_, err = db.ExecContext(ctx, s.sql.insertMessage,
 			named("id", m.ID), named("inst", m.InstanceID), named("visible", timeArg(m.VisibleAt)),
-			named("attempts", int64(attempts)), named("lerr", textArg(lastError)), named("env", blobArg(env)))
+			named("prio", int64(m.Priority)), named("attempts", int64(attempts)), named("lerr", textArg(lastError)), named("env", blobArg(env)))
 		switch {
 		case isDuplicate(err):
 			// Queued already: the enqueue of this message is a no-op.

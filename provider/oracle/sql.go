@@ -23,14 +23,18 @@ WHERE NOT EXISTS (SELECT 1 FROM {{obj:INSTANCES}} WHERE instance_id = :inst)`
 
 // insertMessageSQL queues one message; a unique violation (the id is
 // queued already) makes the enqueue of that message a no-op. seq, an
-// identity column, gives the enqueue order.
+// identity column, gives the enqueue order; order_at, a virtual column,
+// follows from visible_at and priority.
 const insertMessageSQL = `
-INSERT INTO {{obj:MESSAGES}} (id, instance_id, visible_at, attempts, last_error, envelope)
-VALUES (:id, :inst, :visible, :attempts, :lerr, :env)`
+INSERT INTO {{obj:MESSAGES}} (id, instance_id, visible_at, priority, attempts, last_error, envelope)
+VALUES (:id, :inst, :visible, :prio, :attempts, :lerr, :env)`
 
-// dequeueCandidatesSQL lists, oldest first, the instances of visible
-// messages that are not held and not in the skip list (this round's own
-// instances and those it found locked). An instance row missing (a
+// dequeueCandidatesSQL lists, first by queue order (order_at: VisibleAt
+// shifted by priority, see provider.OrderAt) and then by enqueue order,
+// the instances of visible messages that are not held (a parked instance
+// is held for good) and not in the skip list (this round's own instances
+// and those it found locked): an ordered scan of MESSAGES_ORDER that
+// stops after 32 rows. An instance row missing (a
 // message enqueued while a purge deleted its instance) counts as not
 // held: orphan says so, and the dequeue creates the row. Nothing is
 // locked here: the caller locks each candidate with lockInstanceSQL,
@@ -42,7 +46,7 @@ LEFT JOIN {{obj:INSTANCES}} i ON i.instance_id = m.instance_id
 WHERE m.visible_at <= :now
   AND (i.hold_until IS NULL OR i.hold_until <= :now)
   AND m.instance_id NOT IN ({{list:skip}})
-ORDER BY m.visible_at, m.seq
+ORDER BY m.order_at, m.seq
 FETCH FIRST 32 ROWS ONLY`
 
 // lockInstanceSQL locks the row of one instance that is not held, skipping
@@ -98,11 +102,17 @@ FETCH FIRST :lim ROWS ONLY`
 // is NULL when an argument is.
 const noTime = "9223372036854775807"
 
+// parkedHold is the hold_until of a parked instance (provider.ParkedUntil,
+// which NUMBER(19) nanoseconds cannot hold): the greatest time, which no
+// clock reaches and which NextVisibleAt reads as no time.
+const parkedHold = noTime
+
 // nextOrchestrationSQL is the earliest time an instance can be dequeued:
 // the least of the earliest VisibleAt of a message not delayed by a hold
 // (an ordered index scan stopping at the first) and the earliest hold
 // that delays a message. Instances in the list (held by this store's open
-// rounds) are left out.
+// rounds) are left out, and so are parked instances: they are due only
+// when a wake clears their hold.
 const nextOrchestrationSQL = `
 SELECT LEAST(
     NVL((SELECT m.visible_at
@@ -115,6 +125,7 @@ SELECT LEAST(
     NVL((SELECT i.hold_until
          FROM {{obj:INSTANCES}} i
          WHERE i.hold_until IS NOT NULL
+           AND i.hold_until < ` + parkedHold + `
            AND i.instance_id NOT IN ({{list:skip}})
            AND EXISTS (SELECT 1 FROM {{obj:MESSAGES}} m
                        WHERE m.instance_id = i.instance_id AND m.visible_at < i.hold_until)
@@ -364,18 +375,28 @@ DELETE FROM {{obj:CUSTOM_PROJECTIONS}} WHERE instance_id = :inst AND name IN ({{
 const insertTaskIDSQL = `
 INSERT INTO {{obj:ACTIVITY_TASK_IDS}} (id, instance_id) VALUES (:id, :inst)`
 
+// insertTaskSQL queues an activity task. name, conc_key and conc_limit
+// are copies of the envelope's for the claim's filters; order_at, a
+// virtual column, follows from ready_at and priority.
 const insertTaskSQL = `
-INSERT INTO {{obj:ACTIVITY_TASKS}} (id, instance_id, execution_id, queue, ready_at, envelope)
-VALUES (:id, :inst, :exec, :queue, :ready, :env)`
+INSERT INTO {{obj:ACTIVITY_TASKS}} (id, instance_id, execution_id, queue, ready_at, envelope, name, priority, conc_key, conc_limit)
+VALUES (:id, :inst, :exec, :queue, :ready, :env, :aname, :prio, :ckey, :clim)`
 
-// claimCandidatesSQL lists the claimable tasks of the queues, oldest
-// first, but those of the skip list (found locked by another claim),
-// without locking them; claimLockSQL then locks one, skipping those
-// another claim holds.
+// claimCandidatesSQL lists the claimable tasks of the queues, first by
+// queue order (order_at: the claimable-at time shifted by priority) and
+// then by enqueue order, but those of the skip list (tried already),
+// those whose concurrency key has its limit of live claims, and those
+// that an exhausted rate limit matches ({{rates}}: rateFilter's
+// conditions, binds only), without locking them; claimLockSQL then locks
+// one, skipping those another claim holds. The filters only spare work:
+// the claim decides under the key's lock and with the window's tokens.
 const claimCandidatesSQL = `
-SELECT id FROM {{obj:ACTIVITY_TASKS}}
-WHERE queue IN ({{list:queues}}) AND ready_at <= :now AND id NOT IN ({{list:skip}})
-ORDER BY ready_at, seq
+SELECT t.id FROM {{obj:ACTIVITY_TASKS}} t
+WHERE t.queue IN ({{list:queues}}) AND t.ready_at <= :now AND t.id NOT IN ({{list:skip}})
+  AND (t.conc_key IS NULL OR t.conc_limit > (
+       SELECT COUNT(*) FROM {{obj:ACTIVITY_TASKS}} c
+       WHERE c.conc_key = t.conc_key AND c.locked_until > :now)){{rates}}
+ORDER BY t.order_at, t.seq
 FETCH FIRST 16 ROWS ONLY`
 
 // claimLockSQL locks a claimable task and reads the claim it may take
@@ -531,6 +552,146 @@ const listTombstonesSQL = `
 SELECT last_seq, last_hash, purged_at, purged_by FROM {{obj:TOMBSTONES}} WHERE instance_id = :inst
 ORDER BY seq`
 
+// Rate-limit conditions of claimCandidatesSQL ({{rates}}), one per
+// exhausted limit: a task that the limit matches is left out. %[1]d is
+// the limit's index. A task without a stored name (queued before
+// migration 3, or with a name longer than the column) passes, and the
+// claim checks its envelope.
+const (
+	rateFilterActivity = `
+  AND (t.name IS NULL OR t.name <> :rn%[1]d)`
+	rateFilterQueue = `
+  AND t.queue <> :rq%[1]d`
+	rateFilterBoth = `
+  AND (t.name IS NULL OR t.name <> :rn%[1]d OR t.queue <> :rq%[1]d)`
+)
+
+// ensureActivityKeySQL creates the row of an activity concurrency key,
+// whose lock serializes the claims of its tasks; a unique violation (a
+// concurrent claim created it) is ignored.
+const ensureActivityKeySQL = `
+INSERT INTO {{obj:ACTIVITY_KEYS}} (conc_key)
+SELECT :ckey FROM dual
+WHERE NOT EXISTS (SELECT 1 FROM {{obj:ACTIVITY_KEYS}} WHERE conc_key = :ckey)`
+
+// lockActivityKeySQL locks the row of a concurrency key, waiting for the
+// claim that holds it to end: claims of one key are serialized.
+const lockActivityKeySQL = `
+SELECT 1 FROM {{obj:ACTIVITY_KEYS}} WHERE conc_key = :ckey FOR UPDATE`
+
+// countClaimsSQL counts the live claims of a concurrency key: claims that
+// have not run out at :now. Under the key's lock, it sees every claim
+// committed before.
+const countClaimsSQL = `
+SELECT COUNT(*) FROM {{obj:ACTIVITY_TASKS}} WHERE conc_key = :ckey AND locked_until > :now`
+
+// ensureRateWindowSQL creates the row of a rate limit key's window; a
+// unique violation (a concurrent claim created it) is ignored.
+const ensureRateWindowSQL = `
+INSERT INTO {{obj:RATE_WINDOWS}} (rate_key, window_start, used)
+SELECT :rkey, :win, 0 FROM dual
+WHERE NOT EXISTS (SELECT 1 FROM {{obj:RATE_WINDOWS}} WHERE rate_key = :rkey AND window_start = :win)`
+
+// dropRateWindowsSQL deletes the windows of a key before :win, by the
+// claim that created the window of :win.
+const dropRateWindowsSQL = `
+DELETE FROM {{obj:RATE_WINDOWS}} WHERE rate_key = :rkey AND window_start < :win`
+
+// takeRateTokenSQL takes a token of a window while one is left: the
+// UPDATE waits for a claim that holds the row, and Oracle evaluates the
+// condition again on the row it then finds (a changed row restarts the
+// statement), so concurrent claims never take more than :tokens.
+const takeRateTokenSQL = `
+UPDATE {{obj:RATE_WINDOWS}} SET used = used + 1
+WHERE rate_key = :rkey AND window_start = :win AND used < :tokens`
+
+// rateUsedSQL reads the tokens used of a window (no row: none).
+const rateUsedSQL = `
+SELECT used FROM {{obj:RATE_WINDOWS}} WHERE rate_key = :rkey AND window_start = :win`
+
+// ensureSlotSQL creates the row of a slot set; a unique violation (a
+// concurrent acquire created it) is ignored.
+const ensureSlotSQL = `
+INSERT INTO {{obj:FLOW_SLOTS}} (slot_key, slot_limit)
+SELECT :skey, :lim FROM dual
+WHERE NOT EXISTS (SELECT 1 FROM {{obj:FLOW_SLOTS}} WHERE slot_key = :skey)`
+
+// setSlotLimitSQL sets the limit of a slot set to the latest acquire's and
+// locks its row (waiting for another round that holds it) for the rest
+// of the round: acquires and releases of a key are serialized.
+const setSlotLimitSQL = `
+UPDATE {{obj:FLOW_SLOTS}} SET slot_limit = :lim WHERE slot_key = :skey`
+
+// lockSlotSQL locks the row of a slot set and reads its limit, waiting
+// for another round that holds it.
+const lockSlotSQL = `
+SELECT slot_limit FROM {{obj:FLOW_SLOTS}} WHERE slot_key = :skey FOR UPDATE`
+
+// slotMemberSQL reads whether an instance holds (0) or waits (1) in a set,
+// and its place.
+const slotMemberSQL = `
+SELECT waiting, seq FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND instance_id = :holder`
+
+// slotCountsSQL counts the holders of a set and its waiters that waited
+// before :ahead_of (an identity value; the greatest number for all).
+const slotCountsSQL = `
+SELECT (SELECT COUNT(*) FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND waiting = 0),
+       (SELECT COUNT(*) FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND waiting = 1 AND seq < :ahead_of)
+FROM dual`
+
+const insertSlotMemberSQL = `
+INSERT INTO {{obj:FLOW_SLOT_MEMBERS}} (slot_key, instance_id, waiting, since)
+VALUES (:skey, :holder, :waiting, :since)`
+
+// promoteSlotMemberSQL makes a waiter a holder, since :since.
+const promoteSlotMemberSQL = `
+UPDATE {{obj:FLOW_SLOT_MEMBERS}} SET waiting = 0, since = :since
+WHERE slot_key = :skey AND instance_id = :holder AND waiting = 1`
+
+const deleteSlotMemberSQL = `
+DELETE FROM {{obj:FLOW_SLOT_MEMBERS}} WHERE slot_key = :skey AND instance_id = :holder`
+
+// firstWaitersSQL lists the first :lim waiters of a set, in the order
+// they first waited.
+const firstWaitersSQL = `
+SELECT instance_id FROM {{obj:FLOW_SLOT_MEMBERS}}
+WHERE slot_key = :skey AND waiting = 1
+ORDER BY seq
+FETCH FIRST :lim ROWS ONLY`
+
+// listSlotsSQL lists slot sets by key, after :after, those with waiters
+// only when :only_waiting is 1.
+const listSlotsSQL = `
+SELECT s.slot_key, s.slot_limit FROM {{obj:FLOW_SLOTS}} s
+WHERE (:after IS NULL OR s.slot_key > :after)
+  AND (:only_waiting = 0 OR EXISTS (SELECT 1 FROM {{obj:FLOW_SLOT_MEMBERS}} m
+                                    WHERE m.slot_key = s.slot_key AND m.waiting = 1))
+ORDER BY s.slot_key
+FETCH FIRST :lim ROWS ONLY`
+
+// getSlotSQL reads the limit of a slot set.
+const getSlotSQL = `
+SELECT slot_limit FROM {{obj:FLOW_SLOTS}} WHERE slot_key = :skey`
+
+// slotMembersSQL reads the members of slot sets: per key the holders in
+// the order they took their slots, then the waiters in the order they
+// first waited.
+const slotMembersSQL = `
+SELECT slot_key, instance_id, waiting, since FROM {{obj:FLOW_SLOT_MEMBERS}}
+WHERE slot_key IN ({{list:keys}})
+ORDER BY slot_key, waiting, CASE WHEN waiting = 0 THEN since END, seq`
+
+// parkInstanceSQL holds an instance until a wake: none of its messages is
+// dequeued meanwhile, as no clock reaches the hold.
+const parkInstanceSQL = `
+UPDATE {{obj:INSTANCES}} SET hold_until = ` + parkedHold + ` WHERE instance_id = :inst`
+
+// wakeInstanceSQL ends the park of an instance, and only a park: a hold
+// of an abandon stays. It waits for a round that holds the instance (the
+// round that parks it, say) and then finds the newest hold.
+const wakeInstanceSQL = `
+UPDATE {{obj:INSTANCES}} SET hold_until = NULL WHERE instance_id = :inst AND hold_until = ` + parkedHold
+
 // wakeSQL enqueues a wake message per queue kind that got work (:orch,
 // :act are 1 or 0) with ON_COMMIT visibility: it becomes visible exactly
 // when the round commits, and goes if the round rolls back. Enqueues are
@@ -635,6 +796,11 @@ type statements struct {
 	selectDeadLetter, listDeadLetters                                             string
 	purgeLock, purgeProbe, purgeMessages, tombstone, getTombstone, listTombstones string
 	wake, listen                                                                  string
+	ensureActivityKey, lockActivityKey, countClaims                               string
+	ensureRateWindow, dropRateWindows, takeRateToken, rateUsed                    string
+	ensureSlot, setSlotLimit, lockSlot, slotMember, slotCounts                    string
+	insertSlotMember, promoteSlotMember, deleteSlotMember, firstWaiters           string
+	listSlots, getSlot, slotMembers, parkInstance, wakeInstance                   string
 	purge                                                                         []string
 	// appends holds the multi-row append statement per event count.
 	appends sync.Map
@@ -681,6 +847,14 @@ func newStatements(n names) *statements {
 		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeMessages: q(purgeMessagesSQL), tombstone: q(tombstoneSQL),
 		getTombstone: q(getTombstoneSQL), listTombstones: q(listTombstonesSQL),
 		wake: q(wakeSQL), listen: q(listenSQL),
+		ensureActivityKey: q(ensureActivityKeySQL), lockActivityKey: q(lockActivityKeySQL),
+		countClaims: q(countClaimsSQL), ensureRateWindow: q(ensureRateWindowSQL),
+		dropRateWindows: q(dropRateWindowsSQL), takeRateToken: q(takeRateTokenSQL), rateUsed: q(rateUsedSQL),
+		ensureSlot: q(ensureSlotSQL), setSlotLimit: q(setSlotLimitSQL), lockSlot: q(lockSlotSQL),
+		slotMember: q(slotMemberSQL), slotCounts: q(slotCountsSQL), insertSlotMember: q(insertSlotMemberSQL),
+		promoteSlotMember: q(promoteSlotMemberSQL), deleteSlotMember: q(deleteSlotMemberSQL),
+		firstWaiters: q(firstWaitersSQL), listSlots: q(listSlotsSQL), getSlot: q(getSlotSQL),
+		slotMembers: q(slotMembersSQL), parkInstance: q(parkInstanceSQL), wakeInstance: q(wakeInstanceSQL),
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))

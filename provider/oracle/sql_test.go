@@ -32,7 +32,10 @@ func allStatements(t *testing.T, st *statements) map[string]string {
 	// The per-call markers of the search statements, as an empty filter
 	// and a count without groups fill them (search_test.go checks what
 	// real filters and groups give).
-	fill := strings.NewReplacer("{{where}}", "1 = 1", "{{group}}", "0", "{{join}}", "", "{{groupby}}", "")
+	// The rate filter of the claim's candidates, with one exhausted limit
+	// of each kind (TestRateFilter checks its binds).
+	rates, _ := rateFilter(sampleRates)
+	fill := strings.NewReplacer("{{where}}", "1 = 1", "{{group}}", "0", "{{join}}", "", "{{groupby}}", "", "{{rates}}", rates)
 	for name, sql := range out {
 		out[name] = fill.Replace(sql)
 	}
@@ -107,7 +110,15 @@ func TestStatementsUseOracleLocking(t *testing.T) {
 			t.Errorf("%s limits rows in a FOR UPDATE query", name)
 		}
 	}
-	for name, sql := range map[string]string{"dequeueCandidates": st.dequeueCandidates, "claimCandidates": st.claimCandidates, "listMessages": st.listMessages} {
+	// Locks that wait: the row of a concurrency key or a slot set
+	// serializes the claims or rounds of the key.
+	for name, sql := range map[string]string{"lockActivityKey": st.lockActivityKey, "lockSlot": st.lockSlot} {
+		if !strings.HasSuffix(sql, "FOR UPDATE") || strings.Contains(sql, "FETCH FIRST") || strings.Contains(sql, "ROWNUM") {
+			t.Errorf("%s is not a waiting lock of one row:\n%s", name, sql)
+		}
+	}
+	for name, sql := range map[string]string{"dequeueCandidates": st.dequeueCandidates, "claimCandidates": st.claimCandidates, "listMessages": st.listMessages,
+		"firstWaiters": st.firstWaiters, "listSlots": st.listSlots} {
 		if !strings.Contains(sql, "FETCH FIRST") || strings.Contains(sql, "FOR UPDATE") {
 			t.Errorf("%s should be a plain, limited read:\n%s", name, sql)
 		}

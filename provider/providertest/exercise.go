@@ -42,6 +42,9 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("Checkpoints", func(t *testing.T) { t.Parallel(); testCheckpoints(t, factory) })
 	t.Run("EnqueueStart", func(t *testing.T) { t.Parallel(); testEnqueueStart(t, factory) })
 	t.Run("ConcurrentActivities", func(t *testing.T) { t.Parallel(); testConcurrentActivities(t, factory) })
+	t.Run("Priority", func(t *testing.T) { t.Parallel(); testPriority(t, factory) })
+	t.Run("ActivityLimits", func(t *testing.T) { t.Parallel(); testActivityLimits(t, factory) })
+	t.Run("Slots", func(t *testing.T) { t.Parallel(); testSlots(t, factory) })
 	switch probe.store.Mode() {
 	case provider.ModeTransactional:
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })

@@ -155,12 +155,18 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- e.Run(runCtx) }()
-	engineErr := func() error {
-		stop()
-		if err := <-done; err != nil {
-			return fmt.Errorf("bench: engine: %w", err)
-		}
-		return nil
+	var (
+		stopOnce sync.Once
+		runErr   error
+	)
+	engineErr := func() error { // stops the engine; its error, if any
+		stopOnce.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				runErr = fmt.Errorf("bench: engine: %w", err)
+			}
+		})
+		return runErr
 	}
 	peak := watchHeap(runCtx)
 
@@ -288,7 +294,11 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	res.FiringsPerSecond = float64(res.Started) / c.Window.Seconds()
 
 	// What the schedules recorded (the schedules keep their last 20
-	// firings, more than a window's).
+	// firings, more than a window's), read with the engine stopped.
+	if err := engineErr(); err != nil {
+		return nil, err
+	}
+	res.PeakHeap = <-peak
 	progress("reading what the schedules recorded")
 	var recordDelays []time.Duration
 	for i := 0; i < c.Schedules; i++ {
@@ -304,10 +314,6 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	}
 	res.Recorded = len(recordDelays)
 	res.Record = percentiles(recordDelays)
-	if err := engineErr(); err != nil {
-		return nil, err
-	}
-	res.PeakHeap = <-peak
 	res.PeakRSS = peakRSS()
 	return res, nil
 }

@@ -111,6 +111,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
 	schedules := fs.Int("schedules", 0, "run the schedules workload with this many schedules firing every minute, and measure each firing's delay from its nominal time; runs no other workload unless --workload names some")
 	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
+	cacheSize := fs.Int("cache-size", 0, "with --schedules: executors the engine keeps between rounds (0: the engine's default, 1000)")
 	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), after the schedules are created")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
@@ -137,7 +138,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 			return usagef(cmd, "--duration must be at least a minute")
 		}
 		if err := c.scheduleBench(*keep, bench.ScheduleConfig{Schedules: *schedules, Cron: *cronAligned, Window: *window,
-			OrchestrationWorkers: *orch, ActivityWorkers: *act, RoundGroup: *group}); err != nil {
+			OrchestrationWorkers: *orch, ActivityWorkers: *act, RoundGroup: *group, CacheSize: *cacheSize}); err != nil {
 			return err
 		}
 		if len(workloads) == 0 {

@@ -29,9 +29,16 @@ type ScheduleConfig struct {
 	// minute (a steady Schedules/60 firings a second).
 	Cron bool
 	// Window is how long the firings are measured (whole minutes;
-	// default 3m). It starts at the first whole minute after every
-	// schedule was created and ran its first round.
+	// default 3m), from the schedules' first firings (see Lead).
 	Window time.Duration
+	// Period is the interval schedules' period (default, and always with
+	// Cron, a minute); shorter ones make short test runs.
+	Period time.Duration
+	// Lead is how long after the run's start the schedules may first
+	// fire: the setup (creating them, their first rounds) must fit in it.
+	// The window starts at the first whole minute after it. Default 1m
+	// plus 20ms a schedule.
+	Lead time.Duration
 	// Drain is how long, after the window's end, the run waits for the
 	// window's firings before it counts the missing ones as late.
 	// Default 2m.
@@ -41,6 +48,10 @@ type ScheduleConfig struct {
 	OrchestrationWorkers int
 	ActivityWorkers      int
 	RoundGroup           int
+	// CacheSize bounds the executors the engine keeps between rounds
+	// (0: the engine's default of 1,000). A schedule whose executor is
+	// not cached replays its execution's history at each round.
+	CacheSize int
 	// Progress, when set, hears what the run is doing.
 	Progress func(string)
 }
@@ -96,6 +107,7 @@ type scheduleObserver struct {
 	rounds, activities atomic.Int64
 	mu                 sync.Mutex
 	started            map[string]time.Time
+	running            map[string]bool // schedule instances that ran a round
 }
 
 func (o *scheduleObserver) Round(s chronicle.RoundStats) {
@@ -104,7 +116,13 @@ func (o *scheduleObserver) Round(s chronicle.RoundStats) {
 		return
 	}
 	now := time.Now()
-	if !strings.HasPrefix(s.InstanceID, chronicle.SchedulePrefix) && strings.Contains(s.InstanceID, "@") {
+	if strings.HasPrefix(s.InstanceID, chronicle.SchedulePrefix) {
+		o.mu.Lock()
+		o.running[s.InstanceID] = true
+		o.mu.Unlock()
+		return
+	}
+	if strings.Contains(s.InstanceID, "@") {
 		o.mu.Lock()
 		if _, ok := o.started[s.InstanceID]; !ok {
 			o.started[s.InstanceID] = now
@@ -129,9 +147,13 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	if c.Window <= 0 {
 		c.Window = 3 * time.Minute
 	}
-	c.Window = c.Window.Round(time.Minute)
-	if c.Window < time.Minute {
-		c.Window = time.Minute
+	period := time.Minute
+	if c.Period > 0 && !c.Cron {
+		period = c.Period
+	}
+	c.Window = c.Window.Round(period)
+	if c.Window < period {
+		c.Window = period
 	}
 	if c.Drain <= 0 {
 		c.Drain = 2 * time.Minute
@@ -140,10 +162,10 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	if progress == nil {
 		progress = func(string) {}
 	}
-	obs := &scheduleObserver{started: map[string]time.Time{}}
+	obs := &scheduleObserver{started: map[string]time.Time{}, running: map[string]bool{}}
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
-		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
+		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup, CacheSize: c.CacheSize,
 	})
 	if err != nil {
 		return nil, err
@@ -172,12 +194,21 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 
 	res := &ScheduleResult{Schedules: c.Schedules, Cron: c.Cron, Window: c.Window}
 	begin := time.Now()
-	phase := func(i int) time.Duration { return time.Duration(int64(time.Minute) * int64(i) / int64(c.Schedules)) }
+	// Nothing fires before the window, so that the setup leaves no
+	// backlog: every schedule starts at the window's start (plus its
+	// phase).
+	lead := c.Lead
+	if lead <= 0 {
+		lead = time.Minute + time.Duration(c.Schedules)*20*time.Millisecond
+	}
+	w0 := begin.Add(lead).Truncate(period).Add(period)
+	w1 := w0.Add(c.Window)
+	phase := func(i int) time.Duration { return time.Duration(int64(period) * int64(i) / int64(c.Schedules)) }
 	specOf := func(i int) chronicle.ScheduleSpec {
 		if c.Cron {
-			return chronicle.ScheduleSpec{Cron: "* * * * *"}
+			return chronicle.ScheduleSpec{Cron: "* * * * *", Start: w0}
 		}
-		return chronicle.ScheduleSpec{Every: time.Minute, Start: time.Unix(0, 0).UTC().Add(phase(i))}
+		return chronicle.ScheduleSpec{Every: period, Start: w0.Add(phase(i))}
 	}
 	var (
 		next    atomic.Int64
@@ -213,10 +244,12 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 		return nil, errorsJoin(err, engineErr())
 	}
 	// Wait until every schedule ran its first round (it set its status).
-	for i := 0; i < c.Schedules; {
-		if hasStatus(ctx, e, scheduleID(i)) {
-			i++
-			continue
+	for {
+		obs.mu.Lock()
+		n := len(obs.running)
+		obs.mu.Unlock()
+		if n >= c.Schedules {
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -227,14 +260,14 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	res.Setup = time.Since(begin)
 	progress(fmt.Sprintf("%d schedules created and running after %.1fs", c.Schedules, res.Setup.Seconds()))
 
-	// The window: whole minutes from the next one.
-	w0 := time.Now().Truncate(time.Minute).Add(time.Minute)
-	w1 := w0.Add(c.Window)
+	if time.Now().After(w0) {
+		progress(fmt.Sprintf("the setup ran past the window's start (%s): raise the lead", w0.Format(time.TimeOnly)))
+	}
 	res.WindowStart = w0
 	inWindow := func(t time.Time) bool { return !t.Before(w0) && t.Before(w1) }
 	expected := map[string]time.Time{}
 	for i := 0; i < c.Schedules; i++ {
-		for m := w0; m.Before(w1); m = m.Add(time.Minute) {
+		for m := w0; m.Before(w1); m = m.Add(period) {
 			n := m
 			if !c.Cron {
 				n = m.Add(phase(i))
@@ -316,18 +349,6 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	res.Record = percentiles(recordDelays)
 	res.PeakRSS = peakRSS()
 	return res, nil
-}
-
-// hasStatus reports whether a schedule's instance has set its status (ran
-// its first round).
-func hasStatus(ctx context.Context, e *chronicle.Engine, id string) bool {
-	inst, err := e.Describe(ctx, chronicle.SchedulePrefix+id)
-	if err != nil {
-		return false
-	}
-	var v map[string]any
-	ok, err := inst.CustomStatus(&v)
-	return err == nil && ok
 }
 
 func errorsJoin(a, b error) error {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -112,9 +114,24 @@ func runBench(c *cli, cmd *command, args []string) error {
 	schedules := fs.Int("schedules", 0, "run the schedules workload with this many schedules firing every minute, and measure each firing's delay from its nominal time; runs no other workload unless --workload names some")
 	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
 	cacheSize := fs.Int("cache-size", 0, "with --schedules: executors the engine keeps between rounds (0: the engine's default, 1000)")
-	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), after the schedules are created")
+	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), from the schedules' first firings")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	if *queries {
 		if !isPostgres(c.storeURL) {

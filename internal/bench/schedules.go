@@ -76,7 +76,11 @@ type ScheduleResult struct {
 	// as started (the round's clock reading). Firings that never got there
 	// are left out of the percentiles and counted by Expected - Started.
 	Start, Record Percentiles
-	// FiringsPerSecond is Started over the window.
+	// Measured is the time from the window's start to the end of the
+	// measure: the window, and as much of the drain as the window's
+	// firings needed.
+	Measured time.Duration
+	// FiringsPerSecond is Started over Measured.
 	FiringsPerSecond float64
 	// Rounds and Activities count the rounds and activity attempts of the
 	// window and drain (all instances).
@@ -311,6 +315,7 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 		case <-tick.C:
 		}
 	}
+	res.Measured = time.Since(w0)
 	res.Rounds, res.Activities = obs.rounds.Load()-rounds0, obs.activities.Load()-acts0
 	res.CPU = cpuTime() - cpu0
 
@@ -324,7 +329,7 @@ func RunSchedules(ctx context.Context, store provider.Store, c ScheduleConfig) (
 	obs.mu.Unlock()
 	res.Started = len(startDelays)
 	res.Start = percentiles(startDelays)
-	res.FiringsPerSecond = float64(res.Started) / c.Window.Seconds()
+	res.FiringsPerSecond = float64(res.Started) / res.Measured.Seconds()
 
 	// What the schedules recorded (the schedules keep their last 20
 	// firings, more than a window's), read with the engine stopped.

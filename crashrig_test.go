@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/chronicleflow/chronicle"
@@ -21,7 +20,7 @@ import (
 // peek-lock step), a manual clock, nodes that restart with their caches
 // and leases gone, and a quiet run to the end.
 type crashRig struct {
-	t     *testing.T
+	t     rigT
 	rng   *rand.Rand
 	store *memory.Store
 	clock *round.ManualClock
@@ -36,16 +35,25 @@ type crashRig struct {
 	faults int
 }
 
+// rigT is what the rig needs of a test: a *testing.T, or a *rapid.T
+// (one check of a property).
+type rigT interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
 // newCrashRig returns a rig with nodes "a" and "b", built with opts (the
 // rig sets the node id, clock, ids and leases) and then setup.
-func newCrashRig(t *testing.T, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine)) *crashRig {
+func newCrashRig(t rigT, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine)) *crashRig {
 	return newCrashRigBetween(t, mode, rng, opts, setup, nil)
 }
 
 // newCrashRigBetween is newCrashRig with a hook the memory store runs
 // between two record writes of a peek-lock step (memory.Options.BetweenWrites),
 // given the rig.
-func newCrashRigBetween(t *testing.T, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine), between func(r *crashRig, op memory.Op, done int)) *crashRig {
+func newCrashRigBetween(t rigT, mode provider.Mode, rng *rand.Rand, opts chronicle.Options, setup func(*chronicle.Engine), between func(r *crashRig, op memory.Op, done int)) *crashRig {
 	r := &crashRig{t: t, rng: rng, opts: opts, setup: setup, start: time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)}
 	var hook func(memory.Op, int)
 	if between != nil {

@@ -827,8 +827,9 @@ var untilStoreAnswers = RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.
 
 // scheduleFire is the activity that starts a firing: it applies the
 // overlap policy to the previous firing's instance and starts the firing's
-// instance with ReuseReturnExisting, so that a retry, a second node or a
-// backfill never runs one nominal time twice.
+// instance unless its id is taken (ReuseError: an instance or a queued
+// start under it is an earlier start of the firing), so that a retry, a
+// second node or a backfill never runs one nominal time twice.
 func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (scheduleFireResult, error) {
 	if in.Previous != "" && in.Previous != in.InstanceID && in.Overlap != OverlapAllowAll {
 		prev, err := e.Describe(ctx, in.Previous)
@@ -854,11 +855,6 @@ func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (schedu
 			}
 		}
 	}
-	if _, err := e.Describe(ctx, in.InstanceID); err == nil {
-		return scheduleFireResult{Outcome: "already-started"}, nil
-	} else if !errors.Is(err, ErrInstanceNotFound) {
-		return scheduleFireResult{}, err
-	}
 	starter := e
 	if _, ok := e.workflowInput(in.Workflow); !ok {
 		c, err := e.scheduleClient()
@@ -871,10 +867,15 @@ func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (schedu
 	if u, ok := strings.CutPrefix(in.Actor, history.ActorUserPrefix); ok {
 		actor = u
 	}
+	// The start looks the id up itself: an instance or a queued start
+	// under it means the firing was started before (ErrInstanceExists).
 	_, err := starter.Start(ctx, in.Workflow, RawPayload(in.Input), &StartOptions{
-		InstanceID: in.InstanceID, Reuse: ReuseReturnExisting, Actor: actor,
+		InstanceID: in.InstanceID, Reuse: ReuseError, Actor: actor,
 		Tags: map[string]string{"chronicle.schedule": in.ScheduleID},
 	})
+	if errors.Is(err, ErrInstanceExists) {
+		return scheduleFireResult{Outcome: "already-started"}, nil
+	}
 	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrPayloadTooLarge) {
 		return scheduleFireResult{}, NonRetryable(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -109,8 +111,27 @@ func runBench(c *cli, cmd *command, args []string) error {
 	queries := fs.Bool("query", false, "PostgreSQL: time the search queries (one customer's completed orders in a created_at range, first 50; a count by status) on a schema preloaded (--preload) with attributes; runs no workload unless --workload names some")
 	queryRuns := fs.Int("query-runs", 11, "with --query: timed runs of each query (the median is reported)")
 	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
+	schedules := fs.Int("schedules", 0, "run the schedules workload with this many schedules firing every minute, and measure each firing's delay from its nominal time; runs no other workload unless --workload names some")
+	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
+	cacheSize := fs.Int("cache-size", 0, "with --schedules: executors the engine keeps between rounds (0: the engine's default, 1000)")
+	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), from the schedules' first firings")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	if *queries {
 		if !isPostgres(c.storeURL) {
@@ -120,6 +141,21 @@ func runBench(c *cli, cmd *command, args []string) error {
 			return usagef(cmd, "--query needs --preload N (or --schema naming a preloaded schema)")
 		}
 		if err := c.queryBench(*keep, *preload, *queryRuns, *explain); err != nil {
+			return err
+		}
+		if len(workloads) == 0 {
+			return nil
+		}
+	}
+	if *schedules < 0 {
+		return usagef(cmd, "--schedules must not be negative")
+	}
+	if *schedules > 0 {
+		if *window < time.Minute {
+			return usagef(cmd, "--duration must be at least a minute")
+		}
+		if err := c.scheduleBench(*keep, bench.ScheduleConfig{Schedules: *schedules, Cron: *cronAligned, Window: *window,
+			OrchestrationWorkers: *orch, ActivityWorkers: *act, RoundGroup: *group, CacheSize: *cacheSize}); err != nil {
 			return err
 		}
 		if len(workloads) == 0 {
@@ -234,6 +270,101 @@ func runBench(c *cli, cmd *command, args []string) error {
 	}
 	if c.json {
 		return c.printJSON(rows)
+	}
+	return nil
+}
+
+// scheduleBenchJSON is the JSON output of the schedules workload.
+type scheduleBenchJSON struct {
+	Store            string      `json:"store"`
+	Workload         string      `json:"workload"`
+	Schedules        int         `json:"schedules"`
+	Spec             string      `json:"spec"`
+	SetupSeconds     float64     `json:"setup_seconds"`
+	WindowStart      time.Time   `json:"window_start"`
+	WindowSeconds    float64     `json:"window_seconds"`
+	MeasuredSeconds  float64     `json:"measured_seconds"`
+	Expected         int         `json:"firings_expected"`
+	Started          int         `json:"firings_started"`
+	Recorded         int         `json:"firings_recorded"`
+	FiringsPerSecond float64     `json:"firings_per_second"`
+	Start            delayJSON   `json:"start_delay"`
+	Record           delayJSON   `json:"record_delay"`
+	Rounds           int64       `json:"rounds"`
+	Activities       int64       `json:"activities"`
+	CPUSeconds       float64     `json:"cpu_seconds"`
+	PeakHeapMiB      float64     `json:"peak_heap_mib"`
+	PeakRSSMiB       float64     `json:"peak_rss_mib"`
+	DB               *dbWorkJSON `json:"db_per_firing,omitempty"`
+}
+
+// delayJSON summarizes firing delays.
+type delayJSON struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// scheduleBench runs the schedules workload on a fresh store and prints
+// its firing delays.
+func (c *cli) scheduleBench(keep bool, cfg bench.ScheduleConfig) error {
+	store, done, err := c.benchStore(keep)
+	if err != nil {
+		return err
+	}
+	defer done()
+	pg, _ := store.(*postgres.Store)
+	cfg.Progress = func(s string) { fmt.Fprintf(c.stderr, "chronicle: %s %s\n", time.Now().UTC().Format(time.TimeOnly), s) }
+	var before *bench.DBWork
+	measure := cfg
+	if pg != nil {
+		// The database work of the window only: snapshot when it starts.
+		measure.Progress = func(s string) {
+			cfg.Progress(s)
+			if strings.HasPrefix(s, "measuring ") {
+				before = c.dbWork(pg)
+			}
+		}
+	}
+	res, err := bench.RunSchedules(c.ctx, store, measure)
+	if err != nil {
+		return err
+	}
+	spec := "every 1m, phases spread over the minute"
+	if res.Cron {
+		spec = "cron * * * * *, all at :00"
+	}
+	row := scheduleBenchJSON{
+		Store: c.benchStoreName(), Workload: bench.Schedules, Schedules: res.Schedules, Spec: spec,
+		SetupSeconds: res.Setup.Seconds(), WindowStart: res.WindowStart.UTC(), WindowSeconds: res.Window.Seconds(), MeasuredSeconds: res.Measured.Seconds(),
+		Expected: res.Expected, Started: res.Started, Recorded: res.Recorded, FiringsPerSecond: res.FiringsPerSecond,
+		Start:  delayJSON{millis(res.Start.P50), millis(res.Start.P99), millis(res.Start.Max)},
+		Record: delayJSON{millis(res.Record.P50), millis(res.Record.P99), millis(res.Record.Max)},
+		Rounds: res.Rounds, Activities: res.Activities, CPUSeconds: res.CPU.Seconds(),
+		PeakHeapMiB: float64(res.PeakHeap) / (1 << 20), PeakRSSMiB: float64(res.PeakRSS) / (1 << 20),
+	}
+	if before != nil {
+		if after := c.dbWork(pg); after != nil {
+			row.DB = perWorkflow(after.Sub(before), res.Started)
+		}
+	}
+	if c.json {
+		return c.printJSON([]scheduleBenchJSON{row})
+	}
+	w := c.stdout
+	fmt.Fprintf(w, "%s: %d schedules, %s; created and running in %.1fs\n", row.Store, row.Schedules, spec, row.SetupSeconds)
+	fmt.Fprintf(w, "window %s + %s: %d firings expected, %d started in %.0fs (%.1f/s), %d recorded by their schedule\n",
+		res.WindowStart.UTC().Format(time.TimeOnly), res.Window, row.Expected, row.Started, row.MeasuredSeconds, row.FiringsPerSecond, row.Recorded)
+	fmt.Fprintf(w, "delay nominal → ExecutionStarted committed: p50 %.0fms, p99 %.0fms, max %.0fms\n", row.Start.P50, row.Start.P99, row.Start.Max)
+	fmt.Fprintf(w, "delay nominal → firing recorded by the schedule: p50 %.0fms, p99 %.0fms, max %.0fms\n", row.Record.P50, row.Record.P99, row.Record.Max)
+	fmt.Fprintf(w, "%d rounds, %d activity attempts, %.1fs CPU of this process, peak heap %.1fMiB, peak RSS %.1fMiB\n",
+		row.Rounds, row.Activities, row.CPUSeconds, row.PeakHeapMiB, row.PeakRSSMiB)
+	if d := row.DB; d != nil {
+		fmt.Fprintf(w, "per firing: %.1f commits, rows %.1f inserted / %.1f updated / %.1f deleted, %.0f tuples read, %.0f buffer hits\n",
+			d.Commits, d.Inserted, d.Updated, d.Deleted, d.TuplesRead, d.BufferHits)
+		for _, name := range slices.Sorted(maps.Keys(d.SeqScans)) {
+			fmt.Fprintf(w, "sequential scans of %s: %d, reading %d rows\n", name, d.SeqScans[name], d.SeqTuplesRead[name])
+		}
 	}
 	return nil
 }

@@ -3,8 +3,9 @@
 // twenty activities in parallel; W3, the latency from raising a signal to
 // the round that resumes its workflow; W4, the same latency as one
 // instance's history grows; BACKLOG, how long each of many workflows
-// started at once takes to finish. `chronicle bench` and the Go benchmarks
-// both run them; docs/benchmarks.md records the numbers.
+// started at once takes to finish; SCHEDULES ([RunSchedules]), how late
+// the firings of many schedules start. `chronicle bench` and the Go
+// benchmarks run them; docs/benchmarks.md records the numbers.
 package bench
 
 import (

@@ -119,3 +119,20 @@ func BenchmarkPostgresW1Checkpoints(b *testing.B) {
 func BenchmarkPostgresW1Attributes(b *testing.B) {
 	benchmarkWith(b, postgresStore, bench.Config{Workload: bench.W1, Attributes: true})
 }
+
+func TestSchedulesWorkloadRuns(t *testing.T) {
+	t.Parallel()
+	res, err := bench.RunSchedules(context.Background(), memory.New(memory.Options{}), bench.ScheduleConfig{
+		Schedules: 20, Period: 2 * time.Second, Window: 4 * time.Second, Lead: time.Second, Drain: 30 * time.Second,
+	})
+	require.NoError(t, err)
+	require.Equal(t, 40, res.Expected, "20 schedules, two periods")
+	require.Equal(t, res.Expected, res.Started, "every firing of the window started")
+	require.Equal(t, res.Expected, res.Recorded, "every firing of the window was recorded by its schedule")
+	require.Positive(t, res.Start.P50)
+	require.GreaterOrEqual(t, res.Start.P99, res.Start.P50)
+	require.GreaterOrEqual(t, res.Start.Max, res.Start.P99)
+	require.Positive(t, res.Record.P50)
+	_, err = bench.RunSchedules(context.Background(), memory.New(memory.Options{}), bench.ScheduleConfig{})
+	require.Error(t, err)
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -12,62 +15,187 @@ import (
 
 // enqueueActivitiesSQL records the task ids never seen before and queues
 // those tasks, in the slice's order; the caller announces them after
-// commit.
+// commit. Each row carries the task's priority and order key
+// (provider.OrderAt of its VisibleAt), its name, and its concurrency key
+// and limit (NULL without a key).
 const enqueueActivitiesSQL = `
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[])
-        WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope, ord)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[],
+            $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
+        WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope,
+            priority, order_at, name, concurrency_key, concurrency_limit, ord)
 ), known AS (
     INSERT INTO {{schema}}.activity_task_ids (id, instance_id)
     SELECT id, instance_id FROM input ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id
 ), inserted AS (
-    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope)
-    SELECT id, instance_id, execution_id, queue, ready_at, envelope FROM input
+    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+        priority, order_at, name, concurrency_key, concurrency_limit)
+    SELECT id, instance_id, execution_id, queue, ready_at, envelope,
+        priority, order_at, name, nullif(concurrency_key, ''), CASE WHEN concurrency_key <> '' THEN concurrency_limit END
+    FROM input
     WHERE id IN (SELECT id FROM known)
     ORDER BY ord
     RETURNING 1
 )
 SELECT count(*) FROM inserted`
 
-// claimActivitySQL leases the oldest claimable tasks of one queue, at
-// most $5 (each with a token of its own), skipping
+// claimableSQL is the WHERE clause of the claimable tasks of queue $1 at
+// $2 whose order key is at most $2: every claimable task of priority >= 0
+// (order_at <= ready_at <= $2), and so a range of the index on (queue,
+// order_at, seq) that ends at now. claimableLateSQL is that of the others,
+// claimable tasks of negative priority ordered after now, found in the
+// partial index of negative priorities. The claims read the first and
+// turn to the second only when the first did not fill them: all of its
+// tasks come first. Each is an ordered index scan that stops at its
+// LIMIT, or at now.
+const (
+	claimableSQL     = `queue = $1 AND order_at <= $2 AND ready_at <= $2`
+	claimableLateSQL = `queue = $1 AND priority < 0 AND order_at > $2 AND ready_at <= $2`
+)
+
+// specialSQL is true for a task the combined claim must leave to
+// claimLimited: one with a concurrency key, or one that a rate limit of
+// the claim ($6 activities, $7 queues, matched as RateLimit.Matches)
+// matches, or may match (a task queued before migration 0007 has no name
+// column).
+const specialSQL = `concurrency_key IS NOT NULL OR (cardinality($6::text[]) > 0 AND (name IS NULL OR EXISTS (
+            SELECT 1 FROM unnest($6::text[], $7::text[]) AS r(a, q)
+            WHERE (r.a = '' OR r.a = name) AND (r.q = '' OR r.q = queue))))`
+
+// claimActivitySQL leases the first claimable tasks of one queue by
+// (order_at, seq), at most $5 (each with a token of its own), skipping
 // tasks another claim is taking right now; the token comes from a
 // sequence. It also returns the claim it took over, if any (a claimed task
 // is claimable only once its claim ran out). One queue, compared by
-// equality, makes the index on (queue, ready_at, seq) return the tasks in
+// equality, makes the index on (queue, order_at, seq) return the tasks in
 // the order wanted, so LIMIT stops after the first ones; with queue = ANY (…)
 // the index's order is lost, and a generic plan sorted the whole table
 // after a sequential scan.
+//
+// A task with a concurrency key or a rate limit ("special", see
+// specialSQL) is not claimed here, nor is any task after it (the order
+// would be lost): the statement claims the tasks before the first such
+// one and then returns a row whose envelope is NULL, telling the caller
+// to go on with claimLimited. Without such tasks it costs what it cost
+// before limits existed: one statement.
 const claimActivitySQL = `
-WITH old AS (
-    SELECT id, token, owner, locked_until FROM {{schema}}.activity_tasks
-    WHERE queue = $1 AND ready_at <= $2
-    ORDER BY ready_at, seq
+WITH head AS (
+    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    FROM {{schema}}.activity_tasks
+    WHERE ` + claimableSQL + `
+    ORDER BY order_at, seq
     LIMIT $5
     FOR UPDATE SKIP LOCKED
+), late AS (
+    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    FROM {{schema}}.activity_tasks
+    WHERE ` + claimableLateSQL + `
+      AND (SELECT count(*) FROM head) < $5
+    ORDER BY order_at, seq
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), old AS (
+    SELECT c.*, bool_or(c.special) OVER (ORDER BY c.order_at, c.seq ROWS UNBOUNDED PRECEDING) AS blocked
+    FROM (SELECT * FROM head UNION ALL SELECT * FROM late ORDER BY order_at, seq LIMIT $5) AS c
+), claimed AS (
+    UPDATE {{schema}}.activity_tasks AS t
+    SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4,
+        order_at = $4::timestamptz - make_interval(mins => t.priority)
+    FROM old
+    WHERE t.id = old.id AND NOT old.blocked
+    RETURNING t.envelope, t.token, old.token IS NOT NULL AS taken, coalesce(old.owner, '') AS old_owner, old.locked_until AS old_until
 )
-UPDATE {{schema}}.activity_tasks AS t
-SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4
-FROM old
-WHERE t.id = old.id
-RETURNING t.envelope, t.token, old.token IS NOT NULL, coalesce(old.owner, ''), old.locked_until`
+SELECT envelope, token, taken, old_owner, old_until FROM claimed
+UNION ALL
+SELECT NULL, NULL, false, '', NULL WHERE EXISTS (SELECT 1 FROM old WHERE special)`
 
-// claimOrderSQL orders queues by their oldest claimable task, leaving out
+// claimCandidateSQL locks the first claimable task of queue $1 at $2
+// whose key is not full ($3), that no exhausted rate limit matches ($4
+// activities, $5 queues), and not passed over already ($6): the next
+// candidate of claimLimited.
+const claimCandidateSQL = `
+WITH head AS (
+    SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
+    FROM {{schema}}.activity_tasks
+    WHERE ` + claimableSQL + ` AND ` + candidateFilterSQL + `
+    ORDER BY order_at, seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), late AS (
+    SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
+    FROM {{schema}}.activity_tasks
+    WHERE ` + claimableLateSQL + ` AND ` + candidateFilterSQL + `
+      AND NOT EXISTS (SELECT 1 FROM head)
+    ORDER BY order_at, seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+SELECT * FROM head UNION ALL SELECT * FROM late`
+
+const candidateFilterSQL = `(concurrency_key IS NULL OR concurrency_key <> ALL ($3::text[]))
+      AND id <> ALL ($6::text[])
+      AND NOT EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS r(a, q)
+                      WHERE (r.a = '' OR r.a = name) AND (r.q = '' OR r.q = queue))`
+
+// lockFlowKeySQL serializes the claims of one concurrency key: a
+// transaction-level advisory lock on a hash of the schema and key (two
+// keys with one hash only share the lock). It is released at commit, or
+// by the rollback to the savepoint taken before the candidate.
+const lockFlowKeySQL = `SELECT pg_advisory_xact_lock($1)`
+
+// countClaimsSQL counts the live claims of a concurrency key. In
+// claimLimited it runs after lockFlowKeySQL, in a statement of its own
+// whose snapshot follows the lock, and so sees every claim of the key
+// committed by the claims that held the lock before.
+const countClaimsSQL = `
+SELECT count(*) FROM {{schema}}.activity_tasks WHERE concurrency_key = $1 AND locked_until > $2`
+
+// takeTokenSQL takes a token of rate limit $1 in the window starting at
+// $2 with $3 tokens, returning a row only when one was left. Its row
+// lock serializes the claims of the key; a window later than the stored
+// one starts the count again (a window earlier, of a node whose clock
+// lags, counts in the stored one).
+const takeTokenSQL = `
+INSERT INTO {{schema}}.flow_rates AS r (key, window_start, used) VALUES ($1, $2, 1)
+ON CONFLICT (key) DO UPDATE
+SET window_start = greatest(r.window_start, EXCLUDED.window_start),
+    used = CASE WHEN r.window_start < EXCLUDED.window_start THEN 1 ELSE r.used + 1 END
+WHERE r.window_start < EXCLUDED.window_start OR r.used < $3
+RETURNING 1`
+
+// claimTaskSQL claims the candidate claimLimited locked.
+const claimTaskSQL = `
+UPDATE {{schema}}.activity_tasks
+SET token = nextval('{{schema}}.lease_tokens')::text, owner = $2, locked_until = $3, ready_at = $3,
+    order_at = $3::timestamptz - make_interval(mins => priority)
+WHERE id = $1
+RETURNING token`
+
+// claimOrderSQL orders queues by their first claimable task, leaving out
 // those with none: a claim from several queues tries them in this order.
 const claimOrderSQL = `
 SELECT q.name
 FROM unnest($1::text[]) AS q(name)
 CROSS JOIN LATERAL (
-    SELECT ready_at, seq FROM {{schema}}.activity_tasks
-    WHERE queue = q.name AND ready_at <= $2
-    ORDER BY ready_at, seq
+    SELECT f.order_at, f.seq FROM (
+        (SELECT order_at, seq FROM {{schema}}.activity_tasks
+         WHERE queue = q.name AND order_at <= $2 AND ready_at <= $2
+         ORDER BY order_at, seq
+         LIMIT 1)
+        UNION ALL
+        (SELECT order_at, seq FROM {{schema}}.activity_tasks
+         WHERE queue = q.name AND priority < 0 AND order_at > $2 AND ready_at <= $2
+         ORDER BY order_at, seq
+         LIMIT 1)) AS f
+    ORDER BY f.order_at, f.seq
     LIMIT 1) AS t
-ORDER BY t.ready_at, t.seq`
+ORDER BY t.order_at, t.seq`
 
 const heartbeatActivitySQL = `
-UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3 WHERE id = $1 AND token = $2`
+UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3, order_at = $3::timestamptz - make_interval(mins => priority)
+WHERE id = $1 AND token = $2`
 
 const taskEnvelopeSQL = `
 SELECT envelope FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2`
@@ -77,7 +205,8 @@ SELECT envelope FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2`
 const retryActivitySQL = `
 WITH updated AS (
     UPDATE {{schema}}.activity_tasks
-    SET envelope = $3, ready_at = $4, token = NULL, owner = NULL, locked_until = NULL
+    SET envelope = $3, ready_at = $4, order_at = $4::timestamptz - make_interval(mins => priority),
+        token = NULL, owner = NULL, locked_until = NULL
     WHERE id = $1 AND token = $2
     RETURNING 1
 )
@@ -160,8 +289,10 @@ func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 	n := len(p.Tasks)
 	var (
 		ids, instances, executions, queues = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		ready                              = make([]time.Time, 0, n)
+		ready, order                       = make([]time.Time, 0, n), make([]time.Time, 0, n)
 		envelopes                          = make([][]byte, 0, n)
+		priorities, limits                 = make([]int32, 0, n), make([]int32, 0, n)
+		names, keys                        = make([]string, 0, n), make([]string, 0, n)
 		seen                               = make(map[string]bool, n)
 	)
 	for _, t := range p.Tasks {
@@ -176,15 +307,25 @@ func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 		}
 		ids, instances, executions, queues = append(ids, t.ID), append(instances, t.InstanceID), append(executions, t.ExecutionID), append(queues, t.Queue)
 		ready, envelopes = append(ready, t.VisibleAt), append(envelopes, env)
+		order = append(order, provider.OrderAt(t.VisibleAt, t.Priority))
+		priorities, limits = append(priorities, int32(t.Priority)), append(limits, int32(t.ConcurrencyLimit))
+		names, keys = append(names, t.Name), append(keys, t.ConcurrencyKey)
 	}
-	return []any{ids, instances, executions, queues, ready, envelopes}, nil
+	return []any{ids, instances, executions, queues, ready, envelopes, priorities, order, names, keys, limits}, nil
 }
 
-// ClaimActivity implements provider.Store with one UPDATE … WHERE id =
-// (SELECT … FOR UPDATE SKIP LOCKED) on one queue. Several queues are
-// first ordered by their oldest claimable task, then claimed from in that
-// order until a claim succeeds.
+// ClaimActivity implements provider.Store with one UPDATE … FROM (SELECT …
+// FOR UPDATE SKIP LOCKED) on one queue. Several queues are first ordered
+// by their first claimable task, then claimed from in that order until a
+// claim succeeds. Tasks with a concurrency key or a matching rate limit
+// are claimed by claimLimited, in a transaction that serializes them per
+// key.
 func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
+	for i := range p.Rates {
+		if err := p.Rates[i].Validate(); err != nil {
+			return nil, fmt.Errorf("postgres: claim activity task: %w", err)
+		}
+	}
 	queues := p.Queues
 	switch len(queues) {
 	case 0:
@@ -208,12 +349,13 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 	return nil, nil
 }
 
-// claimActivity claims the oldest claimable task of queue q; nil when
-// there is none. Concurrent claims of one queue by one owner are combined
-// into one statement that claims a task for each of them (see combiner).
+// claimActivity claims the first claimable task of queue q; nil when
+// there is none. Concurrent claims of one queue by one owner with the
+// same rate limits are combined into one statement that claims a task
+// for each of them (see combiner).
 func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	s.mu.Lock()
-	key := claimKey{queue: q, owner: p.Owner}
+	key := claimKey{queue: q, owner: p.Owner, rates: ratesKey(p.Rates)}
 	c := s.claims[key]
 	if c == nil {
 		c = &combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{max: maxCombined}
@@ -229,13 +371,38 @@ func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimAc
 const maxCombined = 64
 
 // claimKey names the claims that may be combined: those of one queue by
-// one owner.
-type claimKey struct{ queue, owner string }
+// one owner with one set of rate limits (ratesKey).
+type claimKey struct{ queue, owner, rates string }
+
+// ratesKey encodes rate limits for claimKey; "" when there are none.
+func ratesKey(rates []provider.RateLimit) string {
+	if len(rates) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range rates {
+		fmt.Fprintf(&b, "%q %q %q %d %d;", r.Key, r.Activity, r.Queue, r.Tokens, r.Interval)
+	}
+	return b.String()
+}
+
+// rateColumns returns the activities and queues of rates, as the
+// parameters of specialSQL (empty, never nil: a NULL array would make
+// every task special).
+func rateColumns(rates []provider.RateLimit) (activities, queues []string) {
+	activities, queues = make([]string, 0, len(rates)), make([]string, 0, len(rates))
+	for _, r := range rates {
+		activities, queues = append(activities, r.Activity), append(queues, r.Queue)
+	}
+	return activities, queues
+}
 
 // claimActivities claims a task for each call, in one statement: at the
 // latest Now of the calls, until the latest LockedUntil (a claim never
 // holds for less than its caller asked). Calls whose ctx has ended get
-// its error and no task; calls beyond the tasks found get none.
+// its error and no task; calls beyond the tasks found get none. When the
+// statement stopped at a task with a concurrency key or a rate limit,
+// the calls it did not serve go on, one by one, with claimLimited.
 func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
 	live := calls[:0:0]
 	var now, until time.Time
@@ -255,7 +422,9 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 	if len(live) == 0 {
 		return
 	}
-	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, live[0].in.Owner, until, len(live))
+	owner, rates := live[0].in.Owner, live[0].in.Rates
+	activities, queues := rateColumns(rates)
+	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, owner, until, len(live), activities, queues)
 	if err != nil {
 		for _, c := range live {
 			c.err = failf(err, "claim activity task")
@@ -264,16 +433,21 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 	}
 	defer rows.Close()
 	i := 0
+	limited := false
 	for rows.Next() {
 		var (
 			env      []byte
-			token    string
+			token    *string
 			taken    bool
 			oldOwner string
 			oldUntil *time.Time
 		)
 		if err = rows.Scan(&env, &token, &taken, &oldOwner, &oldUntil); err != nil {
 			break
+		}
+		if token == nil {
+			limited = true
+			continue
 		}
 		task, err := provider.UnmarshalActivityTask(env)
 		if err != nil {
@@ -283,7 +457,7 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 			i++
 			continue
 		}
-		l := &provider.ActivityLease{Task: task, Token: token, Owner: live[i].in.Owner, LockedUntil: until}
+		l := &provider.ActivityLease{Task: task, Token: *token, Owner: owner, LockedUntil: until}
 		if taken {
 			l.Expired = &provider.ExpiredClaim{Owner: oldOwner, LockedUntil: fromNullTime(oldUntil)}
 		}
@@ -299,7 +473,182 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 		for _, c := range live {
 			c.out, c.err = nil, failf(err, "claim activity task")
 		}
+		return
 	}
+	rows.Close()
+	if !limited {
+		return
+	}
+	for _, c := range live[i:] {
+		l, err := s.claimLimited(ctx, q, owner, now, until, rates)
+		c.out, c.err = l, err
+		if l == nil {
+			return
+		}
+	}
+}
+
+// candidateSavepoint precedes each candidate of claimLimited: passing
+// over the candidate rolls back to it, giving back the candidate's row
+// lock, its key's advisory lock and the rate tokens it took.
+const candidateSavepoint = "chronicle_candidate"
+
+// claimLimited claims the first claimable task of queue q that its
+// limits allow, in one READ COMMITTED transaction; nil when there is
+// none. For each candidate (locked FOR UPDATE SKIP LOCKED, in queue
+// order):
+//
+//   - with a concurrency key, it takes the key's advisory lock and then,
+//     in a statement whose snapshot follows the lock, counts the key's
+//     live claims; a full key is passed over, with every task of it;
+//   - for each rate limit matching it (one per key, in key order, so
+//     that two claims wait for each other's rows in one order), it takes
+//     a token of the window of now; a limit without one is passed over,
+//     with every task it matches;
+//   - it claims the candidate, and the commit releases the locks.
+//
+// A candidate passed over gives back what it took (candidateSavepoint):
+// a claim that fails spends no token, and the transaction holds the lock
+// of at most one key while it waits for another's.
+func (s *Store) claimLimited(ctx context.Context, q, owner string, now, until time.Time, rates []provider.RateLimit) (*provider.ActivityLease, error) {
+	var lease *provider.ActivityLease
+	err := s.inTx(ctx, "claim activity task", func(tx pgx.Tx) error {
+		full, skip := []string{}, []string{}
+		dryActivities, dryQueues := []string{}, []string{}
+		for {
+			var (
+				id, token, key, oldOwner *string
+				env                      []byte
+				oldUntil                 *time.Time
+				limit                    *int32
+			)
+			b := &pgx.Batch{}
+			b.Queue("SAVEPOINT " + candidateSavepoint)
+			b.Queue(s.sql.claimCandidate, q, now, full, dryActivities, dryQueues, skip)
+			err := sendLocked(ctx, tx, b, &id, &env, &token, &oldOwner, &oldUntil, &key, &limit)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return failf(err, "claim activity task")
+			}
+			task, err := provider.UnmarshalActivityTask(env)
+			if err != nil {
+				return fmt.Errorf("postgres: claim activity task %s: %w", *id, err)
+			}
+			passOver := func() error {
+				b := &pgx.Batch{}
+				b.Queue("ROLLBACK TO SAVEPOINT " + candidateSavepoint)
+				b.Queue("RELEASE SAVEPOINT " + candidateSavepoint)
+				return failf(tx.SendBatch(ctx, b).Close(), "claim activity task")
+			}
+			if key != nil {
+				max := int64(task.ConcurrencyLimit)
+				if limit != nil {
+					max = int64(*limit)
+				}
+				b := &pgx.Batch{}
+				b.Queue(s.sql.lockFlowKey, s.flowLockKey(*key))
+				b.Queue(s.sql.countClaims, *key, now)
+				var n int64
+				if err := sendLocked(ctx, tx, b, &n); err != nil {
+					return failf(err, "claim activity task: count the claims of %s", *key)
+				}
+				if n >= max {
+					if err := passOver(); err != nil {
+						return err
+					}
+					full = append(full, *key)
+					continue
+				}
+			}
+			if matched := matchingRates(rates, &task); len(matched) > 0 {
+				dry, err := s.takeTokens(ctx, tx, matched, now)
+				if err != nil {
+					return err
+				}
+				if len(dry) > 0 {
+					if err := passOver(); err != nil {
+						return err
+					}
+					for _, r := range dry {
+						dryActivities, dryQueues = append(dryActivities, r.Activity), append(dryQueues, r.Queue)
+					}
+					skip = append(skip, *id)
+					continue
+				}
+			}
+			var newToken string
+			if err := tx.QueryRow(ctx, s.sql.claimTask, *id, owner, until).Scan(&newToken); err != nil {
+				return failf(err, "claim activity task %s", *id)
+			}
+			lease = &provider.ActivityLease{Task: task, Token: newToken, Owner: owner, LockedUntil: until}
+			if token != nil {
+				lease.Expired = &provider.ExpiredClaim{Owner: deref(oldOwner), LockedUntil: fromNullTime(oldUntil)}
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// matchingRates returns the rate limits that match task, one per key (the
+// first), ordered by key.
+func matchingRates(rates []provider.RateLimit, task *provider.ActivityTask) []provider.RateLimit {
+	var out []provider.RateLimit
+	for _, r := range rates {
+		if r.Matches(task) && !slices.ContainsFunc(out, func(o provider.RateLimit) bool { return o.Key == r.Key }) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b provider.RateLimit) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// takeTokens takes a token of each limit in one round trip and returns
+// the limits that had none left.
+func (s *Store) takeTokens(ctx context.Context, tx pgx.Tx, rates []provider.RateLimit, now time.Time) ([]provider.RateLimit, error) {
+	b := &pgx.Batch{}
+	for _, r := range rates {
+		b.Queue(s.sql.takeToken, r.Key, r.Window(now), int32(r.Tokens))
+	}
+	br := tx.SendBatch(ctx, b)
+	var dry []provider.RateLimit
+	var err error
+	for _, r := range rates {
+		var one int32
+		switch e := br.QueryRow().Scan(&one); {
+		case errors.Is(e, pgx.ErrNoRows):
+			dry = append(dry, r)
+		case e != nil && err == nil:
+			err = e
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, failf(err, "claim activity task: take a token")
+	}
+	return dry, nil
+}
+
+// flowLockKey is the advisory lock key of a concurrency key of the
+// store's schema.
+func (s *Store) flowLockKey(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("chronicle/flow/" + s.schema + "\x00" + key))
+	return int64(h.Sum64())
 }
 
 // leaseLost is the error of a call whose token does not match.

@@ -47,8 +47,9 @@ const redriveTaskIDsSQL = `
 INSERT INTO {{schema}}.activity_task_ids (id, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 
 const redriveTaskInsertSQL = `
-INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope)
-VALUES ($1, $2, $3, $4, $5, $6)`
+INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+    priority, order_at, name, concurrency_key, concurrency_limit)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10::text, ''), CASE WHEN $10::text <> '' THEN $11::int END)`
 
 const selectDeadLetterSQL = `
 SELECT ` + letterColumnList + ` FROM {{schema}}.dead_letters WHERE id = $1`
@@ -228,7 +229,8 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 				b := &pgx.Batch{}
 				b.Queue(s.sql.redriveTaskDelete, t.ID)
 				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID)
-				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env)
+				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env,
+					int32(t.Priority), provider.OrderAt(t.VisibleAt, t.Priority), t.Name, t.ConcurrencyKey, int32(t.ConcurrencyLimit))
 				if err := tx.SendBatch(ctx, b).Close(); err != nil {
 					return failf(err, "redrive dead letter %s", p.ID)
 				}

@@ -49,12 +49,25 @@
 //     history.MarshalEvent, the bytes the hash chain covers; the other
 //     columns are copies for indexes.
 //   - messages: the orchestration queue, with an identity column giving the
-//     enqueue order and indexes on (instance_id, seq) and (visible_at, seq).
+//     enqueue order, the order key order_at (provider.OrderAt of VisibleAt
+//     and the message's priority) and indexes on (instance_id, seq),
+//     (visible_at, seq), (order_at, seq) and, partial, (order_at, seq) of
+//     the messages of negative priority (order_at > visible_at).
 //   - activity_tasks and activity_task_ids: the activity queue, and every
 //     task id ever enqueued, so that a completed or cancelled task is never
 //     queued again until its instance is purged. activity_task_ids is keyed
 //     by (instance_id, id): task ids are hashes, and a key led by them would
 //     write to a random page of a large index at every enqueue.
+//     A task row has its priority, its order key order_at (moved with
+//     ready_at by claims, heartbeats and retries), its name and its
+//     concurrency key and limit, with indexes on (queue, order_at, seq),
+//     partial (queue, order_at, seq) of negative priorities, and partial
+//     (concurrency_key, locked_until) of tasks with a key.
+//   - flow_rates: one row per rate-limit key (window start, tokens used).
+//   - flow_keys and flow_slots: the slot sets of instance concurrency
+//     keys: one row per key (the limit of its latest acquire; its row
+//     lock serializes the key), one row per holder or waiter (waiting,
+//     since, and an identity giving the waiters' order).
 //   - dead_letters, human_tasks (task ids are unique per store),
 //     human_task_events, custom_projections.
 //   - tombstones: one row per purge, primary key (instance_id, seq), so an
@@ -76,9 +89,10 @@
 // # Rounds
 //
 // [Store.RunRound] runs a round in one READ COMMITTED transaction on one
-// pooled connection. DequeueInstance locks the instance row of the oldest
-// visible message with FOR NO KEY UPDATE SKIP LOCKED, then reads the
-// instance's visible messages in a statement of its own, whose snapshot
+// pooled connection. DequeueInstance locks the instance row of the first
+// visible message in queue order (see "Priority and flow control") with
+// FOR NO KEY UPDATE SKIP LOCKED, then reads the instance's visible
+// messages in a statement of its own, whose snapshot
 // follows the lock; an instance whose messages were acked meanwhile is
 // passed over, so a worker never gets an empty result while another
 // instance has work.
@@ -90,6 +104,54 @@
 // place: no rows is [provider.ErrNotFound], a unique violation
 // [provider.ErrConflict], serialization failures and deadlocks
 // [ErrRetryable].
+//
+// # Priority and flow control
+//
+// Queues are ordered by order_at = VisibleAt - priority × PriorityStep
+// (provider.OrderAt), then by enqueue order; visibility is still
+// VisibleAt (ready_at for tasks), and NextVisibleAt still reports it. A
+// visible item of priority >= 0 has order_at <= now, so the dequeue and
+// the claim walk the order index from its start up to now and stop at
+// the first item they lock; visible items of negative priority may be
+// ordered after now, and come from the small partial index of negative
+// priorities, read only when the first part found nothing (all its items
+// come first). Each part is an ordered index scan under its own LIMIT,
+// whatever the plan (generic or not, with or without statistics; see
+// TestQueuePlans). Migration 0007 gives queued rows the order of
+// priority 0.
+//
+// A claim costs one statement, as without limits, unless it meets a
+// task with a concurrency key or one that a rate limit of the claim
+// matches. The combined claim statement claims the tasks before the
+// first such task and reports it; the claim then goes on in a READ
+// COMMITTED transaction that, per candidate in queue order (locked FOR
+// UPDATE SKIP LOCKED after a savepoint), takes the key's transaction-level
+// advisory lock and counts the key's live claims (locked_until > now) in
+// a statement whose snapshot follows that lock, takes one token of each
+// matching rate limit (an upsert of the key's flow_rates row, in the
+// window of now, that changes the row only while a token is left), and
+// claims the task. A candidate whose key is full, or whose limit has no
+// token left, is rolled back to the savepoint, which gives back its
+// locks and the tokens it took, and every task of that key or limit is
+// left out of the next candidates: a full key or an exhausted limit
+// never blocks other tasks, a claim that fails spends no token, and a
+// transaction holds at most one key's lock while it waits for another.
+// Concurrent claimers of a key therefore count in turn and never exceed
+// its limit. A task queued before migration 0007 has no name column: a
+// claim with rate limits checks it in this transaction, from its
+// envelope.
+//
+// Slots of instances ([provider.FlowSteps] on the round's transaction):
+// AcquireSlot upserts the key's flow_keys row (locking it until the
+// round ends) with the acquire's limit, then, in a statement whose
+// snapshot follows the lock, counts the holders and the waiters ahead of
+// the instance and inserts or promotes its flow_slots row; ReleaseSlot
+// locks the key's row, deletes the instance's and returns the first
+// (limit - holders) waiters, in one round trip each. A rolled-back round
+// undoes its acquire. ParkInstance sets the instance's hold to
+// provider.ParkedUntil, which the dequeue never reaches and
+// NextVisibleAt leaves out; WakeInstances clears only such a hold, and
+// its work is announced after the commit.
 //
 // # Undecodable rows
 //

@@ -24,3 +24,17 @@ func DefaultLogger() *slog.Logger {
 	o, _ := Options{URL: "postgres://x"}.withDefaults()
 	return o.Logger
 }
+
+// QueueStatements returns the texts of the statements that pick queued
+// work, by name, for the plan tests.
+func QueueStatements(s *Store) map[string]string {
+	return map[string]string{
+		"dequeueLock":       s.sql.dequeueLock,
+		"claimActivity":     s.sql.claimActivity,
+		"claimCandidate":    s.sql.claimCandidate,
+		"claimOrder":        s.sql.claimOrder,
+		"countClaims":       s.sql.countClaims,
+		"nextOrchestration": s.sql.nextOrchestration,
+		"nextActivity":      s.sql.nextActivity,
+	}
+}

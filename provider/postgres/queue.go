@@ -10,7 +10,8 @@ import (
 )
 
 // enqueueMessagesSQL inserts messages idempotently by id and creates the
-// rows of their instances. Its three verbs are an optional guard CTE, a
+// rows of their instances, with the order key of each ($7, see
+// provider.OrderAt) computed by the caller. Its three verbs are an optional guard CTE, a
 // filter on the input using it, and an extra leading result column;
 // without them the result is (inserted). The caller announces new work
 // after commit (see announce): a NOTIFY inside the transaction would
@@ -20,8 +21,8 @@ import (
 // column numbers rows in that order, which is the instance's enqueue order.
 const enqueueMessagesSQL = `
 WITH %s input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::text[], $6::bytea[])
-        WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, ord)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::text[], $6::bytea[], $7::timestamptz[])
+        WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, order_at, ord)
     %s
 ), new_instances AS (
     -- Only ids without a row are inserted: ON CONFLICT alone would meet the
@@ -35,8 +36,8 @@ WITH %s input AS (
     ORDER BY instance_id
     ON CONFLICT DO NOTHING
 ), inserted AS (
-    INSERT INTO {{schema}}.messages (id, instance_id, visible_at, attempts, last_error, envelope)
-    SELECT id, instance_id, visible_at, attempts, last_error, envelope FROM input ORDER BY ord
+    INSERT INTO {{schema}}.messages (id, instance_id, visible_at, attempts, last_error, envelope, order_at)
+    SELECT id, instance_id, visible_at, attempts, last_error, envelope, order_at FROM input ORDER BY ord
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
 )
@@ -62,19 +63,54 @@ FROM (SELECT DISTINCT u.id COLLATE "C" AS id FROM unnest($1::text[]) AS u(id) OR
 CROSS JOIN LATERAL (
     SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = ids.id FOR KEY SHARE) AS l`
 
-// dequeueLockSQL locks the instance of the oldest visible message among
-// instances that are not held, not locked by another transaction (skipped,
-// never waited for) and not already taken by this one ($2).
+// dequeueLockSQL locks the instance of the first visible message by
+// (order_at, seq) — order_at is provider.OrderAt(VisibleAt, Priority) —
+// among instances that are not held, not locked by another transaction
+// (skipped, never waited for) and not already taken by this one ($2).
+//
+// A visible message of priority >= 0 has order_at <= visible_at <= now:
+// head walks the index on (order_at, seq) up to now and stops at the
+// first instance it locks, or at now when there is none (it never reads
+// the messages that become visible later, timers say). A visible message
+// of negative priority may have order_at > now; late finds those in the
+// partial index that holds only negative priorities, and runs only when
+// head found nothing (all its messages come after head's). Each part is
+// an ordered index scan under its own LIMIT 1 (a union under one LIMIT
+// was planned, generic and on small tables, as a sort of the whole
+// table), and the instance is locked in a LATERAL probe of its primary
+// key per message, which the planner cannot turn into a hash join.
 const dequeueLockSQL = `
-SELECT i.instance_id, i.hold_until IS NOT NULL
-FROM {{schema}}.messages m
-JOIN {{schema}}.instances i ON i.instance_id = m.instance_id
-WHERE m.visible_at <= $1
-  AND (i.hold_until IS NULL OR i.hold_until <= $1)
-  AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
-ORDER BY m.visible_at, m.seq
-LIMIT 1
-FOR NO KEY UPDATE OF i SKIP LOCKED`
+WITH head AS (
+    SELECT l.instance_id, l.held
+    FROM {{schema}}.messages m
+    CROSS JOIN LATERAL (
+        SELECT i.instance_id, i.hold_until IS NOT NULL AS held
+        FROM {{schema}}.instances i
+        WHERE i.instance_id = m.instance_id
+          AND (i.hold_until IS NULL OR i.hold_until <= $1)
+          AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
+        FOR NO KEY UPDATE SKIP LOCKED) AS l
+    WHERE m.order_at <= $1 AND m.visible_at <= $1
+    ORDER BY m.order_at, m.seq
+    LIMIT 1
+), late AS (
+    SELECT l.instance_id, l.held
+    FROM {{schema}}.messages m
+    CROSS JOIN LATERAL (
+        SELECT i.instance_id, i.hold_until IS NOT NULL AS held
+        FROM {{schema}}.instances i
+        WHERE i.instance_id = m.instance_id
+          AND (i.hold_until IS NULL OR i.hold_until <= $1)
+          AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
+        FOR NO KEY UPDATE SKIP LOCKED) AS l
+    WHERE m.order_at > m.visible_at AND m.order_at > $1 AND m.visible_at <= $1
+      AND NOT EXISTS (SELECT 1 FROM head)
+    ORDER BY m.order_at, m.seq
+    LIMIT 1
+)
+SELECT instance_id, held FROM head
+UNION ALL
+SELECT instance_id, held FROM late`
 
 const dequeueLockByIDSQL = `
 SELECT i.instance_id, i.hold_until IS NOT NULL
@@ -119,7 +155,9 @@ LIMIT $2`
 // min over instances of greatest(earliest VisibleAt, hold). The first part
 // takes messages not delayed by a hold (an ordered index scan stopping at
 // the first), the second held instances whose hold delays a message.
-// Instances in $1 (locked by this store's open rounds) are left out.
+// Instances in $1 (locked by this store's open rounds) are left out, and
+// so are parked instances (hold $2, provider.ParkedUntil): only a wake
+// makes their messages due.
 const nextOrchestrationSQL = `
 SELECT least(
     (SELECT m.visible_at
@@ -131,7 +169,7 @@ SELECT least(
      LIMIT 1),
     (SELECT i.hold_until
      FROM {{schema}}.instances i
-     WHERE i.hold_until IS NOT NULL
+     WHERE i.hold_until IS NOT NULL AND i.hold_until < $2
        AND i.instance_id <> ALL (coalesce($1::text[], '{}'))
        AND EXISTS (SELECT 1 FROM {{schema}}.messages m
                    WHERE m.instance_id = i.instance_id AND m.visible_at < i.hold_until)
@@ -148,13 +186,14 @@ CROSS JOIN LATERAL (
     LIMIT 1) AS t`
 
 // messageArgs are the columns of messages to enqueue, in the order of
-// enqueueMessagesSQL's parameters $1–$6.
+// enqueueMessagesSQL's parameters $1–$7.
 type messageArgs struct {
 	ids, instances []string
 	visible        []time.Time
 	attempts       []int32
 	errors         []string
 	envelopes      [][]byte
+	order          []time.Time
 }
 
 // newMessageArgs prepares msgs for enqueueing at now: zero times take now,
@@ -183,12 +222,13 @@ func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error
 		a.attempts = append(a.attempts, int32(attempts))
 		a.errors = append(a.errors, lastError)
 		a.envelopes = append(a.envelopes, env)
+		a.order = append(a.order, provider.OrderAt(m.VisibleAt, m.Priority))
 	}
 	return a, nil
 }
 
 func (a *messageArgs) args(extra ...any) []any {
-	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes}, extra...)
+	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, a.order}, extra...)
 }
 
 // enqueueMessages runs the enqueue statement on db and reports whether it
@@ -313,7 +353,7 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtPara
 	var err error
 	switch p.Queue {
 	case provider.QueueOrchestration:
-		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances()).Scan(&at)
+		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances(), provider.ParkedUntil).Scan(&at)
 	case provider.QueueActivity:
 		queues := p.Queues
 		if len(queues) == 0 {

@@ -199,7 +199,11 @@ type statements struct {
 	getTask, listTasks, listTaskEvents, getCustom              string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
-	claimOrder                                                 string
+	claimOrder, claimCandidate, claimTask, lockFlowKey         string
+	countClaims, takeToken                                     string
+	parkInstance, wakeInstances                                string
+	lockSlotKey, upsertSlotKey, acquireSlot, releaseSlot       string
+	getSlotKeys, listSlotKeys, listSlots                       string
 	taskEnvelope, retryActivity, deadLetterActivity            string
 	lockTaskInstance, lockInstances                            string
 	cancelActivities, listQueuedActivities                     string
@@ -221,11 +225,11 @@ func newStatements(schema string) *statements {
 	st := &statements{
 		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
 		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
-			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $7 AND token = $8 RETURNING 1),",
+			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $8 AND token = $9 RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
 		enqueueStart: q(fmt.Sprintf(enqueueMessagesSQL,
-			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($7) ON CONFLICT DO NOTHING RETURNING 1),",
+			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($8) ON CONFLICT DO NOTHING RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM created)",
 			"(SELECT count(*) FROM created),")),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
@@ -241,6 +245,11 @@ func newStatements(schema string) *statements {
 		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),
 		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL), claimOrder: q(claimOrderSQL),
+		claimCandidate: q(claimCandidateSQL), claimTask: q(claimTaskSQL), lockFlowKey: lockFlowKeySQL,
+		countClaims: q(countClaimsSQL), takeToken: q(takeTokenSQL),
+		parkInstance: q(parkInstanceSQL), wakeInstances: q(wakeInstancesSQL),
+		lockSlotKey: q(lockSlotKeySQL), upsertSlotKey: q(upsertSlotKeySQL), acquireSlot: q(acquireSlotSQL), releaseSlot: q(releaseSlotSQL),
+		getSlotKeys: q(getSlotKeysSQL), listSlotKeys: q(listSlotKeysSQL), listSlots: q(listSlotsSQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
 		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),

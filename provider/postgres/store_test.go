@@ -159,8 +159,8 @@ func TestMigrate(t *testing.T) {
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"activity_task_ids", "activity_tasks", "checkpoint_leaves", "checkpoints", "custom_projections", "dead_letters", "history",
-		"human_task_events", "human_tasks", "instances", "messages", "schema_migrations", "tombstones",
+		"activity_task_ids", "activity_tasks", "checkpoint_leaves", "checkpoints", "custom_projections", "dead_letters",
+		"flow_keys", "flow_rates", "flow_slots", "history", "human_task_events", "human_tasks", "instances", "messages", "schema_migrations", "tombstones",
 	}, tables)
 
 	// The migrated schema works.

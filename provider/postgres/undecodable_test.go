@@ -22,7 +22,7 @@ func TestUndecodableMessage(t *testing.T) {
 	garbage := []byte{0xc1, 0xff, 0x00, 'x'}
 	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "inst-a")}, Now: base}))
 	_, err := admin.Exec(ctx, "INSERT INTO "+pgx.Identifier{s.Schema(), "messages"}.Sanitize()+
-		" (id, instance_id, visible_at, attempts, envelope) VALUES ('bad-1', 'inst-a', $1, 2, $2)", base.Add(-1), garbage)
+		" (id, instance_id, visible_at, order_at, attempts, envelope) VALUES ('bad-1', 'inst-a', $1, $1, 2, $2)", base.Add(-1), garbage)
 	require.NoError(t, err)
 	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "n-1", "inst-b")}, Now: base}))
 

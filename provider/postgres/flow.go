@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chronicleflow/chronicle/provider"
+)
+
+// parkInstanceSQL holds an instance until a wake: $2 is
+// provider.ParkedUntil, a hold no clock reaches.
+const parkInstanceSQL = `
+UPDATE {{schema}}.instances SET hold_until = $2 WHERE instance_id = $1`
+
+// wakeInstancesSQL ends the park of the instances named that are parked
+// ($2 is provider.ParkedUntil); it leaves the others as they are.
+const wakeInstancesSQL = `
+UPDATE {{schema}}.instances SET hold_until = NULL
+WHERE instance_id = ANY ($1::text[]) AND hold_until >= $2`
+
+// upsertSlotKeySQL creates the row of a slot key or sets its limit, and
+// so locks it until the round ends: the acquires and releases of one key
+// are serialized by that row lock.
+const upsertSlotKeySQL = `
+INSERT INTO {{schema}}.flow_keys AS k (key, lim) VALUES ($1, $2)
+ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim`
+
+// lockSlotKeySQL locks the row of a slot key for a release; no row, no
+// slot set.
+const lockSlotKeySQL = `
+SELECT lim FROM {{schema}}.flow_keys WHERE key = $1 FOR UPDATE`
+
+// acquireSlotSQL decides an acquire of key $1 for holder $2 at $3 with
+// limit $4, and writes it. It runs after upsertSlotKeySQL, in a statement
+// of its own whose snapshot follows the key's lock, so it sees every
+// acquire and release of the key committed before. The holder holds when
+// it holds already, or when the holders and the waiters ahead of it (all
+// the waiters, for a newcomer) are fewer than the limit; a waiter that
+// gets a slot becomes a holder since $3, a newcomer that does not joins
+// the waiters since $3.
+const acquireSlotSQL = `
+WITH me AS (
+    SELECT waiting, seq FROM {{schema}}.flow_slots WHERE key = $1 AND holder = $2
+), decision AS (
+    SELECT mine, (mine IS NOT NULL AND NOT mine) OR holders + ahead < $4 AS granted
+    FROM (SELECT
+        (SELECT waiting FROM me) AS mine,
+        (SELECT count(*) FROM {{schema}}.flow_slots WHERE key = $1 AND NOT waiting) AS holders,
+        (SELECT count(*) FROM {{schema}}.flow_slots
+         WHERE key = $1 AND waiting
+           AND seq < coalesce((SELECT seq FROM me WHERE waiting), 9223372036854775807)) AS ahead) AS st
+), added AS (
+    INSERT INTO {{schema}}.flow_slots (key, holder, waiting, since)
+    SELECT $1, $2, NOT granted, $3 FROM decision WHERE mine IS NULL
+), promoted AS (
+    UPDATE {{schema}}.flow_slots SET waiting = false, since = $3
+    WHERE key = $1 AND holder = $2 AND waiting AND (SELECT granted FROM decision)
+)
+SELECT granted FROM decision`
+
+// releaseSlotSQL removes holder $2 from the holders and waiters of key
+// $1 and returns the first (limit - holders) waiters, counting as if the
+// removal were done (the statement's reads do not see its own delete).
+// It runs after lockSlotKeySQL.
+const releaseSlotSQL = `
+WITH gone AS (
+    DELETE FROM {{schema}}.flow_slots WHERE key = $1 AND holder = $2
+)
+SELECT holder FROM {{schema}}.flow_slots
+WHERE key = $1 AND waiting AND holder <> $2
+ORDER BY seq
+LIMIT greatest(
+    coalesce((SELECT lim FROM {{schema}}.flow_keys WHERE key = $1), 0)
+    - (SELECT count(*) FROM {{schema}}.flow_slots WHERE key = $1 AND NOT waiting AND holder <> $2), 0)`
+
+const getSlotKeysSQL = `
+SELECT key, lim FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key`
+
+const listSlotKeysSQL = `
+SELECT key, lim FROM {{schema}}.flow_keys k
+WHERE key > $1
+  AND (NOT $2 OR EXISTS (SELECT 1 FROM {{schema}}.flow_slots s WHERE s.key = k.key AND s.waiting))
+ORDER BY key
+LIMIT $3`
+
+// listSlotsSQL reads the holders and waiters of keys: holders by the time
+// they took their slot, waiters in the order they first waited.
+const listSlotsSQL = `
+SELECT key, holder, waiting, since FROM {{schema}}.flow_slots
+WHERE key = ANY ($1::text[])
+ORDER BY key, waiting, CASE WHEN waiting THEN NULL ELSE since END, seq`
+
+var (
+	_ provider.FlowSteps = (*roundTx)(nil)
+	_ provider.FlowStore = (*Store)(nil)
+)
+
+// AcquireSlot implements provider.FlowSteps in the round's transaction:
+// the key's row is upserted (and so locked until the round ends), then
+// a statement whose snapshot follows the lock decides and writes the
+// acquire; both go in one round trip.
+func (t *roundTx) AcquireSlot(ctx context.Context, p *provider.AcquireSlotParams) (bool, error) {
+	if err := provider.ValidateLimit(p.Key, p.Limit); err != nil || p.Key == "" {
+		return false, fmt.Errorf("postgres: acquire slot: %w", orEmptyKey(err))
+	}
+	if p.Holder == "" {
+		return false, fmt.Errorf("postgres: acquire slot of %s: no holder", p.Key)
+	}
+	var granted bool
+	err := t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(t.s.sql.upsertSlotKey, p.Key, int32(p.Limit))
+		b.Queue(t.s.sql.acquireSlot, p.Key, p.Holder, p.Now, int32(p.Limit))
+		return failf(sendLocked(ctx, t.tx, b, &granted), "acquire slot of %s for %s", p.Key, p.Holder)
+	})
+	return granted, err
+}
+
+// orEmptyKey is err, or the error of an empty key.
+func orEmptyKey(err error) error {
+	if err == nil {
+		return errors.New("no concurrency key")
+	}
+	return err
+}
+
+// ReleaseSlot implements provider.FlowSteps in the round's transaction:
+// the key's row is locked, then a statement whose snapshot follows the
+// lock removes the holder and reads the waiters to wake.
+func (t *roundTx) ReleaseSlot(ctx context.Context, p *provider.ReleaseSlotParams) ([]string, error) {
+	var wake []string
+	err := t.step(func() error {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(t.s.sql.lockSlotKey, p.Key)
+		b.Queue(t.s.sql.releaseSlot, p.Key, p.Holder)
+		br := t.tx.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				wake, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+		}
+		if closeErr := br.Close(); err == nil {
+			err = closeErr
+		}
+		return failf(err, "release slot of %s for %s", p.Key, p.Holder)
+	})
+	return wake, err
+}
+
+// ParkInstance implements provider.FlowSteps, deferred (see Flush): the
+// instance's hold becomes provider.ParkedUntil.
+func (t *roundTx) ParkInstance(ctx context.Context, p *provider.ParkInstanceParams) error {
+	return t.step(func() error {
+		_, err := deferred{t}.Exec(ctx, t.s.sql.parkInstance, p.InstanceID, provider.ParkedUntil)
+		return err
+	})
+}
+
+// WakeInstances implements provider.FlowSteps, deferred (see Flush); the
+// work is announced after the commit.
+func (t *roundTx) WakeInstances(ctx context.Context, p *provider.WakeInstancesParams) error {
+	return t.step(func() error {
+		if len(p.InstanceIDs) == 0 {
+			return nil
+		}
+		ids := slices.Sorted(slices.Values(p.InstanceIDs))
+		_, err := deferred{t}.Exec(ctx, t.s.sql.wakeInstances, ids, provider.ParkedUntil)
+		t.enqueuedMessages = true
+		return err
+	})
+}
+
+// WakeInstances implements provider.FlowStore: one statement, and the
+// work is announced when it woke an instance.
+func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesParams) error {
+	if len(p.InstanceIDs) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(slices.Values(p.InstanceIDs))
+	tag, err := s.rc.Exec(ctx, s.sql.wakeInstances, ids, provider.ParkedUntil)
+	if err != nil {
+		return failf(err, "wake %d instances", len(ids))
+	}
+	if tag.RowsAffected() > 0 {
+		s.announce(provider.QueueOrchestration)
+	}
+	return nil
+}
+
+// CountClaims implements provider.FlowStore.
+func (s *Store) CountClaims(ctx context.Context, key string, now time.Time) (int, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql.countClaims, key, now).Scan(&n); err != nil {
+		return 0, failf(err, "count the claims of %s", key)
+	}
+	return int(n), nil
+}
+
+// GetSlots implements provider.FlowStore.
+func (s *Store) GetSlots(ctx context.Context, key string) (*provider.SlotRecord, error) {
+	recs, err := s.slotRecords(ctx, s.sql.getSlotKeys, []string{key})
+	if err != nil {
+		return nil, failf(err, "slots of %s", key)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("postgres: slots of %s: %w", key, provider.ErrNotFound)
+	}
+	return &recs[0], nil
+}
+
+// ListSlots implements provider.FlowStore.
+func (s *Store) ListSlots(ctx context.Context, p *provider.ListSlotsParams) ([]provider.SlotRecord, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	recs, err := s.slotRecords(ctx, s.sql.listSlotKeys, p.AfterKey, p.OnlyWaiting, limit)
+	return recs, failf(err, "list slots")
+}
+
+// slotRecords reads the keys that keysSQL selects, then their holders and
+// waiters, in one snapshot.
+func (s *Store) slotRecords(ctx context.Context, keysSQL string, args ...any) ([]provider.SlotRecord, error) {
+	var out []provider.SlotRecord
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, keysSQL, args...)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		index := map[string]int{}
+		for rows.Next() {
+			var (
+				key string
+				lim int32
+			)
+			if err := rows.Scan(&key, &lim); err != nil {
+				rows.Close()
+				return err
+			}
+			index[key] = len(out)
+			keys = append(keys, key)
+			out = append(out, provider.SlotRecord{Key: key, Limit: int(lim)})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(keys) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, s.sql.listSlots, keys)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				key, holder string
+				waiting     bool
+				since       time.Time
+			)
+			if err := rows.Scan(&key, &holder, &waiting, &since); err != nil {
+				return err
+			}
+			rec := &out[index[key]]
+			h := provider.SlotHolder{ID: holder, Since: since.UTC()}
+			if waiting {
+				rec.Waiters = append(rec.Waiters, h)
+			} else {
+				rec.Holders = append(rec.Holders, h)
+			}
+		}
+		return rows.Err()
+	})
+	return out, err
+}

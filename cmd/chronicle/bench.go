@@ -113,7 +113,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	attributes := fs.Bool("attributes", false, "declare search attributes (customer, amount, items, region, express) and start W1, W2 and BACKLOG workflows with a value of each")
 	queries := fs.Bool("query", false, "PostgreSQL: time the search queries (one customer's completed orders in a created_at range, first 50; a count by status) on a schema preloaded (--preload) with attributes; runs no workload unless --workload names some")
 	queryRuns := fs.Int("query-runs", 11, "with --query: timed runs of each query (the median is reported)")
-	limitKeys := fs.Int("limit-keys", 0, "start each W1 and BACKLOG workflow with a concurrency limit of 1 on one of N keys (customer-<i mod N>); 0: no limit")
+	limitKeys := fs.Int("limit-keys", 0, "start each W1 and BACKLOG workflow with a concurrency limit of 1 on one of N keys (customer-<i mod N>); 0: no limit; without --workload, runs W1")
 	activityLimitKeys := fs.Int("activity-limit-keys", 0, "run the activities of each W1 and BACKLOG workflow with a concurrency limit of 1 on one of N keys (customer-<i mod N>); 0: no limit")
 	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
@@ -133,8 +133,15 @@ func runBench(c *cli, cmd *command, args []string) error {
 			return nil
 		}
 	}
+	if *limitKeys < 0 || *activityLimitKeys < 0 {
+		return usagef(cmd, "--limit-keys and --activity-limit-keys must not be negative")
+	}
+	limited := *limitKeys > 0 || *activityLimitKeys > 0
 	if len(workloads) == 0 {
 		workloads = listFlag{bench.W1, bench.W2, bench.W3}
+		if limited {
+			workloads = listFlag{bench.W1}
+		}
 	}
 	if *instances <= 0 {
 		return usagef(cmd, "--instances must be positive")
@@ -145,10 +152,6 @@ func runBench(c *cli, cmd *command, args []string) error {
 	if *preload > 0 && !isPostgres(c.storeURL) {
 		return usagef(cmd, "--preload needs a postgres:// store")
 	}
-	if *limitKeys < 0 || *activityLimitKeys < 0 {
-		return usagef(cmd, "--limit-keys and --activity-limit-keys must not be negative")
-	}
-	limited := *limitKeys > 0 || *activityLimitKeys > 0
 	for i, w := range workloads {
 		workloads[i] = strings.ToUpper(w)
 		switch workloads[i] {

@@ -25,13 +25,13 @@
 //     checks what the shop, the customer and the manager pass;
 //   - a schedule: the demo creates the nightly settlement report
 //     (settlement.go), which counts the day's orders by custom status at
-//     02:00 London time, and prints its next firings.
+//     02:00 London time, and prints its next firings;
 //   - flow control: each order starts with a per-customer concurrency
 //     limit (at most two orders of one customer are processed at once;
 //     a third waits until one of them ends, while other customers'
 //     orders run) and express orders with a higher priority
-//     (orderStartOptions in workflow.go; kit_test.go shows a third order
-//     waiting).
+//     (orderStartOptions in workflow.go; flow_test.go shows a third
+//     order waiting).
 //
 // Run it with `go run ./examples/orders`; it takes about two seconds. With
 // -store and a postgres:// URL it runs on PostgreSQL instead, in the

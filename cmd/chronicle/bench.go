@@ -45,6 +45,11 @@ type benchJSON struct {
 	// Preloaded counts the ended instances the store held before the run
 	// (--preload).
 	Preloaded int `json:"preloaded,omitempty"`
+	// LimitKeys and ActivityLimitKeys are the keys of the concurrency
+	// limit of one of W1's and BACKLOG's workflows and activities
+	// (--limit-keys, --activity-limit-keys).
+	LimitKeys         int `json:"limit_keys,omitempty"`
+	ActivityLimitKeys int `json:"activity_limit_keys,omitempty"`
 	// DB is the database work per workflow, on PostgreSQL.
 	DB *dbWorkJSON `json:"db_per_workflow,omitempty"`
 }
@@ -110,6 +115,8 @@ func runBench(c *cli, cmd *command, args []string) error {
 	attributes := fs.Bool("attributes", false, "declare search attributes (customer, amount, items, region, express) and start W1, W2 and BACKLOG workflows with a value of each")
 	queries := fs.Bool("query", false, "PostgreSQL: time the search queries (one customer's completed orders in a created_at range, first 50; a count by status) on a schema preloaded (--preload) with attributes; runs no workload unless --workload names some")
 	queryRuns := fs.Int("query-runs", 11, "with --query: timed runs of each query (the median is reported)")
+	limitKeys := fs.Int("limit-keys", 0, "start each W1 and BACKLOG workflow with a concurrency limit of 1 on one of N keys (customer-<i mod N>); 0: no limit; without --workload, runs W1")
+	activityLimitKeys := fs.Int("activity-limit-keys", 0, "run the activities of each W1 and BACKLOG workflow with a concurrency limit of 1 on one of N keys (customer-<i mod N>); 0: no limit")
 	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
 	schedules := fs.Int("schedules", 0, "run the schedules workload with this many schedules firing every minute, and measure each firing's delay from its nominal time; runs no other workload unless --workload names some")
 	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
@@ -162,8 +169,15 @@ func runBench(c *cli, cmd *command, args []string) error {
 			return nil
 		}
 	}
+	if *limitKeys < 0 || *activityLimitKeys < 0 {
+		return usagef(cmd, "--limit-keys and --activity-limit-keys must not be negative")
+	}
+	limited := *limitKeys > 0 || *activityLimitKeys > 0
 	if len(workloads) == 0 {
 		workloads = listFlag{bench.W1, bench.W2, bench.W3}
+		if limited {
+			workloads = listFlag{bench.W1}
+		}
 	}
 	if *instances <= 0 {
 		return usagef(cmd, "--instances must be positive")
@@ -177,7 +191,11 @@ func runBench(c *cli, cmd *command, args []string) error {
 	for i, w := range workloads {
 		workloads[i] = strings.ToUpper(w)
 		switch workloads[i] {
-		case bench.W1, bench.W2, bench.W3, bench.W4, bench.Backlog, bench.Start, bench.Idle:
+		case bench.W1, bench.Backlog:
+		case bench.W2, bench.W3, bench.W4, bench.Start, bench.Idle:
+			if limited {
+				return usagef(cmd, "--limit-keys and --activity-limit-keys apply to W1 and BACKLOG, not %s", workloads[i])
+			}
 		default:
 			return usagef(cmd, "unknown workload %q: use W1, W2, W3, W4, BACKLOG, START or IDLE", w)
 		}
@@ -209,7 +227,8 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if pg != nil {
 			before = c.dbWork(pg)
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes})
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes,
+			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys})
 		var work *bench.DBWork
 		if err == nil && before != nil {
 			if after := c.dbWork(pg); after != nil {
@@ -227,6 +246,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
 			P50FirstMillis: millis(res.P50First), P50LastMillis: millis(res.P50Last), StartSeconds: res.StartDuration.Seconds(),
 			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20), Checkpoints: res.Checkpoints, Preloaded: preloaded,
+			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys,
 		}
 		if work != nil {
 			row.DB = perWorkflow(work, res.Workflows)
@@ -248,6 +268,12 @@ func runBench(c *cli, cmd *command, args []string) error {
 			if row.P50LastMillis > 0 {
 				fmt.Fprintf(c.stdout, "%-8s %-7s p50 of the first %d signals %s, of the last %d %s (%.2f×)\n", "", "",
 					bench.WindowW4, lat(row.P50FirstMillis), bench.WindowW4, lat(row.P50LastMillis), row.P50LastMillis/row.P50FirstMillis)
+			}
+			if row.LimitKeys > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s workflows limited to 1 at once per key, over %d keys\n", "", "", row.LimitKeys)
+			}
+			if row.ActivityLimitKeys > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s activities limited to 1 at once per key, over %d keys\n", "", "", row.ActivityLimitKeys)
 			}
 			if row.Preloaded > 0 {
 				fmt.Fprintf(c.stdout, "%-8s %-7s on a store preloaded with %d ended instances\n", "", "", row.Preloaded)

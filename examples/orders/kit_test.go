@@ -91,8 +91,7 @@ func customStatuses(t *testing.T, env *chronicletest.Env, id string) []string {
 // environment runs.
 func startOrder(t *testing.T, env *chronicletest.Env, o Order) string {
 	t.Helper()
-	run, err := orderWorkflow.Start(env.Context(), env.Engine(), o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer,
-		SearchAttributes: orderAttributes(o)})
+	run, err := orderWorkflow.Start(env.Context(), env.Engine(), o, orderStartOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

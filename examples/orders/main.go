@@ -25,7 +25,13 @@
 //     checks what the shop, the customer and the manager pass;
 //   - a schedule: the demo creates the nightly settlement report
 //     (settlement.go), which counts the day's orders by custom status at
-//     02:00 London time, and prints its next firings.
+//     02:00 London time, and prints its next firings;
+//   - flow control: each order starts with a per-customer concurrency
+//     limit (at most two orders of one customer are processed at once;
+//     a third waits until one of them ends, while other customers'
+//     orders run) and express orders with a higher priority
+//     (orderStartOptions in workflow.go; flow_test.go shows a third
+//     order waiting).
 //
 // Run it with `go run ./examples/orders`; it takes about two seconds. With
 // -store and a postgres:// URL it runs on PostgreSQL instead, in the
@@ -144,11 +150,11 @@ func demoWorkflows(say func(format string, args ...any)) *workflows {
 	}
 }
 
-// orders are the demo's orders. Ada's payment times out once; Charles's
-// order is approved; Grace cancels while hers awaits approval; nobody
+// orders are the demo's orders. Ada's is express and her payment times
+// out once; Charles's order is approved; Grace cancels while hers awaits approval; nobody
 // approves Alan's.
 var orders = []Order{
-	{ID: "ORD-1001", Customer: "Ada", Address: "12 Analytical Row, London", Items: []Item{{SKU: "NOTEBOOK-A5", Quantity: 3}}, Total: 8990},
+	{ID: "ORD-1001", Customer: "Ada", Address: "12 Analytical Row, London", Items: []Item{{SKU: "NOTEBOOK-A5", Quantity: 3}}, Total: 8990, Express: true},
 	{ID: "ORD-1002", Customer: "Charles", Address: "1 Difference Lane, London", Items: []Item{{SKU: "LATHE-200", Quantity: 1}}, Total: 129900},
 	{ID: "ORD-1003", Customer: "Grace", Address: "7 Compiler Close, Arlington", Items: []Item{{SKU: "TERMINAL-3270", Quantity: 2}}, Total: 245000},
 	{ID: "ORD-1004", Customer: "Alan", Address: "3 Bletchley Road, Milton Keynes", Items: []Item{{SKU: "BOMBE-KIT", Quantity: 1}}, Total: 180000},
@@ -244,8 +250,7 @@ func demoOn(ctx context.Context, w io.Writer, store provider.Store) (*outcome, e
 	runs := make([]chronicle.Handle[Result], 0, len(orders))
 	for _, o := range orders {
 		o.ApprovalDue, o.ApprovalTimeout, o.ReturnWindow = demoApprovalDue, demoApprovalTimeout, demoReturnWindow
-		run, err := orderWorkflow.Start(ctx, engine, o, &chronicle.StartOptions{InstanceID: o.ID, BusinessKey: o.ID, Actor: o.Customer,
-			SearchAttributes: orderAttributes(o)})
+		run, err := orderWorkflow.Start(ctx, engine, o, orderStartOptions(o))
 		if errors.Is(err, chronicle.ErrInstanceExists) {
 			return nil, fmt.Errorf("start %s: %w (the store holds a previous run: use a fresh schema)", o.ID, err)
 		}
@@ -253,7 +258,11 @@ func demoOn(ctx context.Context, w io.Writer, store provider.Store) (*outcome, e
 			return nil, err
 		}
 		runs = append(runs, run)
-		out.log("client", "%s ordered %s for %s", o.Customer, o.ID, cents(o.Total))
+		if o.Express {
+			out.log("client", "%s ordered %s for %s, express", o.Customer, o.ID, cents(o.Total))
+		} else {
+			out.log("client", "%s ordered %s for %s", o.Customer, o.ID, cents(o.Total))
+		}
 	}
 	res := &outcome{Results: map[string]Result{}, Histories: map[string][]history.Event{}}
 	for _, run := range runs {

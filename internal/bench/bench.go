@@ -66,6 +66,48 @@ type Config struct {
 	// W1, W2 and BACKLOG with a value of each ([StartAttributes]), so that
 	// every record the rounds write carries them.
 	Attributes bool
+	// LimitKeys, when positive, starts each workflow of W1 and BACKLOG
+	// with a concurrency limit of one on one of LimitKeys keys
+	// ([LimitKey]): the workflows of a key run one at a time, in the
+	// order they were started (StartOptions.Concurrency).
+	LimitKeys int
+	// ActivityLimitKeys, when positive, runs W1's and BACKLOG's
+	// activities with a concurrency limit of one on one of
+	// ActivityLimitKeys keys, the same for the three activities of a
+	// workflow (ActivityOptions.Concurrency): the "sequence-keyed"
+	// workflow instead of "sequence".
+	ActivityLimitKeys int
+}
+
+// LimitKey is the concurrency key of the i-th workflow of a run with n
+// keys (Config.LimitKeys, Config.ActivityLimitKeys).
+func LimitKey(i, n int) string { return "customer-" + strconv.Itoa(i%n) }
+
+// KeyedInput is the input of the "sequence-keyed" workflow: the number
+// its activities count from and the concurrency key they run under.
+type KeyedInput struct {
+	N   int
+	Key string
+}
+
+// startRequest returns the workflow, input and options of the i-th
+// workflow of W1 and BACKLOG; the options are nil when c asks for none,
+// as a plain start has.
+func startRequest(c *Config, i int) chronicle.StartRequest {
+	r := chronicle.StartRequest{Workflow: "sequence", Input: i}
+	if c.ActivityLimitKeys > 0 {
+		r.Workflow, r.Input = "sequence-keyed", KeyedInput{N: i, Key: LimitKey(i, c.ActivityLimitKeys)}
+	}
+	if c.Attributes || c.LimitKeys > 0 {
+		r.Options = &chronicle.StartOptions{}
+		if c.Attributes {
+			r.Options.SearchAttributes = StartAttributes(i)
+		}
+		if c.LimitKeys > 0 {
+			r.Options.Concurrency = &chronicle.Concurrency{Key: LimitKey(i, c.LimitKeys), Limit: 1}
+		}
+	}
+	return r
 }
 
 // StartAttributes are the search attributes of the i-th workflow a run
@@ -171,6 +213,12 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	if c.LimitKeys < 0 || c.ActivityLimitKeys < 0 {
+		return nil, fmt.Errorf("bench: LimitKeys (%d) and ActivityLimitKeys (%d) must not be negative", c.LimitKeys, c.ActivityLimitKeys)
+	}
+	if (c.LimitKeys > 0 || c.ActivityLimitKeys > 0) && c.Workload != W1 && c.Workload != Backlog {
+		return nil, fmt.Errorf("bench: concurrency limits apply to W1 and BACKLOG, not %s", c.Workload)
+	}
 	if c.Workload == W4 && c.Instances < 2 {
 		return nil, fmt.Errorf("bench: W4 compares its first and last signals: it needs at least 2, not %d", c.Instances)
 	}
@@ -225,16 +273,22 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	res := &Result{Workload: c.Workload, Instances: c.Instances}
 	switch c.Workload {
 	case W1, W2, Backlog:
-		name := map[string]string{W1: "sequence", W2: "fanout", Backlog: "sequence"}[c.Workload]
+		request := func(i int) chronicle.StartRequest {
+			if c.Workload == W2 {
+				r := chronicle.StartRequest{Workflow: "fanout", Input: i}
+				if c.Attributes {
+					r.Options = &chronicle.StartOptions{SearchAttributes: StartAttributes(i)}
+				}
+				return r
+			}
+			return startRequest(&c, i)
+		}
 		ids := make([]string, c.Instances)
 		started := make([]time.Time, c.Instances)
 		if c.StartMany {
 			reqs := make([]chronicle.StartRequest, c.Instances)
 			for i := range reqs {
-				reqs[i] = chronicle.StartRequest{Workflow: name, Input: i}
-				if c.Attributes {
-					reqs[i].Options = &chronicle.StartOptions{SearchAttributes: StartAttributes(i)}
-				}
+				reqs[i] = request(i)
 			}
 			if ids, err = e.StartMany(ctx, reqs); err != nil {
 				return nil, err
@@ -244,11 +298,8 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 			}
 		} else {
 			for i := range ids {
-				var so *chronicle.StartOptions
-				if c.Attributes {
-					so = &chronicle.StartOptions{SearchAttributes: StartAttributes(i)}
-				}
-				if ids[i], err = e.Start(ctx, name, i, so); err != nil {
+				r := request(i)
+				if ids[i], err = e.Start(ctx, r.Workflow, r.Input, r.Options); err != nil {
 					return nil, err
 				}
 				started[i] = time.Now()
@@ -449,8 +500,10 @@ func watchHeap(ctx context.Context) <-chan uint64 {
 }
 
 // Register registers the workloads' workflows and their activity, which
-// does no work: "sequence" (W1: three activities in turn), "fanout" (W2:
-// twenty in parallel) and "listener" (W3: waits for n "ping" signals).
+// does no work: "sequence" (W1: three activities in turn),
+// "sequence-keyed" (W1 with a concurrency limit of one on its activities'
+// key: Config.ActivityLimitKeys), "fanout" (W2: twenty in parallel) and
+// "listener" (W3: waits for n "ping" signals).
 // The comparison benchmark registers the same.
 func Register(e *chronicle.Engine) error {
 	noop := func(_ context.Context, n int) (int, error) { return n + 1, nil }
@@ -460,6 +513,17 @@ func Register(e *chronicle.Engine) error {
 			for i := 0; i < 3; i++ {
 				var err error
 				if n, err = chronicle.CallActivity[int](ctx, "step", n, nil); err != nil {
+					return 0, err
+				}
+			}
+			return n, nil
+		}),
+		chronicle.RegisterWorkflow(e, "sequence-keyed", func(ctx *chronicle.Context, in KeyedInput) (int, error) {
+			opts := &chronicle.ActivityOptions{Concurrency: &chronicle.Concurrency{Key: in.Key, Limit: 1}}
+			n := in.N
+			for i := 0; i < 3; i++ {
+				var err error
+				if n, err = chronicle.CallActivity[int](ctx, "step", n, opts); err != nil {
 					return 0, err
 				}
 			}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/bench"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
@@ -78,6 +80,57 @@ func TestNewWorkloadsRun(t *testing.T) {
 	})
 }
 
+// W1 with concurrency limits: every workflow and every activity runs
+// under its key's limit of one (recorded in its start and its scheduled
+// activities), and all complete.
+func TestW1WithConcurrencyLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, startMany := range []bool{false, true} {
+		store := memory.New(memory.Options{})
+		res, err := bench.Run(ctx, store, bench.Config{Workload: bench.W1, Instances: 20, LimitKeys: 3, ActivityLimitKeys: 4, StartMany: startMany})
+		require.NoError(t, err)
+		require.Equal(t, 20, res.Workflows)
+		require.Equal(t, int64(60), res.Activities)
+
+		e, err := chronicle.New(store, chronicle.Options{})
+		require.NoError(t, err)
+		insts, err := e.ListInstances(ctx, chronicle.InstanceFilter{Workflow: "sequence-keyed", Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, insts, 20)
+		keys := map[string]bool{}
+		for _, in := range insts {
+			events, err := e.History(ctx, in.ID)
+			require.NoError(t, err)
+			var scheduled int
+			for _, ev := range events {
+				a, err := ev.Attributes()
+				require.NoError(t, err)
+				switch a := a.(type) {
+				case *history.ExecutionStarted:
+					require.NotNil(t, a.Concurrency, "%s started without a limit", in.ID)
+					require.Equal(t, 1, a.Concurrency.Limit)
+					keys[a.Concurrency.Key] = true
+				case *history.ActivityScheduled:
+					require.NotNil(t, a.Concurrency, "%s scheduled an activity without a limit", in.ID)
+					require.Equal(t, 1, a.Concurrency.Limit)
+					scheduled++
+				}
+			}
+			require.Equal(t, 3, scheduled)
+		}
+		require.Equal(t, map[string]bool{"customer-0": true, "customer-1": true, "customer-2": true}, keys)
+		set, err := store.GetSlots(ctx, "customer-0")
+		require.NoError(t, err)
+		require.Empty(t, set.Holders, "every slot was given back")
+		require.Empty(t, set.Waiters)
+	}
+	_, err := bench.Run(ctx, memory.New(memory.Options{}), bench.Config{Workload: bench.W2, Instances: 1, LimitKeys: 2})
+	require.ErrorContains(t, err, "W1 and BACKLOG")
+	_, err = bench.Run(ctx, memory.New(memory.Options{}), bench.Config{Workload: bench.W1, Instances: 1, ActivityLimitKeys: -1})
+	require.ErrorContains(t, err, "negative")
+}
+
 func benchmark(b *testing.B, store func(b *testing.B) provider.Store, w string) {
 	benchmarkWith(b, store, bench.Config{Workload: w})
 }
@@ -105,8 +158,15 @@ func BenchmarkMemoryW1Sequence(b *testing.B)   { benchmark(b, memoryStore, bench
 func BenchmarkMemoryW2FanOut(b *testing.B)     { benchmark(b, memoryStore, bench.W2) }
 func BenchmarkMemoryW3Signal(b *testing.B)     { benchmark(b, memoryStore, bench.W3) }
 func BenchmarkPostgresW1Sequence(b *testing.B) { benchmark(b, postgresStore, bench.W1) }
-func BenchmarkPostgresW2FanOut(b *testing.B)   { benchmark(b, postgresStore, bench.W2) }
-func BenchmarkPostgresW3Signal(b *testing.B)   { benchmark(b, postgresStore, bench.W3) }
+
+// BenchmarkMemoryW1Limited is W1 with each workflow and its activities
+// limited to one at once per key over 1,000 keys (compare with
+// BenchmarkMemoryW1Sequence).
+func BenchmarkMemoryW1Limited(b *testing.B) {
+	benchmarkWith(b, memoryStore, bench.Config{Workload: bench.W1, LimitKeys: 1000, ActivityLimitKeys: 1000})
+}
+func BenchmarkPostgresW2FanOut(b *testing.B) { benchmark(b, postgresStore, bench.W2) }
+func BenchmarkPostgresW3Signal(b *testing.B) { benchmark(b, postgresStore, bench.W3) }
 
 // BenchmarkPostgresW1Checkpoints is W1 with checkpoints signed every
 // second, to compare with BenchmarkPostgresW1Sequence.

@@ -92,6 +92,15 @@ func (r *crashRig) node(name string) *chronicle.Engine {
 	return e
 }
 
+// intN draws from the rig's random source, which the store's fault hook
+// also draws from, on whatever goroutine calls the store (a round's lease
+// renewal, say).
+func (r *crashRig) intN(n int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rng.IntN(n)
+}
+
 // arm turns the faults on or off; turning them off logs how many there
 // were.
 func (r *crashRig) arm(on bool) {
@@ -106,8 +115,8 @@ func (r *crashRig) arm(on bool) {
 // step runs one round on a node drawn at random, which first crashes and
 // comes back (its cache gone) one time in 50.
 func (r *crashRig) step(ctx context.Context) (worked bool) {
-	i := r.rng.IntN(len(r.nodes))
-	if r.rng.IntN(50) == 0 {
+	i := r.intN(len(r.nodes))
+	if r.intN(50) == 0 {
 		r.nodes[i].Close()
 		r.nodes[i] = r.node(string(rune('a' + i)))
 	}

@@ -61,7 +61,7 @@ func crashFlow(t *testing.T, mode provider.Mode, seed uint64) {
 	// In peek-lock mode a round is paused now and then between two of its
 	// writes while its lease runs out and the other node works: a zombie.
 	zombie := func(r *crashRig, _ memory.Op, _ int) {
-		if mode != provider.ModePeekLock || paused || r.nodes == nil || rng.IntN(40) != 0 {
+		if mode != provider.ModePeekLock || paused || r.nodes == nil || r.intN(40) != 0 {
 			return
 		}
 		paused, pauses = true, pauses+1
@@ -116,13 +116,13 @@ func crashFlow(t *testing.T, mode provider.Mode, seed uint64) {
 	}
 	r.arm(true)
 	for range 400 {
-		switch rng.IntN(10) {
+		switch r.intN(10) {
 		case 0:
 			// Let a running instance finish (a signal to a waiting one
 			// is recorded when it runs).
-			_ = r.nodes[0].RaiseEvent(ctx, ids[rng.IntN(len(ids))], "go", "!", nil)
+			_ = r.nodes[0].RaiseEvent(ctx, ids[r.intN(len(ids))], "go", "!", nil)
 		case 1:
-			r.clock.Advance(time.Duration(rng.IntN(90)) * time.Second)
+			r.clock.Advance(time.Duration(r.intN(90)) * time.Second)
 		default:
 			r.step(ctx)
 		}

@@ -1,6 +1,7 @@
 package round
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -116,7 +117,7 @@ func wakeWaiters(ctx context.Context, flow provider.FlowSteps, lease *provider.L
 // startConcurrency returns the concurrency a start message asks for, or
 // nil (for any other message, and one that does not decode).
 func startConcurrency(m *provider.Message) *history.Concurrency {
-	if m == nil || m.Kind != history.KindExecutionStarted {
+	if m == nil || m.Kind != history.KindExecutionStarted || !bytes.Contains(m.Payload, concurrencyField) {
 		return nil
 	}
 	a, err := history.DecodeAttributes(m.Kind, m.Payload)
@@ -128,6 +129,10 @@ func startConcurrency(m *provider.Message) *history.Concurrency {
 	}
 	return nil
 }
+
+// concurrencyField is the key of ExecutionStarted.Concurrency in its
+// encoding: a start without it is not decoded twice.
+var concurrencyField = []byte("concurrency")
 
 // prioritize gives the messages without a priority the instance's.
 func prioritize(msgs []provider.Message, priority int) {

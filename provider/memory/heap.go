@@ -124,18 +124,23 @@ func (s *Store) reindex(in *instance) {
 	want := len(in.msgs) > 0 && in.lockedBy == nil && in.purging == nil && !provider.IsParked(in.holdUntil)
 	if want {
 		in.readyKey = in.readyAt()
-		in.orderKey = in.orderAt()
+		if s.ordered {
+			in.orderKey = in.orderAt()
+		}
 	}
 	switch {
 	case want && in.heapIndex < 0:
 		heap.Push(&s.ready, in)
-		heap.Push(&s.order, in)
+		if s.ordered {
+			heap.Push(&s.order, in)
+		}
 	case want:
 		heap.Fix(&s.ready, in.heapIndex)
-		heap.Fix(&s.order, in.orderIndex)
+		if s.ordered {
+			heap.Fix(&s.order, in.orderIndex)
+		}
 	case in.heapIndex >= 0:
-		heap.Remove(&s.ready, in.heapIndex)
-		heap.Remove(&s.order, in.orderIndex)
+		s.unready(in)
 	}
 }
 
@@ -143,8 +148,27 @@ func (s *Store) reindex(in *instance) {
 func (s *Store) unready(in *instance) {
 	if in.heapIndex >= 0 {
 		heap.Remove(&s.ready, in.heapIndex)
-		heap.Remove(&s.order, in.orderIndex)
+		if s.ordered {
+			heap.Remove(&s.order, in.orderIndex)
+		}
 	}
+}
+
+// orderByPriority starts keeping Store.order, the first time a message
+// with a priority is queued: until then the dequeue order is the ready
+// heap's (with priority 0 everywhere the two orders are one), and the
+// store does not pay for a second heap. Callers hold s.mu.
+func (s *Store) orderByPriority() {
+	if s.ordered {
+		return
+	}
+	s.ordered = true
+	s.order = make(orderHeap, len(s.ready))
+	for i, in := range s.ready {
+		in.orderKey, in.orderIndex = in.orderAt(), i
+		s.order[i] = in
+	}
+	heap.Init(&s.order)
 }
 
 // next returns the first instance in dequeue order that is ready at now,
@@ -152,6 +176,9 @@ func (s *Store) unready(in *instance) {
 func (s *Store) next(now time.Time) *instance {
 	if len(s.ready) == 0 || s.ready[0].readyKey.After(now) {
 		return nil
+	}
+	if !s.ordered {
+		return s.ready[0]
 	}
 	i := firstInHeap(len(s.order), s.order.Less, func(i int) bool { return !s.order[i].readyKey.After(now) })
 	if i < 0 {

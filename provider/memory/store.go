@@ -122,10 +122,12 @@ type Store struct {
 	nextToken int64
 	instances map[string]*instance
 	ready     instanceHeap
-	order     orderHeap
-	messages  map[string]*message
-	tasks     map[string]*task
-	taskIDs   map[string]bool
+	// order is kept once a message with a priority was queued (ordered).
+	order    orderHeap
+	ordered  bool
+	messages map[string]*message
+	tasks    map[string]*task
+	taskIDs  map[string]bool
 	// taskInstance maps every known activity task id to its instance, so
 	// a purge forgets them.
 	taskInstance map[string]string
@@ -141,10 +143,13 @@ type Store struct {
 	hints       provider.Hints
 	// keyed holds the tasks of each concurrency key; rates the windows of
 	// rate limits; slots the slot sets of instance concurrency keys.
-	keyed     map[string]map[*task]bool
-	rates     map[string]*rateWindow
-	slots     map[string]*slotSet
-	slotsFree *sync.Cond
+	keyed map[string]map[*task]bool
+	// prioritized counts the queued tasks with a priority: while there
+	// are none, a task heap's first task is also its earliest claimable.
+	prioritized int
+	rates       map[string]*rateWindow
+	slots       map[string]*slotSet
+	slotsFree   *sync.Cond
 }
 
 var (
@@ -230,7 +235,12 @@ type task struct {
 }
 
 // orderAt is the task's place in the claim order.
-func (t *task) orderAt() time.Time { return provider.OrderAt(t.claimableAt(), t.t.Priority) }
+func (t *task) orderAt() time.Time {
+	if t.t.Priority == 0 {
+		return t.claimableAt()
+	}
+	return provider.OrderAt(t.claimableAt(), t.t.Priority)
+}
 
 // claimableAt is when the task may be claimed.
 func (t *task) claimableAt() time.Time {
@@ -300,6 +310,9 @@ func (s *Store) enqueueMessages(msgs []provider.Message, now time.Time) {
 			continue
 		}
 		m.SetDefaults(now)
+		if m.Priority != 0 {
+			s.orderByPriority()
+		}
 		in := s.instance(m.InstanceID)
 		s.nextSeq++
 		msg := &message{m: m, seq: s.nextSeq, inst: in}
@@ -459,11 +472,17 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtPara
 			}
 		case provider.QueueActivity:
 			for _, q := range queuesOf(p.Queues) {
-				if h := s.taskHeaps[q]; h != nil {
-					for _, tk := range *h {
-						if t := tk.claimableAt(); !ok || t.Before(at) {
-							at, ok = t, true
-						}
+				h := s.taskHeaps[q]
+				if h == nil || len(*h) == 0 {
+					continue
+				}
+				earliest := (*h)[:1]
+				if s.prioritized > 0 {
+					earliest = *h // the order is not the claimable time's
+				}
+				for _, tk := range earliest {
+					if t := tk.claimableAt(); !ok || t.Before(at) {
+						at, ok = t, true
 					}
 				}
 			}
@@ -709,6 +728,9 @@ func (s *Store) insertTask(t provider.ActivityTask) {
 	tk := &task{t: t, seq: s.nextSeq, heapIndex: -1}
 	s.tasks[t.ID] = tk
 	s.taskHeap(t.Queue).push(tk)
+	if t.Priority != 0 {
+		s.prioritized++
+	}
 	if k := t.ConcurrencyKey; k != "" {
 		if s.keyed[k] == nil {
 			s.keyed[k] = map[*task]bool{}
@@ -729,6 +751,9 @@ func (s *Store) taskHeap(q string) *taskHeap {
 func (s *Store) removeTask(t *task) {
 	s.taskHeap(t.t.Queue).remove(t)
 	delete(s.tasks, t.t.ID)
+	if t.t.Priority != 0 {
+		s.prioritized--
+	}
 	if k := t.t.ConcurrencyKey; k != "" {
 		delete(s.keyed[k], t)
 		if len(s.keyed[k]) == 0 {

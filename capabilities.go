@@ -15,7 +15,8 @@ var ErrUnsupported = errors.New("chronicle: not supported by the store")
 // UnsupportedError names the optional store capability a call needs and the
 // engine's store lacks: [provider.QueryStore] (instance lists, human tasks,
 // custom projections), [provider.DeadLetterStore] (listing and resolving dead
-// letters) or [provider.PurgeStore] (purge and tombstones). Workflows and
+// letters), [provider.PurgeStore] (purge and tombstones) or
+// [provider.FlowStore] (concurrency slots). Workflows and
 // activities run on the core [provider.Store] alone.
 type UnsupportedError struct {
 	// Capability is the interface the store does not implement.

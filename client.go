@@ -270,8 +270,8 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		if o.Concurrency.Key != "" {
-			if _, ok := e.store.(provider.FlowStore); !ok {
-				return nil, fmt.Errorf("%w: a concurrency limit needs a store that keeps concurrency slots", ErrUnsupported)
+			if _, err := e.flowStore(); err != nil {
+				return nil, err
 			}
 			c.conc = &history.Concurrency{Key: o.Concurrency.Key, Limit: o.Concurrency.Limit}
 		}

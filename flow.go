@@ -42,9 +42,9 @@ type SlotFilter struct {
 // ListConcurrency returns the concurrency keys of instances, in key order,
 // each with its holders and waiters: the waiting work of flow control.
 func (e *Engine) ListConcurrency(ctx context.Context, f SlotFilter) ([]SlotSet, error) {
-	fs, ok := e.store.(provider.FlowStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store keeps no concurrency slots", ErrUnsupported)
+	fs, err := e.flowStore()
+	if err != nil {
+		return nil, err
 	}
 	return fs.ListSlots(ctx, &provider.ListSlotsParams{AfterKey: f.AfterKey, Limit: f.Limit, OnlyWaiting: f.OnlyWaiting})
 }
@@ -52,9 +52,9 @@ func (e *Engine) ListConcurrency(ctx context.Context, f SlotFilter) ([]SlotSet, 
 // Concurrency returns the state of one concurrency key of instances, or
 // ErrConcurrencyKeyNotFound when no instance ever asked for it.
 func (e *Engine) Concurrency(ctx context.Context, key string) (*SlotSet, error) {
-	fs, ok := e.store.(provider.FlowStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store keeps no concurrency slots", ErrUnsupported)
+	fs, err := e.flowStore()
+	if err != nil {
+		return nil, err
 	}
 	set, err := fs.GetSlots(ctx, key)
 	if errors.Is(err, provider.ErrNotFound) {
@@ -66,9 +66,9 @@ func (e *Engine) Concurrency(ctx context.Context, key string) (*SlotSet, error) 
 // RunningActivities returns how many activity tasks with a concurrency key
 // (ActivityOptions.Concurrency) hold a live claim now.
 func (e *Engine) RunningActivities(ctx context.Context, key string) (int, error) {
-	fs, ok := e.store.(provider.FlowStore)
-	if !ok {
-		return 0, fmt.Errorf("%w: the store keeps no concurrency slots", ErrUnsupported)
+	fs, err := e.flowStore()
+	if err != nil {
+		return 0, err
 	}
 	return fs.CountClaims(ctx, key, e.now())
 }
@@ -104,4 +104,8 @@ func (e *Engine) fillWaiting(ctx context.Context, inst *Instance, start *provide
 		w.Position, w.Since = i+1, set.Waiters[i].Since
 	}
 	return nil
+}
+
+func (e *Engine) flowStore() (provider.FlowStore, error) {
+	return capability[provider.FlowStore](e.store, "provider.FlowStore")
 }

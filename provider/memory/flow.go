@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -199,7 +200,7 @@ func (s *Store) ListSlots(ctx context.Context, p *provider.ListSlotsParams) ([]p
 		if limit <= 0 {
 			limit = 100
 		}
-		for _, key := range sortedKeys(s.slots) {
+		for _, key := range slices.Sorted(maps.Keys(s.slots)) {
 			set := s.slots[key]
 			if key <= p.AfterKey || set.limit == 0 || (p.OnlyWaiting && len(set.waiters) == 0) {
 				continue
@@ -212,15 +213,6 @@ func (s *Store) ListSlots(ctx context.Context, p *provider.ListSlotsParams) ([]p
 		return nil
 	})
 	return out, err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // lockSlot locks the slot set of key for the round, waiting while

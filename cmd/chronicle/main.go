@@ -227,6 +227,8 @@ func commands() []*command {
 		{"replay", "PATH... | --all", "replay exported histories (files, folders) or every instance of the store against the workflows this binary registers (the demo's); name each divergence", runReplay},
 		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
+		{"audit bundle", "ID... | --all, --out FILE", "write an audit bundle (histories, their signed checkpoint proofs, signed tombstones of purged ones, projections folded from history) that verifies offline", runAuditBundle},
+		{"audit verify", "FILE --key KEYRING...", "verify an audit bundle offline with the public keys alone and print what it proves", runAuditVerify},
 		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
 		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},
@@ -404,8 +406,16 @@ func (c *cli) open() (*chronicle.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	var checkpoints *chronicle.CheckpointOptions
+	if c.signKey != "" {
+		s, err := chronicle.ReadSigningKey(c.signKey)
+		if err != nil {
+			return nil, err
+		}
+		checkpoints = &chronicle.CheckpointOptions{Signer: s}
+	}
 	if mem, ok := store.(*memory.Store); ok {
-		d, err := demodata.SeedWith(c.ctx, mem, demodata.SeedOptions{SearchAttributes: decls})
+		d, err := demodata.SeedWith(c.ctx, mem, demodata.SeedOptions{SearchAttributes: decls, Checkpoints: checkpoints})
 		if err != nil {
 			return nil, err
 		}
@@ -418,14 +428,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		}
 		return c.engine, nil
 	}
-	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec], SearchAttributes: decls}
-	if c.signKey != "" {
-		s, err := chronicle.ReadSigningKey(c.signKey)
-		if err != nil {
-			return nil, err
-		}
-		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: s}
-	}
+	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec], SearchAttributes: decls, Checkpoints: checkpoints}
 	c.engine, err = chronicle.New(store, opts)
 	return c.engine, err
 }

@@ -106,6 +106,9 @@ type SeedOptions struct {
 	// SearchAttributes declares attributes besides the demo's own
 	// ([SearchAttributes]); a name the demo declares must keep its type.
 	SearchAttributes map[string]query.Type
+	// Checkpoints, when set, makes the demo engine sign checkpoints; the
+	// seeding ends with a checkpoint covering every instance.
+	Checkpoints *chronicle.CheckpointOptions
 }
 
 // Seed creates the demo engine on store, which must be empty, and fills the
@@ -134,7 +137,7 @@ func SeedWith(ctx context.Context, store provider.FullStore, opts SeedOptions) (
 	// The demo dead-letters an activity on purpose: keep its warning off
 	// the CLI's standard error.
 	engine, err := chronicle.New(store, chronicle.Options{NodeID: NodeID, Clock: clock, NewID: ids.next,
-		Logger: slog.New(slog.DiscardHandler), SearchAttributes: decls})
+		Logger: slog.New(slog.DiscardHandler), SearchAttributes: decls, Checkpoints: opts.Checkpoints})
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +152,12 @@ func SeedWith(ctx context.Context, store provider.FullStore, opts SeedOptions) (
 	if err := registerFix(engine); err != nil {
 		d.Close()
 		return nil, err
+	}
+	if opts.Checkpoints != nil {
+		if _, err := engine.SweepCheckpoint(ctx); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("demodata: checkpoint: %w", err)
+		}
 	}
 	return d, nil
 }

@@ -1,0 +1,448 @@
+package chronicle
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/projector"
+)
+
+// AuditBundleFormat is the first line of every audit bundle: the bundle's
+// format and version.
+const AuditBundleFormat = "chronicle-audit-bundle/v1"
+
+// ErrAuditBundle is matched (errors.Is) by every *AuditBundleError.
+var ErrAuditBundle = errors.New("chronicle: audit bundle does not verify")
+
+// AuditBundleError says where an audit bundle fails to verify: the line
+// (1-based) where the failing part starts, the instance it concerns (empty
+// for the bundle's own lines) and why.
+type AuditBundleError struct {
+	Line       int
+	InstanceID string
+	Err        error
+}
+
+// Error implements error.
+func (e *AuditBundleError) Error() string {
+	if e.InstanceID != "" {
+		return fmt.Sprintf("chronicle: audit bundle, line %d, instance %s: %v", e.Line, e.InstanceID, e.Err)
+	}
+	return fmt.Sprintf("chronicle: audit bundle, line %d: %v", e.Line, e.Err)
+}
+
+// Is matches ErrAuditBundle.
+func (e *AuditBundleError) Is(target error) bool { return target == ErrAuditBundle }
+
+// Unwrap returns the cause: a *history.ChainError, a
+// *CheckpointMismatchError, an error wrapping history.ErrBadSignature,
+// ErrNotCovered, history.ErrCorrupt, …; ErrInstanceNotFound for an unknown id
+func (e *AuditBundleError) Unwrap() error { return e.Err }
+
+// AuditBundleOptions select what [Engine.WriteAuditBundle] writes.
+type AuditBundleOptions struct {
+	// InstanceIDs are the instances to bundle, stored or purged; each
+	// once, written in id order.
+	InstanceIDs []string
+}
+
+// AuditInstanceReport is what an audit bundle proves of one instance.
+type AuditInstanceReport struct {
+	InstanceID string
+	// Events counts the bundled events; LastSeq is the last one's seq.
+	Events  int
+	LastSeq int64
+	// CoveredSeq is the highest seq a signed checkpoint of the bundle
+	// covers, Checkpoint that checkpoint's number; events after it are
+	// in the bundle but no signature covers them yet.
+	CoveredSeq int64
+	Checkpoint int64
+	// Checkpoints are the numbers of the checkpoints whose proofs the
+	// bundle carries for the instance.
+	Checkpoints []int64
+	// Purged is set for an instance whose history is gone: the bundle
+	// carries its signed tombstone (CoveredSeq and Checkpoint say which).
+	Purged bool
+	// Status and Workflow are re-derived from the bundled history.
+	Status   Status
+	Workflow string
+	// Tasks counts the human tasks re-derived from the history.
+	Tasks int
+}
+
+// AuditBundleReport is what [VerifyAuditBundle] proved.
+type AuditBundleReport struct {
+	Instances []AuditInstanceReport
+	// Checkpoints are the numbers of every checkpoint the bundle carries,
+	// in order; KeyIDs the keys that signed them.
+	Checkpoints []int64
+	KeyIDs      []string
+}
+
+// bundleHeader is the first line of a bundle.
+type bundleHeader struct {
+	Format string `json:"format"`
+}
+
+// bundleInstance opens the lines of one instance: Events event lines, then
+// Proofs checkpoint lines, then (when Events > 0) one derived line.
+type bundleInstance struct {
+	Instance string `json:"instance"`
+	Events   int    `json:"events"`
+	Proofs   int    `json:"proofs"`
+}
+
+// bundleDerived is the derived line: the projections folded from the
+// bundled history, for people reading the bundle. A verifier folds them
+// again and requires the same bytes.
+type bundleDerived struct {
+	Derived derivedView `json:"derived"`
+}
+
+type derivedView struct {
+	Workflow    string         `json:"workflow"`
+	Version     string         `json:"version,omitempty"`
+	ExecutionID string         `json:"execution_id"`
+	Status      string         `json:"status"`
+	BusinessKey string         `json:"business_key,omitempty"`
+	ParentID    string         `json:"parent_id,omitempty"`
+	CreatedAt   time.Time      `json:"created_at"`
+	CompletedAt *time.Time     `json:"completed_at,omitempty"`
+	LastSeq     int64          `json:"last_seq"`
+	Output      []byte         `json:"output,omitempty"`
+	Failure     string         `json:"failure,omitempty"`
+	Tasks       []derivedTask  `json:"tasks,omitempty"`
+	TaskEvents  []derivedEvent `json:"task_events,omitempty"`
+}
+
+type derivedTask struct {
+	TaskID   string   `json:"task_id"`
+	Name     string   `json:"name"`
+	Status   string   `json:"status"`
+	Assignee string   `json:"assignee,omitempty"`
+	Roles    []string `json:"roles,omitempty"`
+	Result   []byte   `json:"result,omitempty"`
+	Seq      int64    `json:"seq"`
+}
+
+type derivedEvent struct {
+	TaskID   string    `json:"task_id"`
+	Seq      int64     `json:"seq"`
+	Kind     string    `json:"kind"`
+	Actor    string    `json:"actor,omitempty"`
+	At       time.Time `json:"at"`
+	Assignee string    `json:"assignee,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// derive folds a verified history into the derived line.
+func derive(id string, events []Event) (*bundleDerived, *projector.View, error) {
+	p, err := projector.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := p.FoldAt(id, events, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &bundleDerived{}
+	if r := v.Instance; r != nil {
+		d.Derived = derivedView{Workflow: r.Name, Version: r.Version, ExecutionID: r.ExecutionID, Status: string(r.Status),
+			BusinessKey: r.BusinessKey, ParentID: r.ParentID, CreatedAt: r.CreatedAt.UTC(), LastSeq: r.LastSeq, Output: r.Output}
+		if !r.CompletedAt.IsZero() {
+			t := r.CompletedAt.UTC()
+			d.Derived.CompletedAt = &t
+		}
+		if r.Failure != nil {
+			d.Derived.Failure = r.Failure.Message
+		}
+	}
+	for _, t := range v.Tasks {
+		d.Derived.Tasks = append(d.Derived.Tasks, derivedTask{TaskID: t.TaskID, Name: t.Name, Status: string(t.Status),
+			Assignee: t.Assignee, Roles: t.Roles, Result: t.Result, Seq: t.Seq})
+	}
+	for _, t := range v.TaskEvents {
+		d.Derived.TaskEvents = append(d.Derived.TaskEvents, derivedEvent{TaskID: t.TaskID, Seq: t.Seq, Kind: t.Kind.String(),
+			Actor: t.Actor, At: t.At.UTC(), Assignee: t.Assignee, Detail: t.Detail})
+	}
+	return d, v, nil
+}
+
+// writeBundleInstance writes the lines of one instance, exactly as a
+// verifier writes them again.
+func writeBundleInstance(w io.Writer, id string, events []Event, proofs []CheckpointProof) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(bundleInstance{Instance: id, Events: len(events), Proofs: len(proofs)}); err != nil {
+		return err
+	}
+	if err := history.WriteJSONL(w, events); err != nil {
+		return err
+	}
+	if err := history.WriteCheckpointsJSONL(w, proofs); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	d, _, err := derive(id, events)
+	if err != nil {
+		return err
+	}
+	return enc.Encode(d)
+}
+
+// WriteAuditBundle writes an audit bundle of the instances o names to w:
+// one JSON Lines file that an auditor checks offline with the public keys
+// alone ([VerifyAuditBundle], `chronicle audit verify`). For each instance
+// it carries the history (as `history export` writes it), the proof of its
+// leaf in every signed checkpoint that covers it (for a purged instance:
+// its signed tombstones) and the projections folded from the history. The
+// store must keep signed checkpoints (Options.Checkpoints); an instance no
+// checkpoint covers yet makes the bundle fail verification, so sign first
+// ([Engine.SweepCheckpoint]). An id with neither history nor checkpoint
+// is an error wrapping ErrInstanceNotFound.
+func (e *Engine) WriteAuditBundle(ctx context.Context, w io.Writer, o AuditBundleOptions) error {
+	if len(o.InstanceIDs) == 0 {
+		return fmt.Errorf("%w: an audit bundle needs at least one instance", ErrInvalidArgument)
+	}
+	if _, err := e.checkpointStore(); err != nil {
+		return err
+	}
+	ids := slices.Clone(o.InstanceIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	bw := bufio.NewWriter(w)
+	if err := json.NewEncoder(bw).Encode(bundleHeader{Format: AuditBundleFormat}); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		events, err := e.History(ctx, id)
+		if err != nil && !errors.Is(err, ErrInstanceNotFound) {
+			return err
+		}
+		proofs, err := e.CheckpointProofs(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 && len(proofs) == 0 {
+			return fmt.Errorf("%w: %s", ErrInstanceNotFound, id)
+		}
+		if err := writeBundleInstance(bw, id, events, proofs); err != nil {
+			return fmt.Errorf("chronicle: audit bundle of %s: %w", id, err)
+		}
+	}
+	return bw.Flush()
+}
+
+// bundleLine is one line of a bundle being read.
+type bundleLine struct {
+	n    int
+	text []byte
+}
+
+// VerifyAuditBundle checks an audit bundle offline with keys alone and
+// reports what it proves. Every byte must be accounted for: each history's
+// hash chain must hold, each checkpoint must be signed by a key of keys
+// and prove its leaf, each covered head must be an event of the history
+// or be explained by a signed tombstone the bundle carries, each purged
+// instance must carry its signed tombstone, the derived projections must
+// be those the history folds into, and the bundle must be written exactly
+// as [Engine.WriteAuditBundle] writes it; an edited byte anywhere fails. It
+// returns an *AuditBundleError (errors.Is ErrAuditBundle) naming the line
+// and instance of the first failure.
+func VerifyAuditBundle(r io.Reader, keys *Keyring) (*AuditBundleReport, error) {
+	lr := &lastByteReader{r: r}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 0, 64<<10), history.MaxEncodedSize)
+	var lines []bundleLine
+	for n := 1; sc.Scan(); n++ {
+		lines = append(lines, bundleLine{n: n, text: slices.Clone(sc.Bytes())})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &AuditBundleError{Line: len(lines) + 1, Err: fmt.Errorf("%w: %v", history.ErrCorrupt, err)}
+	}
+	fail := func(line int, id string, err error) (*AuditBundleReport, error) {
+		return nil, &AuditBundleError{Line: line, InstanceID: id, Err: err}
+	}
+	if len(lines) == 0 {
+		return fail(1, "", fmt.Errorf("%w: empty bundle", history.ErrCorrupt))
+	}
+	if lr.last != '\n' {
+		return fail(len(lines), "", fmt.Errorf("%w: the bundle does not end with a whole line", history.ErrCorrupt))
+	}
+	var want bytes.Buffer
+	if err := json.NewEncoder(&want).Encode(bundleHeader{Format: AuditBundleFormat}); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(want.Bytes(), append(lines[0].text, '\n')) {
+		return fail(1, "", fmt.Errorf("%w: not a %s bundle", history.ErrCorrupt, AuditBundleFormat))
+	}
+	rep := &AuditBundleReport{}
+	seen := map[int64][]byte{}
+	keyIDs := map[string]bool{}
+	prev := ""
+	for i := 1; i < len(lines); {
+		start := lines[i].n
+		var head bundleInstance
+		dec := json.NewDecoder(bytes.NewReader(lines[i].text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&head); err != nil || head.Instance == "" || head.Events < 0 || head.Proofs < 0 {
+			return fail(start, "", fmt.Errorf("%w: expected an instance line", history.ErrCorrupt))
+		}
+		id := head.Instance
+		if id <= prev {
+			return fail(start, id, fmt.Errorf("%w: instances not in id order, or one twice", history.ErrCorrupt))
+		}
+		prev = id
+		n := 1 + head.Events + head.Proofs
+		if head.Events > 0 {
+			n++
+		}
+		if head.Events+head.Proofs == 0 || i+n > len(lines) {
+			return fail(start, id, fmt.Errorf("%w: the instance line announces %d events and %d proofs the bundle does not hold", history.ErrCorrupt, head.Events, head.Proofs))
+		}
+		var raw bytes.Buffer
+		for _, l := range lines[i : i+n] {
+			raw.Write(l.text)
+			raw.WriteByte('\n')
+		}
+		body := lines[i+1 : i+1+head.Events+head.Proofs]
+		var text bytes.Buffer
+		for _, l := range body {
+			text.Write(l.text)
+			text.WriteByte('\n')
+		}
+		events, proofs, err := history.ReadExport(&text)
+		if err != nil {
+			return fail(start, id, err)
+		}
+		if len(events) != head.Events || len(proofs) != head.Proofs {
+			return fail(start, id, fmt.Errorf("%w: the instance line announces %d events and %d proofs, the lines hold %d and %d", history.ErrCorrupt, head.Events, head.Proofs, len(events), len(proofs)))
+		}
+		ir, err := verifyBundleInstance(id, events, proofs, keys)
+		if err != nil {
+			return fail(start, id, err)
+		}
+		for _, p := range proofs {
+			c := p.Checkpoint
+			if h, ok := seen[c.Number]; ok && !bytes.Equal(h, c.Hash) {
+				return fail(start, id, fmt.Errorf("%w: two checkpoints numbered %d", ErrCheckpointGap, c.Number))
+			}
+			seen[c.Number] = c.Hash
+			keyIDs[c.KeyID] = true
+		}
+		var again bytes.Buffer
+		if err := writeBundleInstance(&again, id, events, proofs); err != nil {
+			return fail(start, id, err)
+		}
+		if !bytes.Equal(again.Bytes(), raw.Bytes()) {
+			return fail(start+firstDiffLine(again.Bytes(), raw.Bytes()), id,
+				fmt.Errorf("%w: the lines are not what the verified history, proofs and derived projections give", history.ErrCorrupt))
+		}
+		rep.Instances = append(rep.Instances, *ir)
+		i += n
+	}
+	if len(rep.Instances) == 0 {
+		return fail(2, "", fmt.Errorf("%w: the bundle holds no instance", history.ErrCorrupt))
+	}
+	for n := range seen {
+		rep.Checkpoints = append(rep.Checkpoints, n)
+	}
+	sort.Slice(rep.Checkpoints, func(i, j int) bool { return rep.Checkpoints[i] < rep.Checkpoints[j] })
+	for k := range keyIDs {
+		rep.KeyIDs = append(rep.KeyIDs, k)
+	}
+	slices.Sort(rep.KeyIDs)
+	return rep, nil
+}
+
+// lastByteReader remembers the last byte read through it.
+type lastByteReader struct {
+	r    io.Reader
+	last byte
+}
+
+func (l *lastByteReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if n > 0 {
+		l.last = p[n-1]
+	}
+	return n, err
+}
+
+// firstDiffLine returns the 0-based line where a and b first differ.
+func firstDiffLine(a, b []byte) int {
+	n := 0
+	for i := 0; i < len(a) && i < len(b) && a[i] == b[i]; i++ {
+		if a[i] == '\n' {
+			n++
+		}
+	}
+	return n
+}
+
+// verifyBundleInstance checks one instance of a bundle: its chain, its
+// proofs and their coverage, as [VerifyExport] does; an instance without
+// events must be explained by signed tombstones alone.
+func verifyBundleInstance(id string, events []Event, proofs []CheckpointProof, keys *Keyring) (*AuditInstanceReport, error) {
+	ir := &AuditInstanceReport{InstanceID: id, Events: len(events)}
+	for i := range events {
+		if events[i].InstanceID != id {
+			return nil, fmt.Errorf("%w: event %d is of instance %s", history.ErrCorrupt, events[i].Seq, events[i].InstanceID)
+		}
+	}
+	if len(proofs) == 0 {
+		return nil, fmt.Errorf("%w: the bundle carries no checkpoint of %s", ErrNotCovered, id)
+	}
+	if err := history.Verify(events); err != nil {
+		return nil, err
+	}
+	cov := make([]covered, 0, len(proofs))
+	for i := range proofs {
+		p := &proofs[i]
+		if err := p.Verify(keys); err != nil {
+			return nil, err
+		}
+		if p.Leaf.InstanceID != id {
+			return nil, fmt.Errorf("%w: checkpoint %d proves a leaf of %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID)
+		}
+		if i > 0 && p.Checkpoint.Number <= proofs[i-1].Checkpoint.Number {
+			return nil, fmt.Errorf("%w: checkpoints of %s not in order, or one twice", history.ErrMalformedCheckpoint, id)
+		}
+		cov = append(cov, covered{number: p.Checkpoint.Number, seq: p.Leaf.Seq, hash: p.Leaf.Hash, purged: p.Leaf.Purged})
+		ir.Checkpoints = append(ir.Checkpoints, p.Checkpoint.Number)
+	}
+	var res CheckpointResult
+	if m := checkCoverage(id, events, cov, &res); m != nil {
+		return nil, m
+	}
+	ir.CoveredSeq, ir.Checkpoint, ir.Purged = res.CoveredSeq, res.Checkpoint, res.Purged
+	if len(events) == 0 {
+		if !res.Purged {
+			return nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number, Deleted: true}
+		}
+		return ir, nil
+	}
+	if res.CoveredSeq == 0 {
+		return nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number}
+	}
+	ir.LastSeq = events[len(events)-1].Seq
+	_, v, err := derive(id, events)
+	if err != nil {
+		return nil, err
+	}
+	if v.Instance != nil {
+		ir.Status, ir.Workflow = v.Instance.Status, v.Instance.Name
+	}
+	ir.Tasks = len(v.Tasks)
+	return ir, nil
+}

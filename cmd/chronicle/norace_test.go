@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// raceEnabled tells that the race detector runs.
+const raceEnabled = false

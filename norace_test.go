@@ -1,0 +1,6 @@
+//go:build !race
+
+package chronicle_test
+
+// raceEnabled tells that the race detector runs.
+const raceEnabled = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package chronicle_test
+
+// raceEnabled tells that the race detector runs: it slows the tests
+// several times, so the slowest run fewer cases.
+const raceEnabled = true

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/provider/memory"
+	"github.com/chronicleflow/chronicle/round"
 )
 
 // auditBundleSeed returns a small signed audit bundle, a completed and a
@@ -19,7 +22,12 @@ func auditBundleSeed(f *testing.F) ([]byte, *chronicle.Keyring) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "fuzz", Checkpoints: &chronicle.CheckpointOptions{Signer: signer}})
+	// A fixed clock and ids: the fuzzing workers, each a process of its
+	// own, must build the very bundle the seed corpus holds.
+	n := 0
+	newID := func() string { n++; return fmt.Sprintf("id-%04d", n) }
+	engine, err := chronicle.New(memory.New(memory.Options{}), chronicle.Options{NodeID: "fuzz", Checkpoints: &chronicle.CheckpointOptions{Signer: signer},
+		Clock: round.NewManualClock(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)), NewID: newID})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -165,6 +165,7 @@ func BenchmarkPostgresW1Sequence(b *testing.B) { benchmark(b, postgresStore, ben
 func BenchmarkMemoryW1Limited(b *testing.B) {
 	benchmarkWith(b, memoryStore, bench.Config{Workload: bench.W1, LimitKeys: 1000, ActivityLimitKeys: 1000})
 }
+
 // BenchmarkMemoryW1LimitedStarts and BenchmarkMemoryW1Many are W1
 // started with StartMany, with and without a limit of one at once per key
 // over 1,000 keys: with 3000x, two of each key's three workflows wait.

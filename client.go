@@ -91,9 +91,12 @@ func (e *Engine) Start(ctx context.Context, workflow string, input any, opts *St
 			return id, err
 		}
 	}
-	id, msgs, err := e.startMessages(ctx, workflow, input, opts)
+	id, msgs, wait, err := e.startMessages(ctx, workflow, input, opts)
 	if err != nil || len(msgs) == 0 {
 		return id, err
+	}
+	if wait != nil {
+		return id, e.enqueueWaiting(ctx, msgs, []provider.SlotWait{*wait})
 	}
 	return id, e.enqueue(ctx, msgs...)
 }
@@ -119,9 +122,15 @@ const maxStartWrite = 1000
 func (e *Engine) StartMany(ctx context.Context, reqs []StartRequest) ([]string, error) {
 	ids := make([]string, len(reqs))
 	seen := make(map[string]int, len(reqs))
-	var msgs []provider.Message
+	// writes are the store writes: a request's messages (a restart's
+	// terminate and start) and its wait stay in one.
+	type write struct {
+		msgs  []provider.Message
+		waits []provider.SlotWait
+	}
+	var writes []write
 	for i, r := range reqs {
-		id, ms, err := e.startMessages(ctx, r.Workflow, r.Input, r.Options)
+		id, ms, wait, err := e.startMessages(ctx, r.Workflow, r.Input, r.Options)
 		if err != nil {
 			return nil, fmt.Errorf("start %d (%s): %w", i, r.Workflow, err)
 		}
@@ -129,29 +138,35 @@ func (e *Engine) StartMany(ctx context.Context, reqs []StartRequest) ([]string, 
 			return nil, fmt.Errorf("%w: starts %d and %d both name instance %s", ErrInvalidArgument, j, i, id)
 		}
 		seen[id], ids[i] = i, id
-		msgs = append(msgs, ms...)
-	}
-	for len(msgs) > 0 {
-		n := min(len(msgs), maxStartWrite)
-		// A restart's terminate and start stay in one write.
-		for n < len(msgs) && msgs[n-1].Kind != history.KindExecutionStarted {
-			n++
+		if len(writes) == 0 || len(writes[len(writes)-1].msgs) >= maxStartWrite {
+			writes = append(writes, write{})
 		}
-		if err := e.enqueue(ctx, msgs[:n]...); err != nil {
+		w := &writes[len(writes)-1]
+		w.msgs = append(w.msgs, ms...)
+		if wait != nil {
+			w.waits = append(w.waits, *wait)
+		}
+	}
+	for _, w := range writes {
+		if len(w.msgs) == 0 {
+			continue
+		}
+		if err := e.enqueueWaiting(ctx, w.msgs, w.waits); err != nil {
 			return nil, err
 		}
-		msgs = msgs[n:]
 	}
 	return ids, nil
 }
 
 // startMessages checks a start and returns the instance id and the
 // messages that start it; none when the instance exists and opts say to
-// return it.
-func (e *Engine) startMessages(ctx context.Context, workflow string, input any, opts *StartOptions) (string, []provider.Message, error) {
+// return it. The wait is the start's place among the waiters of its
+// concurrency key, to take as it is enqueued (see provider.StartWaiter):
+// only for a generated id, which no instance has.
+func (e *Engine) startMessages(ctx context.Context, workflow string, input any, opts *StartOptions) (string, []provider.Message, *provider.SlotWait, error) {
 	c, err := e.checkStart(workflow, input, opts)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	o := &c.opts
 	var msgs []provider.Message
@@ -164,38 +179,42 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 		// it: finish it, or the new run would never start.
 		ts, err := e.resumePurge(ctx, o.InstanceID, c.actor)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if ts != nil {
 			e.runner.ForgetInstance(o.InstanceID)
 		}
 		var start *provider.Message
 		if rec, start, err = e.find(ctx, o.InstanceID, true); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		pending = start != nil
 	}
 	if rec != nil || pending {
 		switch o.Reuse {
 		case ReuseReturnExisting:
-			return o.InstanceID, nil, nil
+			return o.InstanceID, nil, nil, nil
 		case ReuseTerminateAndRestart:
 			if rec == nil || !rec.Status.Terminal() {
 				m, err := e.control(o.InstanceID, c.actor, &history.ExecutionTerminated{Reason: "restarted by " + c.actor})
 				if err != nil {
-					return "", nil, err
+					return "", nil, nil, err
 				}
 				msgs = append(msgs, m)
 			}
 		default:
-			return "", nil, fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
+			return "", nil, nil, fmt.Errorf("%w: %s", ErrInstanceExists, o.InstanceID)
 		}
 	}
 	start, err := e.startMessage(c, workflow)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return o.InstanceID, append(msgs, start), nil
+	var wait *provider.SlotWait
+	if c.generated && c.conc != nil {
+		wait = &provider.SlotWait{InstanceID: o.InstanceID, Key: c.conc.Key, Limit: c.conc.Limit}
+	}
+	return o.InstanceID, append(msgs, start), wait, nil
 }
 
 // newStartMessages checks a start and returns the instance id and the

@@ -23,10 +23,12 @@ type combiner struct {
 	busy    bool
 }
 
-// combinedCall is one client call's messages.
+// combinedCall is one client call's messages, and the waits of its
+// starts (see provider.StartWaiter).
 type combinedCall struct {
-	ctx  context.Context
-	msgs []provider.Message
+	ctx   context.Context
+	msgs  []provider.Message
+	waits []provider.SlotWait
 	// done receives the call's outcome; lead is closed when the call is to
 	// lead the next write.
 	done chan error
@@ -37,8 +39,15 @@ type combinedCall struct {
 // calls. A call whose ctx ends while it waits returns ctx's error; its
 // messages may still be written by the write in flight.
 func (e *Engine) enqueue(ctx context.Context, msgs ...provider.Message) error {
+	return e.enqueueWaiting(ctx, msgs, nil)
+}
+
+// enqueueWaiting is enqueue with the waits of starts of new instances,
+// which a provider.StartWaiter applies in the same write (others leave
+// them to the instances' first rounds).
+func (e *Engine) enqueueWaiting(ctx context.Context, msgs []provider.Message, waits []provider.SlotWait) error {
 	c := &e.combine
-	call := &combinedCall{ctx: ctx, msgs: msgs, done: make(chan error, 1), lead: make(chan struct{})}
+	call := &combinedCall{ctx: ctx, msgs: msgs, waits: waits, done: make(chan error, 1), lead: make(chan struct{})}
 	c.mu.Lock()
 	c.pending = append(c.pending, call)
 	if c.busy {
@@ -86,24 +95,39 @@ func (e *Engine) enqueue(ctx context.Context, msgs ...provider.Message) error {
 // on its own when that fails; it reports every call's outcome.
 func (e *Engine) write(calls []*combinedCall) {
 	if len(calls) == 1 {
-		calls[0].done <- e.store.EnqueueMessages(calls[0].ctx, &provider.EnqueueMessagesParams{Messages: calls[0].msgs, Now: e.now()})
+		calls[0].done <- e.writeMessages(calls[0].ctx, calls[0].msgs, calls[0].waits)
 		return
 	}
-	var all []provider.Message
+	var (
+		all   []provider.Message
+		waits []provider.SlotWait
+	)
 	ctx := calls[0].ctx
 	for _, call := range calls {
 		all = append(all, call.msgs...)
+		waits = append(waits, call.waits...)
 		if ctx.Err() != nil {
 			ctx = call.ctx // a caller that gave up does not cancel the others' write
 		}
 	}
-	if err := e.store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: all, Now: e.now()}); err == nil {
+	if err := e.writeMessages(ctx, all, waits); err == nil {
 		for _, call := range calls {
 			call.done <- nil
 		}
 		return
 	}
 	for _, call := range calls {
-		call.done <- e.store.EnqueueMessages(call.ctx, &provider.EnqueueMessagesParams{Messages: call.msgs, Now: e.now()})
+		call.done <- e.writeMessages(call.ctx, call.msgs, call.waits)
 	}
+}
+
+// writeMessages is one store write of msgs, with waits when the store
+// applies them.
+func (e *Engine) writeMessages(ctx context.Context, msgs []provider.Message, waits []provider.SlotWait) error {
+	if len(waits) > 0 {
+		if sw, ok := e.store.(provider.StartWaiter); ok {
+			return sw.EnqueueWaiting(ctx, &provider.EnqueueWaitingParams{Messages: msgs, Now: e.now(), Waits: waits})
+		}
+	}
+	return e.store.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: msgs, Now: e.now()})
 }

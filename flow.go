@@ -20,7 +20,9 @@ type Waiting struct {
 	// Holders are the instances that hold the key's slots.
 	Holders []string
 	// Position is the instance's place among the key's waiters (1 is
-	// next); 0 when its first round has not run yet.
+	// next); 0 when it has not joined them yet: its first round has not
+	// run, and its start did not wait from its enqueue (see
+	// docs/operations.md, "Flow control").
 	Position int
 	// Since is when it began to wait (zero with Position 0).
 	Since time.Time

@@ -103,9 +103,21 @@ func crashFlow(t *testing.T, mode provider.Mode, seed uint64) {
 			}
 		}
 	}
-	var ids []string
+	// Half the instances are named (their first rounds wait for their
+	// slots), half have generated ids, started together (they wait from
+	// their enqueue on a store that applies waits there).
+	var (
+		ids       []string
+		generated []chronicle.StartRequest
+	)
 	for i := range 12 {
 		key := fmt.Sprintf("k%d", 1+i%3)
+		if i%2 == 1 {
+			generated = append(generated, chronicle.StartRequest{Workflow: "held", Input: fmt.Sprintf("g-%02d", i), Options: &chronicle.StartOptions{
+				BusinessKey: key, Concurrency: &chronicle.Concurrency{Key: key, Limit: flowLimits[key]},
+			}})
+			continue
+		}
 		id := fmt.Sprintf("i-%02d", i)
 		ids = append(ids, id)
 		if _, err := r.nodes[0].Start(ctx, "held", id, &chronicle.StartOptions{
@@ -114,6 +126,11 @@ func crashFlow(t *testing.T, mode provider.Mode, seed uint64) {
 			t.Fatal(err)
 		}
 	}
+	more, err := r.nodes[0].StartMany(ctx, generated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, more...)
 	r.arm(true)
 	for range 400 {
 		switch r.intN(10) {

@@ -88,6 +88,83 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 	}
 }
 
+// Starts of new instances whose key is full wait from their enqueue on a
+// store that applies waits there (the memory store's transactional mode):
+// they are queued behind the key's waiters and parked before any round
+// runs, so no round runs for them until a slot is free (no parking round,
+// which appends nothing), and they start in the order they were started.
+// In peek-lock mode their first rounds park them, with the same outcome.
+func TestConcurrencyWaitFromEnqueue(t *testing.T) {
+	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
+		t.Run(mode.String(), func(t *testing.T) {
+			testWaitFromEnqueue(t, memory.New(memory.Options{Mode: mode}), mode == provider.ModeTransactional)
+		})
+	}
+}
+
+// testWaitFromEnqueue runs TestConcurrencyWaitFromEnqueue on store, which
+// applies waits at enqueue when atEnqueue is set.
+func testWaitFromEnqueue(t *testing.T, store provider.Store, atEnqueue bool) {
+	obs := &recorder{}
+	b := setupOn(t, store, chronicle.Options{Observer: obs})
+	registerGate(t, b.engine)
+	reqs := make([]chronicle.StartRequest, 4)
+	for i := range reqs {
+		reqs[i] = chronicle.StartRequest{Workflow: "gate", Input: fmt.Sprint(i), Options: &chronicle.StartOptions{
+			Concurrency: &chronicle.Concurrency{Key: "acme", Limit: 1},
+		}}
+	}
+	ids, err := b.engine.StartMany(b.ctx, reqs)
+	require.NoError(t, err)
+	if atEnqueue {
+		set, err := b.engine.Concurrency(b.ctx, "acme")
+		require.NoError(t, err, "the starts wait before any round ran")
+		require.Equal(t, 1, set.Limit)
+		require.Empty(t, set.Holders)
+		var waiting []string
+		for _, w := range set.Waiters {
+			waiting = append(waiting, w.ID)
+		}
+		require.Equal(t, ids, waiting, "in the order they were started")
+		require.Equal(t, 3, b.describe(t, ids[2]).Waiting.Position)
+	}
+	b.drain(t)
+	status := func(want ...chronicle.Status) {
+		t.Helper()
+		for i, id := range ids {
+			require.Equal(t, want[i], b.describe(t, id).Status, "instance %d", i)
+		}
+	}
+	status(chronicle.StatusRunning, chronicle.StatusPending, chronicle.StatusPending, chronicle.StatusPending)
+	require.Equal(t, 2, b.describe(t, ids[2]).Waiting.Position)
+
+	require.NoError(t, b.engine.Terminate(b.ctx, ids[2], "duplicate order", nil))
+	b.drain(t)
+	status(chronicle.StatusRunning, chronicle.StatusPending, chronicle.StatusTerminated, chronicle.StatusPending)
+	for _, i := range []int{0, 1, 3} {
+		require.NoError(t, b.engine.RaiseEvent(b.ctx, ids[i], "go", "!", nil))
+		b.drain(t)
+		require.Equal(t, fmt.Sprint(i)+"!", result[string](t, b, ids[i]))
+	}
+	set, err := b.engine.Concurrency(b.ctx, "acme")
+	require.NoError(t, err)
+	require.Empty(t, set.Holders)
+	require.Empty(t, set.Waiters)
+
+	parking := 0
+	for _, r := range obs.rounds {
+		require.NoError(t, r.Err)
+		if r.Appended == 0 {
+			parking++
+		}
+	}
+	if atEnqueue {
+		require.Zero(t, parking, "no round parked a start")
+	} else {
+		require.Equal(t, 3, parking, "each waiting start's first round parked it")
+	}
+}
+
 func TestConcurrencyRefusesBadOptions(t *testing.T) {
 	b := setup(t)
 	registerGate(t, b.engine)

@@ -250,3 +250,9 @@ func TestPostgresRoundErrorWithNUL(t *testing.T) {
 	require.Equal(t, 1, msgs[0].Attempts, "the failed delivery was recorded")
 	require.Contains(t, msgs[0].LastError, "bad\uFFFDbyte")
 }
+
+// On PostgreSQL, as on the memory store, starts of new instances whose
+// key is full wait from their enqueue: no round parks them.
+func TestPostgresConcurrencyWaitFromEnqueue(t *testing.T) {
+	testWaitFromEnqueue(t, newPostgresStore(t), true)
+}

@@ -217,6 +217,56 @@ type FlowSteps interface {
 	WakeInstances(ctx context.Context, p *WakeInstancesParams) error
 }
 
+// SlotWait queues the new instance of a start behind the waiters of its
+// concurrency key as the start is enqueued (see [StartWaiter]), so that a
+// start that would wait is parked at once and costs no round until a
+// release wakes it.
+type SlotWait struct {
+	// InstanceID is the instance the start is of. The store knows nothing
+	// else of it: its start is among the messages of the same enqueue,
+	// and its id is new (the caller generated it).
+	InstanceID string
+	// Key and Limit are the start's concurrency.
+	Key   string
+	Limit int
+}
+
+// EnqueueWaitingParams are the params of EnqueueWaiting.
+type EnqueueWaitingParams struct {
+	Messages []Message
+	Now      time.Time
+	// Waits, at most one per instance. The engine sends those of the
+	// starts in Messages whose instance ids it generated.
+	Waits []SlotWait
+}
+
+// StartWaiter is implemented by a store whose rounds have [FlowSteps]
+// and that can apply [SlotWait]s in the transaction of an enqueue. Without
+// it (or with a wait it leaves), the instance's first round takes the
+// slot or, when the key is full, parks the instance: a round that appends
+// nothing.
+type StartWaiter interface {
+	// EnqueueWaiting enqueues Messages as [Store.EnqueueMessages] does
+	// and, atomically with them, applies each wait w of Waits: unless
+	// w.InstanceID holds or waits for a slot of w.Key already, it joins
+	// the end of the key's waiters (Since Now), and it is parked (see
+	// [FlowSteps.ParkInstance]) unless it is one of the first (w.Limit -
+	// holders) waiters. So a waiter that is not parked takes its slot in
+	// its first round ([FlowSteps.AcquireSlot]), and one that is parked is
+	// woken by the release that frees a slot for it, as if its first round
+	// had parked it. A key whose slot set does not exist yet gets w.Limit
+	// as its limit; an existing key's limit is left as it is (only an
+	// acquire sets it).
+	//
+	// A store may leave a wait to the instance's first round, applying
+	// nothing for it: when its writes are not atomic (peek-lock mode: a
+	// round could dequeue the start between the enqueue and the park),
+	// or when another round's transaction holds the key's slot set (the
+	// enqueue never waits for a round). The outcome is then that of an
+	// EnqueueMessages.
+	EnqueueWaiting(ctx context.Context, p *EnqueueWaitingParams) error
+}
+
 // FlowStore reads the slot sets of a store whose rounds have [FlowSteps],
 // and wakes parked instances outside a round (a client terminating an
 // instance that waits for a slot).

@@ -120,7 +120,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	explain := fs.Bool("explain", false, "with --query: print EXPLAIN (ANALYZE, BUFFERS) of each query on a generic plan")
 	schedules := fs.Int("schedules", 0, "run the schedules workload with this many schedules firing every minute, and measure each firing's delay from its nominal time; runs no other workload unless --workload names some")
 	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
-	cacheSize := fs.Int("cache-size", 0, "with --schedules: executors the engine keeps between rounds (0: the engine's default, 1000)")
+	cacheSize := fs.Int("cache-size", 0, "executors the engine keeps between rounds (0: the engine's default, 1000)")
 	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), from the schedules' first firings")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
@@ -228,7 +228,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 			before = c.dbWork(pg)
 		}
 		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes,
-			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys})
+			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys, CacheSize: *cacheSize})
 		var work *bench.DBWork
 		if err == nil && before != nil {
 			if after := c.dbWork(pg); after != nil {

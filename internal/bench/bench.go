@@ -77,6 +77,9 @@ type Config struct {
 	// workflow (ActivityOptions.Concurrency): the "sequence-keyed"
 	// workflow instead of "sequence".
 	ActivityLimitKeys int
+	// CacheSize bounds the executors the engine keeps between rounds (0:
+	// its default, Options.CacheSize).
+	CacheSize int
 }
 
 // LimitKey is the concurrency key of the i-th workflow of a run with n
@@ -228,7 +231,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	opts := chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
-		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
+		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup, CacheSize: c.CacheSize,
 	}
 	if c.Attributes {
 		opts.SearchAttributes = PreloadAttributes

@@ -165,6 +165,16 @@ func BenchmarkPostgresW1Sequence(b *testing.B) { benchmark(b, postgresStore, ben
 func BenchmarkMemoryW1Limited(b *testing.B) {
 	benchmarkWith(b, memoryStore, bench.Config{Workload: bench.W1, LimitKeys: 1000, ActivityLimitKeys: 1000})
 }
+
+// BenchmarkMemoryW1LimitedStarts and BenchmarkMemoryW1Many are W1
+// started with StartMany, with and without a limit of one at once per key
+// over 1,000 keys: with 3000x, two of each key's three workflows wait.
+func BenchmarkMemoryW1LimitedStarts(b *testing.B) {
+	benchmarkWith(b, memoryStore, bench.Config{Workload: bench.W1, LimitKeys: 1000, StartMany: true})
+}
+func BenchmarkMemoryW1Many(b *testing.B) {
+	benchmarkWith(b, memoryStore, bench.Config{Workload: bench.W1, StartMany: true})
+}
 func BenchmarkPostgresW2FanOut(b *testing.B) { benchmark(b, postgresStore, bench.W2) }
 func BenchmarkPostgresW3Signal(b *testing.B) { benchmark(b, postgresStore, bench.W3) }
 

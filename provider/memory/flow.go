@@ -12,9 +12,10 @@ import (
 )
 
 var (
-	_ provider.FlowSteps = (*Store)(nil)
-	_ provider.FlowSteps = (*tx)(nil)
-	_ provider.FlowStore = (*Store)(nil)
+	_ provider.FlowSteps   = (*Store)(nil)
+	_ provider.FlowSteps   = (*tx)(nil)
+	_ provider.FlowStore   = (*Store)(nil)
+	_ provider.StartWaiter = (*Store)(nil)
 )
 
 // errSlotBusy is returned by a transactional round that already holds the
@@ -68,6 +69,22 @@ func (set *slotSet) acquire(p *provider.AcquireSlotParams) bool {
 		set.waiters = append(set.waiters, provider.SlotHolder{ID: p.Holder, Since: p.Now})
 	}
 	return false
+}
+
+// wait applies a provider.SlotWait to set at now and reports whether the
+// instance must be parked: it joins the end of the waiters unless it holds
+// or waits already, and waits parked unless it is one of the first
+// (Limit - holders) waiters.
+func (set *slotSet) wait(w *provider.SlotWait, now time.Time) bool {
+	is := func(h provider.SlotHolder) bool { return h.ID == w.InstanceID }
+	if slices.ContainsFunc(set.holders, is) || slices.ContainsFunc(set.waiters, is) {
+		return false
+	}
+	if set.limit == 0 {
+		set.limit = w.Limit
+	}
+	set.waiters = append(set.waiters, provider.SlotHolder{ID: w.InstanceID, Since: now})
+	return len(set.waiters) > w.Limit-len(set.holders)
 }
 
 // release applies ReleaseSlot to set.
@@ -172,6 +189,45 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 		}
 		return nil
 	})
+}
+
+// EnqueueWaiting implements provider.StartWaiter. In transactional mode
+// the messages and the waits are one atomic write; a wait whose slot set a
+// round's transaction holds is left to the instance's first round. In
+// peek-lock mode it applies no wait (see provider.StartWaiter).
+func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingParams) error {
+	if s.mode == provider.ModePeekLock {
+		return s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: p.Messages, Now: p.Now})
+	}
+	return s.do(ctx, OpEnqueueWaiting, func() error {
+		for i := range p.Waits {
+			if err := provider.ValidateLimit(p.Waits[i].Key, p.Waits[i].Limit); err != nil || p.Waits[i].Key == "" {
+				return fmt.Errorf("memory: wait of %s: %w", p.Waits[i].InstanceID, orEmptyKey(err))
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.enqueueMessages(p.Messages, p.Now)
+		for i := range p.Waits {
+			w := &p.Waits[i]
+			set := s.slot(w.Key)
+			if set.lockedBy != nil {
+				continue
+			}
+			if set.wait(w, p.Now) {
+				s.park(w.InstanceID)
+			}
+		}
+		return nil
+	})
+}
+
+// orEmptyKey is err, or the error of an empty key.
+func orEmptyKey(err error) error {
+	if err == nil {
+		return errors.New("no concurrency key")
+	}
+	return err
 }
 
 // GetSlots implements provider.FlowStore.

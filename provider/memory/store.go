@@ -69,6 +69,7 @@ const (
 	OpReleaseSlot          Op = "ReleaseSlot"
 	OpParkInstance         Op = "ParkInstance"
 	OpWakeInstances        Op = "WakeInstances"
+	OpEnqueueWaiting       Op = "EnqueueWaiting"
 	OpGetSlots             Op = "GetSlots"
 	OpListSlots            Op = "ListSlots"
 	OpCountClaims          Op = "CountClaims"

@@ -153,6 +153,13 @@
 // NextVisibleAt leaves out; WakeInstances clears only such a hold, and
 // its work is announced after the commit.
 //
+// Waits at enqueue ([provider.StartWaiter]): EnqueueWaiting inserts the
+// keys' missing flow_keys rows in a transaction of its own, then enqueues
+// the messages, locks the keys' rows with SKIP LOCKED (a key a round
+// holds is left to the round) and, in a statement whose snapshot follows
+// those locks, inserts the waiters and parks those past the free slots,
+// all in one transaction.
+//
 // # Undecodable rows
 //
 // A row of the messages table whose envelope does not decode (written by

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -78,6 +80,53 @@ LIMIT greatest(
     coalesce((SELECT lim FROM {{schema}}.flow_keys WHERE key = $1), 0)
     - (SELECT count(*) FROM {{schema}}.flow_slots WHERE key = $1 AND NOT waiting AND holder <> $2), 0)`
 
+// ensureSlotKeysSQL creates the rows of the keys $1 that have none, with
+// the limits $2, in a transaction of its own before an enqueue with waits
+// (see Store.EnqueueWaiting). It waits only for a round inserting the same
+// key's row.
+const ensureSlotKeysSQL = `
+INSERT INTO {{schema}}.flow_keys (key, lim)
+SELECT t.key, t.lim FROM unnest($1::text[], $2::int[]) AS t(key, lim)
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.flow_keys k WHERE k.key = t.key)
+ORDER BY t.key
+ON CONFLICT (key) DO NOTHING`
+
+// lockSlotKeysSQL locks the rows of the keys $1 that no other transaction
+// holds, and returns them: an enqueue never waits for a round, and leaves
+// the waits of a key a round holds to the instances' first rounds.
+const lockSlotKeysSQL = `
+SELECT key FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key FOR UPDATE SKIP LOCKED`
+
+// waitSlotsSQL applies the waits ($1 instances, $2 keys, $3 limits, in
+// input order) at $4 (see provider.StartWaiter): each instance that
+// neither holds nor waits joins the end of its key's waiters, in input
+// order, and is parked (hold $5, provider.ParkedUntil) when its place
+// among the waiters is past the key's free slots under its limit. It runs
+// after lockSlotKeysSQL, in a statement whose snapshot follows the keys'
+// locks, and only for the keys that statement locked.
+const waitSlotsSQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS t(instance_id, key, lim, ord)
+), fresh AS (
+    SELECT i.* FROM input i
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.flow_slots s WHERE s.key = i.key AND s.holder = i.instance_id)
+), placed AS (
+    SELECT f.instance_id, f.key, f.lim, f.ord,
+        (SELECT count(*) FROM {{schema}}.flow_slots s WHERE s.key = f.key AND NOT s.waiting) AS holders,
+        (SELECT count(*) FROM {{schema}}.flow_slots s WHERE s.key = f.key AND s.waiting)
+            + row_number() OVER (PARTITION BY f.key ORDER BY f.ord) AS place
+    FROM fresh f
+), added AS (
+    INSERT INTO {{schema}}.flow_slots (key, holder, waiting, since)
+    SELECT key, instance_id, true, $4 FROM placed ORDER BY ord
+    ON CONFLICT (key, holder) DO NOTHING
+), parked AS (
+    UPDATE {{schema}}.instances SET hold_until = $5
+    WHERE instance_id IN (SELECT instance_id FROM placed WHERE place > lim - holders)
+    RETURNING 1
+)
+SELECT count(*) FROM parked`
+
 const getSlotKeysSQL = `
 SELECT key, lim FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key`
 
@@ -96,8 +145,9 @@ WHERE key = ANY ($1::text[])
 ORDER BY key, waiting, CASE WHEN waiting THEN NULL ELSE since END, seq`
 
 var (
-	_ provider.FlowSteps = (*roundTx)(nil)
-	_ provider.FlowStore = (*Store)(nil)
+	_ provider.FlowSteps   = (*roundTx)(nil)
+	_ provider.FlowStore   = (*Store)(nil)
+	_ provider.StartWaiter = (*Store)(nil)
 )
 
 // AcquireSlot implements provider.FlowSteps in the round's transaction:
@@ -195,6 +245,91 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 		return failf(err, "wake %d instances", len(ids))
 	}
 	if tag.RowsAffected() > 0 {
+		s.announce(provider.QueueOrchestration)
+	}
+	return nil
+}
+
+// EnqueueWaiting implements provider.StartWaiter. The rows of keys that
+// have none are created first, in a transaction of their own (when it
+// fails, for a deadlock with rounds creating the same keys, say, the waits
+// of those keys are left to the rounds). Then one transaction enqueues the
+// messages as EnqueueMessages does, locks the keys' rows it can without
+// waiting (a key a round holds is left to the instances' first rounds),
+// and applies the waits of the keys it locked in a statement whose
+// snapshot follows the locks. New work is announced after the commit.
+func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingParams) error {
+	if len(p.Waits) == 0 {
+		return s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: p.Messages, Now: p.Now})
+	}
+	if len(p.Messages) == 0 {
+		return nil
+	}
+	limits := map[string]int32{}
+	for _, w := range p.Waits {
+		if err := provider.ValidateLimit(w.Key, w.Limit); err != nil || w.Key == "" {
+			return fmt.Errorf("postgres: wait of %s: %w", w.InstanceID, orEmptyKey(err))
+		}
+		if _, ok := limits[w.Key]; !ok {
+			limits[w.Key] = int32(w.Limit)
+		}
+	}
+	a, err := newMessageArgs(p.Messages, p.Now)
+	if err != nil {
+		return fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	keys := slices.Sorted(maps.Keys(limits))
+	lims := make([]int32, len(keys))
+	for i, k := range keys {
+		lims[i] = limits[k]
+	}
+	if _, err := s.rc.Exec(ctx, s.sql.ensureSlotKeys, keys, lims); err != nil {
+		if ctx.Err() != nil {
+			return failf(err, "create %d slot keys", len(keys))
+		}
+		s.log.DebugContext(ctx, "slot keys not created: their waits are left to the rounds", slog.Int("keys", len(keys)), slog.Any("error", err))
+	}
+	var inserted int64
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(s.sql.lockInstances, a.instances)
+		b.Queue(s.sql.enqueueMessages, a.args()...)
+		b.Queue(s.sql.lockSlotKeys, keys)
+		br := tx.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&inserted)
+		}
+		var locked []string
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				locked, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+		}
+		if closeErr := br.Close(); err == nil {
+			err = closeErr
+		}
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		var ids, wkeys []string
+		var wlims []int32
+		for _, w := range p.Waits {
+			if _, ok := slices.BinarySearch(locked, w.Key); ok {
+				ids, wkeys, wlims = append(ids, w.InstanceID), append(wkeys, w.Key), append(wlims, int32(w.Limit))
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, s.sql.waitSlots, ids, wkeys, wlims, p.Now, provider.ParkedUntil)
+		return err
+	})
+	if err != nil {
+		return failf(err, "enqueue %d messages with %d waits", len(a.ids), len(p.Waits))
+	}
+	if inserted > 0 {
 		s.announce(provider.QueueOrchestration)
 	}
 	return nil

@@ -204,6 +204,7 @@ type statements struct {
 	parkInstance, wakeInstances                                string
 	lockSlotKey, upsertSlotKey, acquireSlot, releaseSlot       string
 	getSlotKeys, listSlotKeys, listSlots                       string
+	ensureSlotKeys, lockSlotKeys, waitSlots                    string
 	taskEnvelope, retryActivity, deadLetterActivity            string
 	lockTaskInstance, lockInstances                            string
 	cancelActivities, listQueuedActivities                     string
@@ -250,6 +251,7 @@ func newStatements(schema string) *statements {
 		parkInstance: q(parkInstanceSQL), wakeInstances: q(wakeInstancesSQL),
 		lockSlotKey: q(lockSlotKeySQL), upsertSlotKey: q(upsertSlotKeySQL), acquireSlot: q(acquireSlotSQL), releaseSlot: q(releaseSlotSQL),
 		getSlotKeys: q(getSlotKeysSQL), listSlotKeys: q(listSlotKeysSQL), listSlots: q(listSlotsSQL),
+		ensureSlotKeys: q(ensureSlotKeysSQL), lockSlotKeys: q(lockSlotKeysSQL), waitSlots: q(waitSlotsSQL),
 		heartbeatActivity: q(heartbeatActivitySQL), taskEnvelope: q(taskEnvelopeSQL),
 		retryActivity: q(retryActivitySQL), deadLetterActivity: q(deadLetterActivitySQL),
 		lockTaskInstance: q(lockTaskInstanceSQL), lockInstances: q(lockInstancesSQL),

@@ -368,6 +368,79 @@ func testSlots(t *testing.T, factory Factory) {
 		require.Equal(t, []string{"m-4"}, messageIDs(b.drain(t, at(3*time.Hour))))
 	})
 
+	t.Run("WaitAtEnqueue", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		fs := flowStore(t, b)
+		sw := capability[provider.StartWaiter](t, b.store, "provider.StartWaiter")
+		enqueue := func(now time.Time, waits []provider.SlotWait, msgs ...provider.Message) {
+			t.Helper()
+			require.NoError(t, sw.EnqueueWaiting(t.Context(), &provider.EnqueueWaitingParams{Messages: msgs, Now: now, Waits: waits}))
+		}
+		wait := func(id, key string, limit int) provider.SlotWait {
+			return provider.SlotWait{InstanceID: id, Key: key, Limit: limit}
+		}
+		acquire := func(key, holder string, limit int, now time.Time) bool {
+			t.Helper()
+			var ok bool
+			require.NoError(t, b.flow(t, func(ctx context.Context, f provider.FlowSteps) error {
+				var err error
+				ok, err = f.AcquireSlot(ctx, &provider.AcquireSlotParams{Key: key, Limit: limit, Holder: holder, Now: now})
+				return err
+			}))
+			return ok
+		}
+		enqueue(base, []provider.SlotWait{wait("inst-a", "k", 1), wait("inst-b", "k", 1), wait("inst-c", "k", 1)},
+			signal(t, "m-a", "inst-a"), signal(t, "m-b", "inst-b"), signal(t, "m-c", "inst-c"))
+		if b.tx == nil {
+			// A peek-lock store applies no wait: the enqueue is an
+			// EnqueueMessages.
+			_, err := fs.GetSlots(t.Context(), "k")
+			require.ErrorIs(t, err, provider.ErrNotFound)
+			require.Equal(t, []string{"m-a", "m-b", "m-c"}, messageIDs(b.drain(t, at(time.Second))))
+			return
+		}
+		rec, err := fs.GetSlots(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, &provider.SlotRecord{Key: "k", Limit: 1, Waiters: []provider.SlotHolder{
+			{ID: "inst-a", Since: base}, {ID: "inst-b", Since: base}, {ID: "inst-c", Since: base},
+		}}, rec, "the waits join the waiters in order; the new key gets their limit")
+		require.Equal(t, []string{"m-a"}, messageIDs(b.drain(t, at(time.Second))),
+			"the first waiter is not parked: it takes its slot in its first round; the others are")
+		_, ok := b.nextVisible(t)
+		require.False(t, ok, "parked instances have no visible work")
+		require.True(t, acquire("k", "inst-a", 1, at(2*time.Second)), "the first waiter takes the slot")
+		require.False(t, acquire("k", "inst-new", 1, at(2*time.Second)), "a newcomer queues behind the waits")
+
+		var wake []string
+		require.NoError(t, b.flow(t, func(ctx context.Context, f provider.FlowSteps) error {
+			var err error
+			if wake, err = f.ReleaseSlot(ctx, &provider.ReleaseSlotParams{Key: "k", Holder: "inst-a"}); err != nil {
+				return err
+			}
+			return f.WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: wake})
+		}))
+		require.Equal(t, []string{"inst-b"}, wake)
+		require.Equal(t, []string{"m-b"}, messageIDs(b.drain(t, at(3*time.Second))), "the release woke the next waiter only")
+
+		// An existing key keeps its limit; a wait for a holder or a
+		// waiter changes nothing.
+		require.True(t, acquire("k2", "inst-x", 2, at(4*time.Second)))
+		require.True(t, acquire("k2", "inst-y", 2, at(4*time.Second)))
+		enqueue(at(5*time.Second), []provider.SlotWait{wait("inst-d", "k2", 3), wait("inst-x", "k2", 3), wait("inst-b", "k", 1)},
+			signal(t, "m-d", "inst-d"), signal(t, "m-x", "inst-x"))
+		rec, err = fs.GetSlots(t.Context(), "k2")
+		require.NoError(t, err)
+		require.Equal(t, 2, rec.Limit, "a wait does not set the limit of a key that has one")
+		require.Equal(t, []provider.SlotHolder{{ID: "inst-d", Since: at(5 * time.Second)}}, rec.Waiters)
+		require.Len(t, rec.Holders, 2)
+		require.Equal(t, []string{"m-d", "m-x"}, messageIDs(b.drain(t, at(6*time.Second))),
+			"under its own limit of 3 inst-d is the first of one free slot: not parked")
+		rec, err = fs.GetSlots(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, []string{"inst-b", "inst-c", "inst-new"}, slotIDs(rec.Waiters), "inst-b waits once")
+	})
+
 	if b := setup(t, factory); b.tx != nil {
 		t.Run("RolledBack", func(t *testing.T) {
 			t.Parallel()
@@ -415,6 +488,15 @@ func testSlots(t *testing.T, factory Factory) {
 			require.True(t, ok)
 		})
 	}
+}
+
+// slotIDs returns the ids of holders or waiters.
+func slotIDs(hs []provider.SlotHolder) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.ID)
+	}
+	return out
 }
 
 // flowStore returns the store's FlowStore, or skips the case.

@@ -9,6 +9,16 @@ type SubWorkflowScheduled struct {
 	InstanceID  string `msgpack:"instance_id" json:"instance_id"`
 	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
 	Input       []byte `msgpack:"input,omitempty" json:"input,omitempty"`
+	// Detached marks a start without a parent link (workflow code's
+	// StartWorkflow): the instance runs on its own, the starter waits for
+	// nothing, and the start is dropped when the instance id has been
+	// started before (see [ExecutionStarted.Once]).
+	Detached bool `msgpack:"detached,omitempty" json:"detached,omitempty"`
+	// Tags, Priority and Concurrency are the detached start's options,
+	// recorded in its ExecutionStarted.
+	Tags        map[string]string `msgpack:"tags,omitempty" json:"tags,omitempty"`
+	Priority    int               `msgpack:"priority,omitempty" json:"priority,omitempty"`
+	Concurrency *Concurrency      `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
 }
 
 // SubWorkflowCompleted records a child workflow's result.

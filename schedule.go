@@ -847,6 +847,8 @@ func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, ove
 		err := ctx.StartWorkflow(st.Workflow, RawPayload(st.Input), &StartWorkflowOptions{
 			InstanceID: id, Tags: map[string]string{"chronicle.schedule": st.ID},
 			Priority: st.Priority, Concurrency: st.Concurrency,
+			// Late firings go before the wake-ups due after them.
+			Due: nominal.Add(jitter(st.ID, nominal, st.Spec.Jitter)),
 		})
 		if err != nil {
 			f.Outcome = "failed: " + err.Error()

@@ -1,5 +1,7 @@
 package history
 
+import "time"
+
 // SubWorkflowScheduled records that workflow code started a child workflow.
 type SubWorkflowScheduled struct {
 	Name    string `msgpack:"name" json:"name"`
@@ -19,6 +21,12 @@ type SubWorkflowScheduled struct {
 	Tags        map[string]string `msgpack:"tags,omitempty" json:"tags,omitempty"`
 	Priority    int               `msgpack:"priority,omitempty" json:"priority,omitempty"`
 	Concurrency *Concurrency      `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
+	// Due, on a detached start, is when the start was due (a schedule's
+	// firing time): its start message is queued as visible since then
+	// (never later than the round's time), so that the queue, which
+	// serves the oldest visible work first, takes a start that is late
+	// already before work that came due after it.
+	Due time.Time `msgpack:"due,omitempty" json:"due,omitempty"`
 }
 
 // SubWorkflowCompleted records a child workflow's result.

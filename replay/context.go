@@ -78,6 +78,12 @@ type StartWorkflowOptions struct {
 	// Concurrency, when set, bounds how many instances of its key run at
 	// once, as StartOptions.Concurrency does.
 	Concurrency *history.Concurrency
+	// Due, when set, is when the start was due (a schedule passes its
+	// firing time): the queue orders the start as if it had been sent
+	// then, so under a backlog it goes before work that came due after
+	// it. A time after the round's is taken as the round's: Due never
+	// delays a start.
+	Due time.Time
 }
 
 // WaitOptions configure a wait for a signal; a nil *WaitOptions, like the
@@ -303,7 +309,7 @@ func (c *Context) StartWorkflow(name string, input any, opts *StartWorkflowOptio
 	}
 	c.x.command(&history.SubWorkflowScheduled{
 		Name: name, Version: o.Version, InstanceID: o.InstanceID, ExecutionID: exec, Input: payload,
-		Detached: true, Tags: o.Tags, Priority: o.Priority, Concurrency: conc,
+		Detached: true, Tags: o.Tags, Priority: o.Priority, Concurrency: conc, Due: o.Due.UTC(),
 	}, "")
 	return nil
 }

@@ -460,7 +460,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		if a.Detached {
 			// Nothing pending: a detached start is only sent.
 			if w != nil {
-				m, err := s.detachedStart(e.Seq, a)
+				m, err := s.detachedStart(e, a)
 				if err != nil {
 					return fail("%v", err)
 				}
@@ -634,8 +634,8 @@ func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (provi
 // own options, Once set, and the starting instance as its actor. Its id
 // is derived as a child's start's is, so a start derived again (by a
 // peek-lock round repairing a crash) is the same message.
-func (s *Snapshot) detachedStart(seq int64, a *history.SubWorkflowScheduled) (provider.Message, error) {
-	m, err := provider.NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
+func (s *Snapshot) detachedStart(e *history.Event, a *history.SubWorkflowScheduled) (provider.Message, error) {
+	m, err := provider.NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, e.Seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
 		&history.ExecutionStarted{
 			Name: a.Name, Version: a.Version, Input: a.Input, Tags: a.Tags,
 			Priority: a.Priority, Concurrency: a.Concurrency, Once: true,
@@ -645,6 +645,9 @@ func (s *Snapshot) detachedStart(seq int64, a *history.SubWorkflowScheduled) (pr
 	}
 	m.Priority = a.Priority
 	m.Actor = history.WorkflowActor(s.InstanceID)
+	if !a.Due.IsZero() && a.Due.Before(e.At) {
+		m.VisibleAt = a.Due
+	}
 	return m, nil
 }
 

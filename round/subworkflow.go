@@ -176,7 +176,7 @@ func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
 		case sw.Detached:
 			// Never pending, so OpenWork does not derive it, even in the
 			// current execution; its target drops it if it came before.
-			m, err = sender.detachedStart(e.Seq, sw)
+			m, err = sender.detachedStart(e, sw)
 		case e.ExecutionID == snap.ExecutionID && !snap.Ended:
 			continue // OpenWork's
 		default:

@@ -156,7 +156,10 @@ type ScheduleFiring struct {
 	InstanceID string `json:"instance_id"`
 	// Outcome is "started", "already-started" (an earlier firing, a
 	// backfill or another node started it), "skipped" (overlap),
-	// "missed" (outside the catch-up window), or "buffered".
+	// "missed" (outside the catch-up window), or "buffered". A firing
+	// started from the schedule's round (see docs/operations.md,
+	// "Schedules") is "started" once its start is written: when a
+	// backfill had started the id before, the instance keeps that start.
 	Outcome string `json:"outcome"`
 	// Actor is "schedule" for a firing of the spec, or who triggered or
 	// backfilled it.

@@ -42,6 +42,10 @@ type RateLimit = provider.RateLimit
 // SubWorkflowOptions configure one sub-workflow call.
 type SubWorkflowOptions = replay.SubWorkflowOptions
 
+// StartWorkflowOptions configure a detached start from workflow code
+// ([Context.StartWorkflow]).
+type StartWorkflowOptions = replay.StartWorkflowOptions
+
 // WaitOptions configure a wait for a signal.
 type WaitOptions = replay.WaitOptions
 

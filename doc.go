@@ -92,7 +92,8 @@
 // # What else is there
 //
 // Timers ([Context.Timer], [Context.Sleep]), child workflows
-// ([Context.CallSubWorkflow]), signals to other instances
+// ([Context.CallSubWorkflow]), instances started to run on their own
+// ([Context.StartWorkflow]), signals to other instances
 // ([Context.SignalWorkflow]), continue-as-new ([Context.ContinueAsNew]),
 // human tasks ([Context.CreateTask] in workflow code; [Engine.ListTasks],
 // [Engine.ClaimTask], [Engine.CompleteTask] and the other Engine methods

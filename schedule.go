@@ -12,15 +12,18 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // A schedule is an instance of the built-in workflow [ScheduleWorkflow]
 // with the id "schedule:<id>": its definition and state live in its
 // history, its changes arrive as signals that carry their actor, its
-// firings wait on durable timers and start the target workflow through an
-// activity whose start is idempotent (the instance id of a firing is
-// "<id>@<nominal time, RFC 3339, UTC>"). See docs/operations.md,
-// "Schedules".
+// firings wait on durable timers and start the target workflow, each at
+// most once (the instance id of a firing is "<id>@<nominal time, RFC 3339,
+// UTC>"): from the schedule's own round (a detached start,
+// [Context.StartWorkflow]) when no overlap policy needs the previous
+// firing's status, else through an activity whose start is idempotent.
+// See docs/operations.md, "Schedules".
 
 const (
 	// ScheduleWorkflow is the name of the built-in workflow that runs
@@ -36,6 +39,10 @@ const (
 
 	scheduleChangeEvent  = "chronicle.schedule.change"
 	scheduleFireActivity = "chronicle.schedule.fire"
+	// scheduleDirectChange is the version change of the schedule
+	// workflow that starts firings from its round (version 1); older
+	// executions replay the activity path.
+	scheduleDirectChange = "chronicle.schedule.direct-start"
 	// scheduleContinueEvery is how many wake-ups an execution of a
 	// schedule handles before it continues as new.
 	scheduleContinueEvery = 50
@@ -126,6 +133,12 @@ type ScheduleOptions struct {
 	// of every node; older missed firings are recorded as skipped.
 	// Default DefaultCatchupWindow.
 	CatchupWindow time.Duration
+	// Priority and Concurrency are the start options of the instances the
+	// schedule starts, as [StartOptions] has them: their priority in the
+	// queues, and a concurrency key and limit (Concurrency needs a store
+	// with flow control).
+	Priority    int
+	Concurrency *Concurrency
 	// Paused creates the schedule paused (CreateSchedule only).
 	Paused bool
 	// Note is recorded with the change (the pause note when Paused).
@@ -143,7 +156,10 @@ type ScheduleFiring struct {
 	InstanceID string `json:"instance_id"`
 	// Outcome is "started", "already-started" (an earlier firing, a
 	// backfill or another node started it), "skipped" (overlap),
-	// "missed" (outside the catch-up window), or "buffered".
+	// "missed" (outside the catch-up window), or "buffered". A firing
+	// started from the schedule's round (see docs/operations.md,
+	// "Schedules") is "started" once its start is written: when a
+	// backfill had started the id before, the instance keeps that start.
 	Outcome string `json:"outcome"`
 	// Actor is "schedule" for a firing of the spec, or who triggered or
 	// backfilled it.
@@ -171,6 +187,9 @@ type ScheduleDescription struct {
 	Workflow      string
 	Overlap       OverlapPolicy
 	CatchupWindow time.Duration
+	// Priority and Concurrency are the start options of its firings.
+	Priority    int
+	Concurrency *Concurrency
 	// Paused and Note: a paused schedule does not fire; Note says why.
 	Paused bool
 	Note   string
@@ -196,6 +215,8 @@ type scheduleState struct {
 	Input         []byte
 	Overlap       OverlapPolicy
 	CatchupWindow time.Duration
+	Priority      int          `json:",omitempty"`
+	Concurrency   *Concurrency `json:",omitempty"`
 	Paused        bool
 	Note          string
 	// Last is the newest nominal time handled; firings come after it.
@@ -207,6 +228,9 @@ type scheduleState struct {
 	Started  int64
 	Skipped  int64
 	Deleted  bool
+	// direct: this execution starts firings from its round when it can
+	// (see fire); set by the workflow, never stored.
+	direct bool
 }
 
 // scheduleSignal is a change sent to a schedule instance.
@@ -228,6 +252,9 @@ type scheduleFireInput struct {
 	Overlap    OverlapPolicy
 	Previous   string
 	Actor      string
+	// Priority and Concurrency are the schedule's start options.
+	Priority    int          `json:",omitempty"`
+	Concurrency *Concurrency `json:",omitempty"`
 }
 
 type scheduleFireResult struct {
@@ -374,6 +401,21 @@ func (e *Engine) checkSchedule(id string, o *ScheduleOptions) (*scheduleState, e
 	if o.CatchupWindow == 0 {
 		o.CatchupWindow = DefaultCatchupWindow
 	}
+	if err := provider.ValidatePriority(o.Priority); err != nil {
+		return nil, fmt.Errorf("%w: schedule %w", ErrInvalidArgument, err)
+	}
+	var conc *Concurrency
+	if c := o.Concurrency; c != nil {
+		if err := provider.ValidateLimit(c.Key, c.Limit); err != nil {
+			return nil, fmt.Errorf("%w: schedule %w", ErrInvalidArgument, err)
+		}
+		if c.Key != "" {
+			if _, err := e.flowStore(); err != nil {
+				return nil, err
+			}
+			conc = &Concurrency{Key: c.Key, Limit: c.Limit}
+		}
+	}
 	if err := checkText("note", o.Note); err != nil {
 		return nil, err
 	}
@@ -395,7 +437,7 @@ func (e *Engine) checkSchedule(id string, o *ScheduleOptions) (*scheduleState, e
 	spec.Start, spec.End = utc(spec.Start), utc(spec.End)
 	return &scheduleState{
 		ID: id, Spec: spec, Workflow: o.Workflow, Input: input, Overlap: o.Overlap,
-		CatchupWindow: o.CatchupWindow,
+		CatchupWindow: o.CatchupWindow, Priority: o.Priority, Concurrency: conc,
 	}, nil
 }
 
@@ -564,6 +606,7 @@ func (e *Engine) scheduleDescription(ctx context.Context, inst *Instance) (*Sche
 	}
 	d := &ScheduleDescription{
 		ID: id, Spec: st.Spec, Workflow: st.Workflow, Overlap: st.Overlap, CatchupWindow: st.CatchupWindow,
+		Priority: st.Priority, Concurrency: st.Concurrency,
 		Paused: st.Paused, Note: st.Note, Recent: st.Recent, Changes: st.Changes, Buffered: st.Buffered,
 		Started: st.Started, Skipped: st.Skipped, Running: st.Running,
 	}
@@ -640,6 +683,9 @@ func runSchedule(ctx *Context, st scheduleState) (scheduleState, error) {
 	if err != nil {
 		return st, err
 	}
+	// Executions recorded before firings started from the round replay
+	// the activity path.
+	st.direct = ctx.Version(scheduleDirectChange, DefaultVersion, 1) >= 1
 	sig := ctx.WaitEvent(scheduleChangeEvent, nil)
 	for wakes := 0; ; wakes++ {
 		if err := ctx.SetCustomStatus(st); err != nil {
@@ -721,6 +767,7 @@ func (st *scheduleState) change(ctx *Context, c *compiled, s scheduleSignal) (*c
 			return c, nil // refused by the client API; recorded, not applied
 		}
 		st.Spec, st.Workflow, st.Input, st.Overlap, st.CatchupWindow = s.Def.Spec, s.Def.Workflow, s.Def.Input, s.Def.Overlap, s.Def.CatchupWindow
+		st.Priority, st.Concurrency = s.Def.Priority, s.Def.Concurrency
 		st.Last = later(st.Last, now)
 		return nc, nil
 	case "pause":
@@ -783,17 +830,42 @@ func (st *scheduleState) tick(ctx *Context, c *compiled) error {
 	}
 }
 
-// fire starts the firing of a nominal time through the fire activity and
-// records its outcome.
+// fire starts the firing of a nominal time and records its outcome.
 //
 // track makes the firing the one the next applies its overlap policy to
 // (not a backfill's).
+//
+// A firing of the spec whose overlap policy does not depend on the
+// previous firing (OverlapAllowAll, or no previous firing yet) is started
+// from this round: a detached start recorded with the firing, which its
+// instance drops if the id was started before (a backfill, say). The
+// outcome is "started": the start is written, and the instance runs
+// once. Triggers, backfills (which record already-started firings and
+// their user as the start's actor) and the policies that read the
+// previous instance's status start through the fire activity.
 func (st *scheduleState) fire(ctx *Context, nominal time.Time, actor string, overlap OverlapPolicy, track bool) error {
 	id := ScheduleInstanceID(st.ID, nominal)
+	if st.direct && track && actor == "schedule" && (overlap == OverlapAllowAll || st.Running == "") {
+		f := ScheduleFiring{Nominal: nominal, InstanceID: id, Actor: actor, At: ctx.Now(), Outcome: "started"}
+		err := ctx.StartWorkflow(st.Workflow, RawPayload(st.Input), &StartWorkflowOptions{
+			InstanceID: id, Tags: map[string]string{"chronicle.schedule": st.ID},
+			Priority: st.Priority, Concurrency: st.Concurrency,
+			// Late firings go before the wake-ups due after them.
+			Due: nominal.Add(jitter(st.ID, nominal, st.Spec.Jitter)),
+		})
+		if err != nil {
+			f.Outcome = "failed: " + err.Error()
+		} else {
+			st.Running = id
+		}
+		st.record(f)
+		return nil
+	}
 	var res scheduleFireResult
 	err := ctx.CallActivity(scheduleFireActivity, scheduleFireInput{
 		ScheduleID: st.ID, InstanceID: id, Workflow: st.Workflow, Input: st.Input,
 		Overlap: overlap, Previous: st.Running, Actor: actor,
+		Priority: st.Priority, Concurrency: st.Concurrency,
 	}, &ActivityOptions{Retry: untilStoreAnswers}).Get(&res)
 	f := ScheduleFiring{Nominal: nominal, InstanceID: id, Actor: actor, At: ctx.Now()}
 	if err != nil {
@@ -871,7 +943,8 @@ func (e *Engine) scheduleFire(ctx context.Context, in scheduleFireInput) (schedu
 	// under it means the firing was started before (ErrInstanceExists).
 	_, err := starter.Start(ctx, in.Workflow, RawPayload(in.Input), &StartOptions{
 		InstanceID: in.InstanceID, Reuse: ReuseError, Actor: actor,
-		Tags: map[string]string{"chronicle.schedule": in.ScheduleID},
+		Tags:     map[string]string{"chronicle.schedule": in.ScheduleID},
+		Priority: in.Priority, Concurrency: in.Concurrency,
 	})
 	if errors.Is(err, ErrInstanceExists) {
 		return scheduleFireResult{Outcome: "already-started"}, nil

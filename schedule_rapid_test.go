@@ -58,7 +58,9 @@ func rapidSeed(t *testing.T, checks int) {
 // instance has one execution) and, per the catch-up policy, at least once
 // or recorded as missed: started and missed add up to the nominal times,
 // no missed time has an instance, and each missed time was past the
-// catch-up window when the schedule recorded it. Both round modes.
+// catch-up window when the schedule recorded it. Every firing is
+// started from the schedule's own round (a detached start), the path
+// allow-all takes. Both round modes.
 func TestRapidScheduleFirings(t *testing.T) {
 	rapidSeed(t, 30)
 	for _, mode := range []provider.Mode{provider.ModeTransactional, provider.ModePeekLock} {
@@ -171,6 +173,10 @@ func rapidSchedule(rt *rapid.T, mode provider.Mode, stats *rapidScheduleStats) {
 		}
 		if n := count(events, history.KindExecutionStarted); n != 1 {
 			rt.Fatalf("the firing of %s started %d executions", nominal.Sub(start), n)
+		}
+		// Under allow-all the schedule's round starts each firing itself.
+		if by := events[0].Actor; by != history.WorkflowActor(chronicle.SchedulePrefix+"rs") {
+			rt.Fatalf("the firing of %s was started by %s, not from the schedule's round", nominal.Sub(start), by)
 		}
 		started[nominal] = true
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/chronicletest"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/memory"
 )
 
@@ -504,5 +505,105 @@ func TestScheduleJSONCodec(t *testing.T) {
 	}
 	if !d.Paused || d.Note != "json" || d.Spec.TimeZone != "Asia/Kolkata" || d.CatchupWindow != 2*time.Hour || d.Overlap != chronicle.OverlapBufferOne {
 		t.Errorf("described as %+v", d)
+	}
+}
+
+// TestScheduleFiresFromItsRound: under OverlapAllowAll a firing of the
+// spec is started by the schedule's own round (a detached start, no fire
+// activity), with the schedule's start options, "workflow:schedule:<id>"
+// as the start's actor and the firing recorded as started; a firing a
+// backfill started before its time is not started a second time.
+func TestScheduleFiresFromItsRound(t *testing.T) {
+	env := scheduleEnv(t)
+	e, s, ctx := env.Engine(), env.StartTime(), env.Context()
+	o := every(time.Hour, chronicle.OverlapAllowAll, 0)
+	o.Priority = 3
+	o.Concurrency = &chronicle.Concurrency{Key: "reports", Limit: 2}
+	if err := e.CreateSchedule(ctx, "direct", o); err != nil {
+		t.Fatal(err)
+	}
+	h := time.Hour
+	env.RunFor(150 * time.Minute) // fires at 1h and 2h
+	// 3h is backfilled (through the fire activity) before it is due.
+	if err := e.BackfillSchedule(ctx, "direct", s.Add(3*h), s.Add(3*h), "carol"); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(time.Minute)
+	env.RunFor(time.Hour) // the spec reaches 3h
+	got := assertJobs(t, e, firedAt("direct", s, h, 2*h, 3*h))
+
+	events, err := e.History(ctx, chronicle.SchedulePrefix+"direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	detached, activities := 0, 0
+	for _, ev := range events {
+		switch ev.Kind {
+		case history.KindActivityScheduled:
+			activities++
+		case history.KindSubWorkflowScheduled:
+			a, err := ev.Attributes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sw := a.(*history.SubWorkflowScheduled); sw.Detached {
+				detached++
+			}
+		}
+	}
+	// 1h, 2h and 3h from the round; the backfill's one through the activity.
+	if detached != 3 || activities != 1 {
+		t.Errorf("schedule history: %d detached starts and %d activities, want 3 and 1", detached, activities)
+	}
+	for id := range got {
+		events, err := e.History(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := events[0].Attributes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := a.(*history.ExecutionStarted)
+		wantActor := "workflow:" + chronicle.SchedulePrefix + "direct"
+		if id == chronicle.ScheduleInstanceID("direct", s.Add(3*h)) {
+			wantActor = "user:carol" // the backfill's start; the round's was dropped
+		}
+		if events[0].Actor != wantActor || start.Priority != 3 || start.Concurrency == nil ||
+			*start.Concurrency != (chronicle.Concurrency{Key: "reports", Limit: 2}) || start.Tags["chronicle.schedule"] != "direct" {
+			t.Errorf("%s started by %s with priority %d, concurrency %+v, tags %v; want %s, 3, reports/2, the schedule's tag",
+				id, events[0].Actor, start.Priority, start.Concurrency, start.Tags, wantActor)
+		}
+	}
+	d, err := e.DescribeSchedule(ctx, "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Priority != 3 || d.Concurrency == nil || d.Concurrency.Key != "reports" || d.Started != 4 {
+		t.Errorf("description: priority %d, concurrency %+v, %d started; want 3, reports, 4 (the backfill's and three of the spec)", d.Priority, d.Concurrency, d.Started)
+	}
+	for _, f := range d.Recent {
+		if f.Actor == "schedule" && f.Outcome != "started" {
+			t.Errorf("firing %s of the spec: %s", f.Nominal.Sub(s), f.Outcome)
+		}
+	}
+}
+
+// TestScheduleStartOptionsValidation: a schedule's start options are
+// checked as a start's are, before anything is written.
+func TestScheduleStartOptionsValidation(t *testing.T) {
+	env := scheduleEnv(t)
+	e, ctx := env.Engine(), env.Context()
+	o := every(time.Hour, chronicle.OverlapAllowAll, 0)
+	o.Priority = provider.MaxPriority + 1
+	if err := e.CreateSchedule(ctx, "bad", o); !errors.Is(err, chronicle.ErrInvalidArgument) {
+		t.Errorf("priority over the maximum: %v", err)
+	}
+	o.Priority, o.Concurrency = 0, &chronicle.Concurrency{Key: "k", Limit: 0}
+	if err := e.CreateSchedule(ctx, "bad", o); !errors.Is(err, chronicle.ErrInvalidArgument) {
+		t.Errorf("limit 0: %v", err)
+	}
+	if _, err := e.DescribeSchedule(ctx, "bad"); !errors.Is(err, chronicle.ErrScheduleNotFound) {
+		t.Errorf("a refused schedule was written: %v", err)
 	}
 }

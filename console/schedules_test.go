@@ -39,6 +39,19 @@ func TestSchedules(t *testing.T) {
 	require.Contains(t, p.body, "&lt;freeze&gt;", "the pause note, escaped")
 	require.Contains(t, p.body, `href="/instance?id=schedule%3Anightly-claims"`)
 	require.Contains(t, p.body, `aria-current="page">Schedules`)
+
+	// A schedule's page shows the start options of its firings when set.
+	require.NoError(t, d.Engine.CreateSchedule(ctx, "urgent", chronicle.ScheduleOptions{
+		Spec: chronicle.ScheduleSpec{Every: time.Hour}, Workflow: "claim", Input: chronicle.RawPayload(nil),
+		Priority: 7, Concurrency: &chronicle.Concurrency{Key: "claims", Limit: 3},
+	}))
+	require.NoError(t, d.Drain(ctx))
+	p = b.get("/schedule?id=urgent")
+	require.Equal(t, http.StatusOK, p.code)
+	require.Contains(t, p.body, `<dd id="schedule-priority">7</dd>`)
+	require.Contains(t, p.body, `<dd id="schedule-concurrency">claims (at most 3 running)</dd>`)
+	p = b.get("/schedule?id=nightly-claims")
+	require.NotContains(t, p.body, `id="schedule-priority"`)
 }
 
 // TestScheduleActions pauses, triggers and resumes a schedule from its

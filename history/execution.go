@@ -34,6 +34,12 @@ type ExecutionStarted struct {
 	// Concurrency, when set, is the key whose slot the instance holds
 	// while it runs; continue-as-new keeps the slot.
 	Concurrency *Concurrency `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
+	// Once makes the start a no-op when the instance id has an execution
+	// already, running or ended: a round drops its message as stale
+	// instead of starting the next execution or refusing it. Detached
+	// starts of workflow code (a schedule's firings) set it, so a start
+	// repeated by any path never runs an id twice.
+	Once bool `msgpack:"once,omitempty" json:"once,omitempty"`
 }
 
 // Concurrency names a concurrency key and its limit: at most Limit

@@ -61,6 +61,31 @@ type SubWorkflowOptions struct {
 	Version string
 }
 
+// StartWorkflowOptions configure a detached start (see
+// [Context.StartWorkflow]). InstanceID is required.
+type StartWorkflowOptions struct {
+	// InstanceID names the instance to start; a start of an id that has
+	// been started before is a no-op.
+	InstanceID string
+	// Version is recorded with the start.
+	Version string
+	// Tags are free-form labels recorded with the start.
+	Tags map[string]string
+	// Priority orders the started instance's work in the queues, as
+	// StartOptions.Priority does; zero is the default priority (the
+	// starter's is not inherited).
+	Priority int
+	// Concurrency, when set, bounds how many instances of its key run at
+	// once, as StartOptions.Concurrency does.
+	Concurrency *history.Concurrency
+	// Due, when set, is when the start was due (a schedule passes its
+	// firing time): the queue orders the start as if it had been sent
+	// then, so under a backlog it goes before work that came due after
+	// it. A time after the round's is taken as the round's: Due never
+	// delays a start.
+	Due time.Time
+}
+
 // WaitOptions configure a wait for a signal; a nil *WaitOptions, like the
 // zero value, waits without a timeout.
 type WaitOptions struct {
@@ -221,6 +246,72 @@ func (c *Context) CallSubWorkflow(name string, input any, opts *SubWorkflowOptio
 	f := c.x.newFuture(e.Seq, name)
 	f.child = child
 	return f
+}
+
+// StartWorkflow starts an instance of the workflow name that runs on its
+// own, not as a child: no parent link, nothing to wait for, and the
+// instance outlives the caller. The round records the start as a
+// SubWorkflowScheduled marked detached and queues the instance's start
+// message with its own writes (in its transaction, or repaired by a
+// later round after a peek-lock crash), so no crash loses it. The start
+// happens at most once per instance id: when the id has been started
+// before (by this call repeated, or by any other start), the message is
+// dropped and nothing runs. The start's actor is
+// "workflow:<this instance id>".
+//
+// It returns an error, and records nothing, when the options are
+// invalid (a missing or bad instance id, priority or limit) or the input
+// does not encode.
+func (c *Context) StartWorkflow(name string, input any, opts *StartWorkflowOptions) error {
+	var o StartWorkflowOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := history.ValidateID("workflow name", name); err != nil {
+		return fmt.Errorf("chronicle: start workflow: %w", err)
+	}
+	if err := history.ValidateID("instance id", o.InstanceID); err != nil {
+		return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+	}
+	if err := CheckText("workflow version", o.Version); err != nil {
+		return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+	}
+	for k, v := range o.Tags {
+		if err := CheckText("tag", k); err != nil {
+			return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+		}
+		if err := CheckText("tag", v); err != nil {
+			return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+		}
+	}
+	if err := provider.ValidatePriority(o.Priority); err != nil {
+		return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+	}
+	var conc *history.Concurrency
+	if o.Concurrency != nil {
+		if err := provider.ValidateLimit(o.Concurrency.Key, o.Concurrency.Limit); err != nil {
+			return fmt.Errorf("chronicle: start workflow %s: %w", name, err)
+		}
+		if o.Concurrency.Key != "" {
+			conc = &history.Concurrency{Key: o.Concurrency.Key, Limit: o.Concurrency.Limit}
+		}
+	}
+	payload, err := c.encode(input)
+	if err != nil {
+		return fmt.Errorf("chronicle: start workflow %s input: %w", name, err)
+	}
+	seq := c.x.nextSeq
+	exec := round.ChildExecutionID(c.x.instanceID, c.x.executionID, seq)
+	if rec := c.x.peekRecorded(); rec != nil && rec.Kind == history.KindSubWorkflowScheduled {
+		if a, err := rec.Attributes(); err == nil {
+			exec = a.(*history.SubWorkflowScheduled).ExecutionID
+		}
+	}
+	c.x.command(&history.SubWorkflowScheduled{
+		Name: name, Version: o.Version, InstanceID: o.InstanceID, ExecutionID: exec, Input: payload,
+		Detached: true, Tags: o.Tags, Priority: o.Priority, Concurrency: conc, Due: o.Due.UTC(),
+	}, "")
+	return nil
 }
 
 // Timer returns a future that resolves after d of workflow time. A durable

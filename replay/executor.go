@@ -514,7 +514,7 @@ func matches(rec *history.Event, attrs history.Attributes) bool {
 		return got.(*history.ActivityScheduled).Name == a.Name
 	case *history.SubWorkflowScheduled:
 		g := got.(*history.SubWorkflowScheduled)
-		return g.Name == a.Name && g.InstanceID == a.InstanceID
+		return g.Name == a.Name && g.InstanceID == a.InstanceID && g.Detached == a.Detached
 	case *history.SignalSent:
 		g := got.(*history.SignalSent)
 		return g.Name == a.Name && g.InstanceID == a.InstanceID

@@ -36,6 +36,8 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		switch {
 		case slices.Contains(s.Executions, m.ExecutionID):
 			return Duplicate, "", ""
+		case s.Started() && startsOnce(m):
+			return Stale, "", fmt.Sprintf("instance %s was started before (execution %s); a start-once is dropped", s.InstanceID, s.ExecutionID)
 		case s.Started() && !s.Ended:
 			return Reject, provider.ReasonAlreadyRunning, fmt.Sprintf("execution %s of instance %s is still running", s.ExecutionID, s.InstanceID)
 		case m.CorrelationID != m.ExecutionID:
@@ -94,6 +96,18 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		// the execution id, set by the round.
 	}
 	return Accept, "", ""
+}
+
+// startsOnce reports whether the start message m sets
+// [history.ExecutionStarted.Once]. It decodes the start, so it is asked
+// only of a start to an instance that has an execution already.
+func startsOnce(m *provider.Message) bool {
+	a, err := history.DecodeAttributes(m.Kind, m.Payload)
+	if err != nil {
+		return false // judged by the rest of Classify and the round
+	}
+	s, ok := a.(*history.ExecutionStarted)
+	return ok && s.Once
 }
 
 func (s *Snapshot) pending(m *provider.Message, open func(int64) bool) (Verdict, provider.Reason, string) {

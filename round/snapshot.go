@@ -457,6 +457,17 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		}
 		delete(s.Timers, seq)
 	case *history.SubWorkflowScheduled:
+		if a.Detached {
+			// Nothing pending: a detached start is only sent.
+			if w != nil {
+				m, err := s.detachedStart(e, a)
+				if err != nil {
+					return fail("%v", err)
+				}
+				w.Messages = append(w.Messages, m)
+			}
+			break
+		}
 		s.SubWorkflows = put(s.SubWorkflows, e.Seq, a.InstanceID)
 		if w != nil {
 			m, err := s.childStart(e.Seq, a)
@@ -615,6 +626,28 @@ func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (provi
 		return provider.Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)
 	}
 	m.Priority = s.Priority
+	return m, nil
+}
+
+// detachedStart builds the start message of a detached start (see
+// [history.SubWorkflowScheduled.Detached]): no parent link, the start's
+// own options, Once set, and the starting instance as its actor. Its id
+// is derived as a child's start's is, so a start derived again (by a
+// peek-lock round repairing a crash) is the same message.
+func (s *Snapshot) detachedStart(e *history.Event, a *history.SubWorkflowScheduled) (provider.Message, error) {
+	m, err := provider.NewMessage(ChildStartMessageID(s.InstanceID, s.ExecutionID, e.Seq), a.InstanceID, a.ExecutionID, a.ExecutionID,
+		&history.ExecutionStarted{
+			Name: a.Name, Version: a.Version, Input: a.Input, Tags: a.Tags,
+			Priority: a.Priority, Concurrency: a.Concurrency, Once: true,
+		})
+	if err != nil {
+		return provider.Message{}, fmt.Errorf("start of %s: %w", a.InstanceID, err)
+	}
+	m.Priority = a.Priority
+	m.Actor = history.WorkflowActor(s.InstanceID)
+	if !a.Due.IsZero() && a.Due.Before(e.At) {
+		m.VisibleAt = a.Due
+	}
 	return m, nil
 }
 

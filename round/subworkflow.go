@@ -91,7 +91,9 @@ func (s *Snapshot) RefusedChildStart(m *provider.Message) (provider.Message, boo
 // A child whose result history holds, or whose result (or refusal) is in
 // the batch, ran or was answered already, and is left alone. Each start
 // keeps its id ([ChildStartMessageID]) and execution id, so a child that
-// got it already judges it a duplicate.
+// got it already judges it a duplicate. A detached start (a schedule's
+// firing) is derived the same way, in the current execution too: it is
+// never pending, so OpenWork does not derive it.
 func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
 	snap := rs.snap
 	type key struct {
@@ -159,7 +161,6 @@ func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
 			continue
 		}
 		if e.Kind != history.KindSubWorkflowScheduled || !rounds[e.At.UnixMicro()] ||
-			(e.ExecutionID == snap.ExecutionID && !snap.Ended) || // OpenWork's
 			settled[parentKey(e.ExecutionID, history.SeqCorrelation(e.Seq))] ||
 			inBatch[provider.SubWorkflowResultID(rs.id, e.ExecutionID, e.Seq)] {
 			continue
@@ -168,7 +169,19 @@ func (rs *roundState) lostSends(ctx context.Context) (*Work, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load history of %s: seq %d: %w", rs.id, e.Seq, err)
 		}
-		m, err := (&Snapshot{InstanceID: rs.id, ExecutionID: e.ExecutionID}).childStart(e.Seq, a.(*history.SubWorkflowScheduled))
+		sw := a.(*history.SubWorkflowScheduled)
+		sender := &Snapshot{InstanceID: rs.id, ExecutionID: e.ExecutionID}
+		var m provider.Message
+		switch {
+		case sw.Detached:
+			// Never pending, so OpenWork does not derive it, even in the
+			// current execution; its target drops it if it came before.
+			m, err = sender.detachedStart(e, sw)
+		case e.ExecutionID == snap.ExecutionID && !snap.Ended:
+			continue // OpenWork's
+		default:
+			m, err = sender.childStart(e.Seq, sw)
+		}
 		if err != nil {
 			return nil, err
 		}

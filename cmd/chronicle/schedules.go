@@ -22,6 +22,8 @@ type scheduleJSON struct {
 	Workflow      string                     `json:"workflow"`
 	Overlap       chronicle.OverlapPolicy    `json:"overlap"`
 	CatchupWindow string                     `json:"catchup_window"`
+	Priority      int                        `json:"priority,omitempty"`
+	Concurrency   *chronicle.Concurrency     `json:"concurrency,omitempty"`
 	Paused        bool                       `json:"paused"`
 	Note          string                     `json:"note,omitempty"`
 	Next          []time.Time                `json:"next"`
@@ -38,6 +40,7 @@ func toScheduleJSON(d *chronicle.ScheduleDescription, full bool) scheduleJSON {
 		ID: d.ID, Cron: d.Spec.Cron, TimeZone: d.Spec.TimeZone, Start: d.Spec.Start, End: d.Spec.End,
 		Workflow: d.Workflow, Overlap: d.Overlap, CatchupWindow: d.CatchupWindow.String(), Paused: d.Paused, Note: d.Note,
 		Next: d.Next, Started: d.Started, Skipped: d.Skipped, Running: d.Running,
+		Priority: d.Priority, Concurrency: d.Concurrency,
 	}
 	if out.Next == nil {
 		out.Next = []time.Time{}
@@ -142,6 +145,13 @@ func (c *cli) showSchedule(d *chronicle.ScheduleDescription) error {
 	if d.Spec.Jitter > 0 {
 		jitter = d.Spec.Jitter.String()
 	}
+	priority, concurrency := "", ""
+	if d.Priority != 0 {
+		priority = fmt.Sprint(d.Priority)
+	}
+	if cc := d.Concurrency; cc != nil {
+		concurrency = fmt.Sprintf("%s (at most %d running)", cc.Key, cc.Limit)
+	}
 	buffered := ""
 	if d.Buffered != nil {
 		buffered = d.Buffered.InstanceID
@@ -154,6 +164,8 @@ func (c *cli) showSchedule(d *chronicle.ScheduleDescription) error {
 		{"Workflow", d.Workflow},
 		{"Overlap", string(d.Overlap)},
 		{"Catch-up", d.CatchupWindow.String()},
+		{"Priority", priority},
+		{"Concurrency", concurrency},
 		{"State", state(d)},
 		{"Note", d.Note},
 		{"Next", strings.Join(next, ", ")},
@@ -186,6 +198,8 @@ func runScheduleCreate(c *cli, cmd *command, args []string) error {
 	var (
 		o                      chronicle.ScheduleOptions
 		overlap, input, by     string
+		concKey                string
+		concLimit              int
 		start, end             timeFlag
 		every, jitter, catchup time.Duration
 	)
@@ -199,6 +213,9 @@ func runScheduleCreate(c *cli, cmd *command, args []string) error {
 	fs.StringVar(&overlap, "overlap", "", "what a firing does while the previous runs: skip (default), buffer-one, allow-all, cancel-previous, terminate-previous")
 	fs.DurationVar(&catchup, "catchup", 0, "how late a missed firing may still start (default 1h)")
 	fs.StringVar(&input, "input", "", "the workflow's input as JSON")
+	fs.IntVar(&o.Priority, "priority", 0, "the priority of the instances it starts (higher first)")
+	fs.StringVar(&concKey, "concurrency-key", "", "a concurrency key the instances it starts hold while they run")
+	fs.IntVar(&concLimit, "concurrency-limit", 1, "with --concurrency-key: how many of the key's instances run at once")
 	fs.BoolVar(&o.Paused, "paused", false, "create it paused")
 	fs.StringVar(&o.Note, "note", "", "why, recorded with the change")
 	fs.StringVar(&by, "by", "", "the operator, recorded with the change (required)")
@@ -216,6 +233,9 @@ func runScheduleCreate(c *cli, cmd *command, args []string) error {
 	}
 	o.Spec.Every, o.Spec.Jitter, o.Spec.Start, o.Spec.End = every, jitter, start.t, end.t
 	o.Overlap, o.CatchupWindow, o.Actor = chronicle.OverlapPolicy(overlap), catchup, by
+	if concKey != "" {
+		o.Concurrency = &chronicle.Concurrency{Key: concKey, Limit: concLimit}
+	}
 	e, err := c.open()
 	if err != nil {
 		return err

@@ -99,6 +99,9 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	if err := e.registerBatches(); err != nil {
 		return nil, err
 	}
+	if err := e.registerRetention(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -269,6 +272,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}()
 	} else {
 		close(cpDone)
+	}
+	if err := e.startRetention(ctx); err != nil {
+		e.log.WarnContext(ctx, "retention not started; it starts with the next engine", slog.Any("error", err))
 	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
 		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))

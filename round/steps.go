@@ -263,6 +263,16 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		return nil
 	}
 	snap, entry := rs.snap, rs.entry
+	if onlyRecords(rs.appended) {
+		// Records of a legal hold do not move workflow code; the code's
+		// cached state no longer matches history, so the next turn
+		// replays it.
+		if c, ok := entry.turnState.(interface{ Close() }); ok {
+			c.Close()
+		}
+		entry.turnState = nil
+		return nil
+	}
 	in := &TurnInput{InstanceID: rs.id, Snapshot: snap, NewEvents: rs.appended, Now: rs.now, Node: r.opts.Node, Cached: entry.turnState}
 	if in.Cached == nil {
 		var err error
@@ -295,6 +305,17 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		rs.appended = append(rs.appended, e)
 	}
 	return nil
+}
+
+// onlyRecords reports whether every event is a record workflow code never
+// sees (see [history.Kind.IsRecord]).
+func onlyRecords(events []history.Event) bool {
+	for i := range events {
+		if !events[i].Kind.IsRecord() {
+			return false
+		}
+	}
+	return true
 }
 
 // deriveWork completes the round's work once all of its events are

@@ -230,6 +230,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
 				return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 			}
+			if h := in.legalHold; h != nil {
+				return fmt.Errorf("purge %s: %w (hold %s placed by %s)", p.InstanceID, provider.ErrHeld, h.HoldID, h.Actor)
+			}
 			if err := unfinishedRound(in, p.Now); err != nil {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, err)
 			}

@@ -239,6 +239,11 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			if id := nextRunStart(in.msgs, in.record.ExecutionID); id != "" {
 				return fmt.Errorf("purge %s: %w: message %s starts its next run", p.InstanceID, provider.ErrInvalidState, id)
 			}
+			for _, m := range in.msgs {
+				if m.m.Kind.IsRecord() {
+					return fmt.Errorf("purge %s: %w: message %s records a legal hold", p.InstanceID, provider.ErrInvalidState, m.m.ID)
+				}
+			}
 			exec = in.record.ExecutionID
 			t = &provider.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}
 			if n := len(in.events); n > 0 {

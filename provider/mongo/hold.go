@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -131,13 +132,15 @@ func (s *Store) ListHolds(ctx context.Context, afterID string, limit int) ([]pro
 // (its tombstone is not kept yet), it gives way as well; once it has
 // begun, the hold came after its look, from a placement that failed
 // before it looked for the mark, and the purge deletes it with the rest.
+//
+// A queued record of a legal hold (HoldPlaced or HoldReleased) keeps the
+// purge off the same way, with ErrInvalidState until a round has
+// recorded it: a release queues its record before it deletes the hold,
+// so a purge that finds no hold finds the record.
 func (s *Store) heldAfterMark(ctx context.Context, mark *tombDoc, epochID, token string, resumed bool) error {
-	cur, err := s.GetHold(ctx, mark.Instance)
-	if errors.Is(err, provider.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("purge %s: %w", mark.Instance, err)
+	refusal, err := s.holdRefusal(ctx, mark.Instance)
+	if err != nil || refusal == nil {
+		return err
 	}
 	if resumed {
 		err := s.c.tombstones.FindOne(ctx, filter("_id", tombRowID(mark)), options.FindOne().SetProjection(filter("_id", 1))).Err()
@@ -151,5 +154,28 @@ func (s *Store) heldAfterMark(ctx context.Context, mark *tombDoc, epochID, token
 	if _, err := s.c.leases.DeleteOne(ctx, filter("_id", epochID, "tok", token)); err != nil {
 		return fmt.Errorf("purge %s: take the mark back: %w", mark.Instance, translate(err))
 	}
-	return fmt.Errorf("purge %s: %w (hold %s placed by %s)", mark.Instance, provider.ErrHeld, cur.HoldID, cur.Actor)
+	return refusal
+}
+
+// holdRefusal returns why a purge of the instance must not go on because
+// of a legal hold: ErrHeld for a hold in place, ErrInvalidState for a
+// queued record of one; nil when neither.
+func (s *Store) holdRefusal(ctx context.Context, instanceID string) (error, error) {
+	cur, err := s.GetHold(ctx, instanceID)
+	switch {
+	case err == nil:
+		return fmt.Errorf("purge %s: %w (hold %s placed by %s)", instanceID, provider.ErrHeld, cur.HoldID, cur.Actor), nil
+	case !errors.Is(err, provider.ErrNotFound):
+		return nil, fmt.Errorf("purge %s: %w", instanceID, err)
+	}
+	var m messageDoc
+	err = s.c.messages.FindOne(ctx, filter("i", instanceID, "k", filter("$in", []string{string(history.KindHoldPlaced), string(history.KindHoldReleased)})),
+		options.FindOne().SetProjection(filter("_id", 1))).Decode(&m)
+	switch {
+	case err == nil:
+		return fmt.Errorf("purge %s: %w: message %s records a legal hold", instanceID, provider.ErrInvalidState, m.ID), nil
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return nil, fmt.Errorf("purge %s: %w", instanceID, translate(err))
+	}
+	return nil, nil
 }

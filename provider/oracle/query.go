@@ -240,6 +240,9 @@ func (s *Store) purgeKeepsNextRun(ctx context.Context, tx *sql.Tx, instanceID, e
 		if provider.StartsNextRun(&m, exec) {
 			return fmt.Errorf("oracle: purge %s: %w: message %s starts its next run", instanceID, provider.ErrInvalidState, m.ID)
 		}
+		if m.Kind.IsRecord() {
+			return fmt.Errorf("oracle: purge %s: %w: message %s records a legal hold", instanceID, provider.ErrInvalidState, m.ID)
+		}
 	}
 	return failf(rows.Err(), "purge %s", instanceID)
 }

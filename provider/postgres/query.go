@@ -301,6 +301,9 @@ func (s *Store) purgeKeepsNextRun(ctx context.Context, tx pgx.Tx, instanceID, ex
 		if provider.StartsNextRun(&m, exec) {
 			return fmt.Errorf("postgres: purge %s: %w: message %s starts its next run", instanceID, provider.ErrInvalidState, m.ID)
 		}
+		if m.Kind.IsRecord() {
+			return fmt.Errorf("postgres: purge %s: %w: message %s records a legal hold", instanceID, provider.ErrInvalidState, m.ID)
+		}
 	}
 	return nil
 }

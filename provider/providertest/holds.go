@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -61,6 +62,23 @@ func testHolds(t *testing.T, factory Factory) {
 		require.NoError(t, err, "released, it is purged")
 		_, _, err = hs.PlaceHold(t.Context(), hold("i-1", "h-3"))
 		require.ErrorIs(t, err, provider.ErrNotFound, "a purged instance cannot be held")
+	})
+
+	t.Run("QueuedHoldRecordKeepsPurgeOff", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		ended(t, b, "i-1")
+		// A release queues its record before it drops the hold: a purge
+		// between the two must not delete the record.
+		m, err := provider.NewMessage("m-release", "i-1", "", "release:h-1", &history.HoldReleased{HoldID: "h-1", Reason: "settled"})
+		require.NoError(t, err)
+		b.enqueue(t, base, m)
+		_, err = b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: "i-1", By: "user:ops", Now: at(time.Hour)})
+		require.ErrorIs(t, err, provider.ErrInvalidState)
+		require.Len(t, b.load(t, "i-1", 1), 2, "nothing was deleted")
+		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "the record is still queued")
 	})
 
 	t.Run("HoldNeedsARecord", func(t *testing.T) {

@@ -2,6 +2,9 @@ package providertest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +82,50 @@ func testHolds(t *testing.T, factory Factory) {
 		msgs, err := b.store.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "i-1"})
 		require.NoError(t, err)
 		require.Len(t, msgs, 1, "the record is still queued")
+	})
+
+	t.Run("HoldAndPurgeRaceOneWins", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		for i := range 20 {
+			id := fmt.Sprintf("i-%02d", i)
+			ended(t, b, id)
+			var (
+				wg        sync.WaitGroup
+				placed    bool
+				holdErr   error
+				purgeErr  error
+				tombstone *provider.Tombstone
+			)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, placed, holdErr = b.holds(t).PlaceHold(context.Background(), hold(id, "h-"+id))
+			}()
+			go func() {
+				defer wg.Done()
+				tombstone, purgeErr = b.purges(t).PurgeInstance(context.Background(), &provider.PurgeInstanceParams{InstanceID: id, By: "user:ops", Now: at(time.Hour)})
+			}()
+			wg.Wait()
+			held := holdErr == nil && placed
+			purged := purgeErr == nil && tombstone != nil
+			require.False(t, held && purged, "%s: the hold was placed and the instance purged", id)
+			if held {
+				// The purge saw the hold, or met the placement holding
+				// the instance (a transient refusal); again, it sees it.
+				if !errors.Is(purgeErr, provider.ErrHeld) {
+					require.ErrorIs(t, purgeErr, provider.ErrInvalidState, id)
+				}
+				_, err := b.purges(t).PurgeInstance(t.Context(), &provider.PurgeInstanceParams{InstanceID: id, By: "user:ops", Now: at(time.Hour)})
+				require.ErrorIs(t, err, provider.ErrHeld, id)
+				require.Len(t, b.load(t, id, 1), 2, "%s: a held instance keeps its history", id)
+			}
+			if purged {
+				require.ErrorIs(t, holdErr, provider.ErrNotFound, id)
+				_, err := b.holds(t).GetHold(t.Context(), id)
+				require.ErrorIs(t, err, provider.ErrNotFound, "%s: a purged instance has no hold", id)
+			}
+		}
 	})
 
 	t.Run("HoldNeedsARecord", func(t *testing.T) {

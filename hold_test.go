@@ -9,6 +9,12 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/provider/memory"
+	chmongo "github.com/chronicleflow/chronicle/provider/mongo"
+	"github.com/chronicleflow/chronicle/provider/mongo/mongotest"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
 
 // ended starts echo instances and ends them.
@@ -169,8 +175,21 @@ func TestBatchHoldAndPurge(t *testing.T) {
 
 func TestRetentionPurgesOnlyOldUnheldInstances(t *testing.T) {
 	t.Parallel()
+	for name, store := range map[string]func(t *testing.T) provider.Store{
+		"memory":     func(*testing.T) provider.Store { return memory.New(memory.Options{}) },
+		"postgres":   func(t *testing.T) provider.Store { return pgtest.NewStore(t, postgres.Options{}) },
+		"mongo":      func(t *testing.T) provider.Store { return mongotest.NewStore(t, chmongo.Options{}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			retentionKeepsHeld(t, store(t))
+		})
+	}
+}
+
+func retentionKeepsHeld(t *testing.T, store provider.Store) {
 	dir := t.TempDir()
-	b := setup(t, chronicle.Options{Retention: map[string]chronicle.RetentionPolicy{
+	b := setupOn(t, store, chronicle.Options{Retention: map[string]chronicle.RetentionPolicy{
 		"echo": {After: 24 * time.Hour, Archive: chronicle.ArchiveJSONL(dir)},
 	}})
 	register(t, b.engine, "echo", echo)
@@ -262,4 +281,46 @@ func TestRetentionOptionsAreChecked(t *testing.T) {
 	} {
 		require.ErrorIs(t, o.Validate(), chronicle.ErrInvalidArgument, "%+v", o)
 	}
+}
+
+// Retention with signed checkpoints: its purges are signed tombstones,
+// the held instance and the hold's events are covered by checkpoints,
+// and verification holds; an engine that cannot sign purges nothing.
+func TestRetentionSignsItsTombstones(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	o := signed(s)
+	o.Retention = map[string]chronicle.RetentionPolicy{"echo": {After: time.Hour}}
+	b := setup(t, o)
+	register(t, b.engine, "echo", quick)
+	runEchoes(t, b, "s-1", "s-2")
+	_, err := b.engine.Hold(b.ctx, "s-2", holdOpts("audit"))
+	require.NoError(t, err)
+	b.drain(t)
+	_, err = b.engine.Checkpoint(b.ctx)
+	require.NoError(t, err)
+
+	// A node that cannot sign keeps its hands off.
+	unsigned := b.opts
+	unsigned.Checkpoints = nil
+	plain, err := chronicle.New(b.store, unsigned)
+	require.NoError(t, err)
+	t.Cleanup(plain.Close)
+	b.clock.Advance(2 * time.Hour)
+	_, err = plain.RunRetention(b.ctx)
+	require.ErrorIs(t, err, chronicle.ErrPurgeUnsigned)
+	b.describe(t, "s-1")
+
+	rep, err := b.engine.RunRetention(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Purged["echo"], 1)
+	require.Equal(t, []string{"s-2"}, rep.Held)
+	v, err := b.engine.VerifyCheckpoints(b.ctx, keyringOf(t, s))
+	require.NoError(t, err)
+	require.True(t, v.OK(), "%+v", v)
+	purged := map[string]bool{}
+	for _, in := range v.Instances {
+		purged[in.InstanceID] = in.Purged
+	}
+	require.Equal(t, map[string]bool{"s-1": true, "s-2": false}, purged)
 }

@@ -176,9 +176,9 @@ func TestBatchHoldAndPurge(t *testing.T) {
 func TestRetentionPurgesOnlyOldUnheldInstances(t *testing.T) {
 	t.Parallel()
 	for name, store := range map[string]func(t *testing.T) provider.Store{
-		"memory":     func(*testing.T) provider.Store { return memory.New(memory.Options{}) },
-		"postgres":   func(t *testing.T) provider.Store { return pgtest.NewStore(t, postgres.Options{}) },
-		"mongo":      func(t *testing.T) provider.Store { return mongotest.NewStore(t, chmongo.Options{}) },
+		"memory":   func(*testing.T) provider.Store { return memory.New(memory.Options{}) },
+		"postgres": func(t *testing.T) provider.Store { return pgtest.NewStore(t, postgres.Options{}) },
+		"mongo":    func(t *testing.T) provider.Store { return mongotest.NewStore(t, chmongo.Options{}) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

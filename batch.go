@@ -636,7 +636,7 @@ func (e *Engine) batchApply(ctx context.Context, in batchApplyInput) ([]batchOut
 
 // permanent reports whether an error is one a retry cannot mend.
 func permanent(err error) bool {
-	for _, p := range []error{ErrInvalidArgument, ErrPayloadTooLarge, ErrPurgeUnsigned, ErrUnknownWorkflow} {
+	for _, p := range []error{ErrInvalidArgument, ErrPayloadTooLarge, ErrPurgeUnsigned, ErrUnknownWorkflow, ErrUnsupported} {
 		if errors.Is(err, p) {
 			return true
 		}

@@ -64,6 +64,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	}
 	opts = opts.WithDefaults()
 	opts.SearchAttributes = maps.Clone(opts.SearchAttributes)
+	opts.Retention = maps.Clone(opts.Retention)
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{}, inputs: map[string]reflect.Type{},

@@ -167,6 +167,12 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.letters = append(rs.letters, l)
 			continue
 		}
+		if m.Kind.IsRecord() {
+			// A legal hold's record is the instance's, not an
+			// execution's: it joins the current one, also when a
+			// redelivery finds it pinned to an earlier one.
+			m.ExecutionID = ""
+		}
 		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
 			if rs.pins == nil {
 				rs.pins = map[string]string{}

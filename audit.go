@@ -154,11 +154,20 @@ type PurgeReport struct {
 // their proofs with [ArchiveProofs]; when the store keeps checkpoints and
 // the engine cannot sign, Purge returns ErrPurgeUnsigned and deletes
 // nothing.
+//
+// An instance under a legal hold is not purged: it is skipped, and Purge
+// returns, with its report, a *HeldError naming every held instance it
+// skipped (matched by ErrHeld).
 func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, err error) {
 	by, err := e.actor(o.By)
 	if err != nil || o.By == "" {
 		return nil, invalid("PurgeOptions.By must name the operator")
 	}
+	return e.purge(ctx, o, by)
+}
+
+// purge is Purge by the actor by.
+func (e *Engine) purge(ctx context.Context, o PurgeOptions, by string) (rep *PurgeReport, err error) {
 	ids := append([]string(nil), o.InstanceIDs...)
 	if !o.CompletedBefore.IsZero() {
 		limit := o.Limit
@@ -174,6 +183,28 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, e
 		}
 	}
 	rep = &PurgeReport{Skipped: map[string]string{}}
+	held := &HeldError{}
+	free := ids[:0:0]
+	for _, id := range ids {
+		if e.validateID("instance id", id) == nil {
+			if err := e.checkNotHeld(ctx, id); err != nil {
+				var he *HeldError
+				if !errors.As(err, &he) {
+					return rep, err
+				}
+				held.Holds = append(held.Holds, he.Holds...)
+				rep.Skipped[id] = err.Error()
+				continue
+			}
+		}
+		free = append(free, id)
+	}
+	ids = free
+	defer func() {
+		if err == nil && len(held.Holds) > 0 {
+			err = held
+		}
+	}()
 	signed, err := e.signTombstones(ctx, ids)
 	if err != nil {
 		return rep, err
@@ -231,6 +262,15 @@ func (e *Engine) Purge(ctx context.Context, o PurgeOptions) (rep *PurgeReport, e
 		}
 		ts, err := e.purgeInstance(ctx, &provider.PurgeInstanceParams{InstanceID: id, By: by, Now: e.now()})
 		switch {
+		case errors.Is(err, provider.ErrHeld):
+			// Held after the check above: the store refused it.
+			h, gerr := e.GetHold(ctx, id)
+			if gerr != nil || h == nil {
+				h = &LegalHold{InstanceID: id}
+			}
+			held.Holds = append(held.Holds, *h)
+			rep.Skipped[id] = (&HeldError{Holds: []LegalHold{*h}}).Error()
+			continue
 		case errors.Is(err, provider.ErrInvalidState), errors.Is(err, provider.ErrNotFound):
 			rep.Skipped[id] = err.Error()
 			continue

@@ -78,11 +78,17 @@ const (
 	// BatchSignal raises the signal BatchOptions.Signal on each running
 	// instance.
 	BatchSignal BatchAction = "signal"
+	// BatchHold places a legal hold on each instance (see [Engine.Hold]),
+	// with the batch's actor, reason and ticket; a held instance is
+	// skipped.
+	BatchHold BatchAction = "hold"
+	// BatchRelease releases the legal hold of each held instance.
+	BatchRelease BatchAction = "release"
 )
 
 // BatchActions lists the actions, in the order the documentation gives
 // them.
-var BatchActions = []BatchAction{BatchTerminate, BatchCancel, BatchSuspend, BatchResume, BatchRedrive, BatchDiscard, BatchPurge, BatchSignal}
+var BatchActions = []BatchAction{BatchTerminate, BatchCancel, BatchSuspend, BatchResume, BatchRedrive, BatchDiscard, BatchPurge, BatchSignal, BatchHold, BatchRelease}
 
 func (a BatchAction) valid() bool {
 	for _, b := range BatchActions {
@@ -630,7 +636,7 @@ func (e *Engine) batchApply(ctx context.Context, in batchApplyInput) ([]batchOut
 
 // permanent reports whether an error is one a retry cannot mend.
 func permanent(err error) bool {
-	for _, p := range []error{ErrInvalidArgument, ErrPayloadTooLarge, ErrPurgeUnsigned, ErrUnknownWorkflow} {
+	for _, p := range []error{ErrInvalidArgument, ErrPayloadTooLarge, ErrPurgeUnsigned, ErrUnknownWorkflow, ErrUnsupported} {
 		if errors.Is(err, p) {
 			return true
 		}
@@ -644,6 +650,9 @@ func permanent(err error) bool {
 // finished by the retry.
 func (e *Engine) batchPurge(ctx context.Context, in batchApplyInput) ([]batchOutcome, error) {
 	rep, err := e.Purge(ctx, PurgeOptions{InstanceIDs: in.IDs, By: strings.TrimPrefix(in.Actor, history.ActorUserPrefix), Archive: e.opts.PurgeArchive})
+	if he := (*HeldError)(nil); errors.As(err, &he) && err == error(he) {
+		err = nil // the held instances are skipped, each with its hold
+	}
 	if err != nil && (ctx.Err() != nil || !permanent(err)) {
 		return nil, fmt.Errorf("batch %s: purge: %w", in.Batch, err)
 	}
@@ -721,6 +730,22 @@ func (e *Engine) batchOne(ctx context.Context, in batchApplyInput, id string) (o
 		}
 		return skip(e.RaiseEvent(ctx, id, name, payload, &RaiseOptions{
 			IdempotencyKey: BatchPrefix + in.Batch, Sender: BatchPrefix + in.Batch + ": " + reason, Actor: user}))
+	case BatchHold:
+		h, err := e.GetHold(ctx, id)
+		if err != nil {
+			return "", "", err
+		}
+		if h != nil {
+			return "skipped", "already held by " + h.Actor + ": " + h.Reason, nil
+		}
+		_, err = e.Hold(ctx, id, HoldOptions{Reason: reason, Actor: user, Ticket: in.Ticket})
+		return skip(err)
+	case BatchRelease:
+		err := e.ReleaseHold(ctx, id, HoldOptions{Reason: reason, Actor: user, Ticket: in.Ticket})
+		if errors.Is(err, ErrNotHeld) {
+			return "skipped", err.Error(), nil
+		}
+		return skip(err)
 	case BatchRedrive, BatchDiscard:
 		n := 0
 		for {

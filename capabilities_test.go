@@ -48,6 +48,12 @@ func TestEngineOnCoreOnlyStore(t *testing.T) {
 			require.ErrorIs(t, err, chronicle.ErrUnsupported)
 			_, err = b.engine.Purge(b.ctx, chronicle.PurgeOptions{InstanceIDs: []string{"g"}, By: "ops"})
 			require.ErrorIs(t, err, chronicle.ErrUnsupported)
+			_, err = b.engine.Hold(b.ctx, "g", chronicle.HoldOptions{Reason: "r", Actor: "counsel"})
+			require.ErrorAs(t, err, &unsupported)
+			require.Equal(t, "provider.HoldStore", unsupported.Capability)
+			h, err := b.engine.GetHold(b.ctx, "g")
+			require.NoError(t, err)
+			require.Nil(t, h, "a store without holds holds nothing")
 		})
 	}
 }

@@ -671,6 +671,8 @@ type Instance struct {
 	// concurrency key (StartOptions.Concurrency): why it has not started,
 	// and behind what.
 	Waiting *Waiting
+	// Hold is the instance's legal hold, if any (set by Describe).
+	Hold *LegalHold
 
 	output       []byte
 	customStatus []byte
@@ -735,7 +737,11 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 	}
 	switch {
 	case rec != nil:
-		return e.instance(rec), nil
+		inst := e.instance(rec)
+		if inst.Hold, err = e.GetHold(ctx, instanceID); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", instanceID, err)
+		}
+		return inst, nil
 	case start != nil:
 		inst := e.pending(start)
 		if err := e.fillWaiting(ctx, inst, start); err != nil {

@@ -36,6 +36,10 @@ type Client interface {
 	Suspend(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Resume(ctx context.Context, instanceID, reason string, opts *ControlOptions) error
 	Rerun(ctx context.Context, instanceID string, opts RerunOptions) (string, error)
+	Hold(ctx context.Context, instanceID string, opts HoldOptions) (*LegalHold, error)
+	ReleaseHold(ctx context.Context, instanceID string, opts HoldOptions) error
+	GetHold(ctx context.Context, instanceID string) (*LegalHold, error)
+	ListHolds(ctx context.Context) ([]LegalHold, error)
 
 	ListTasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error)
 	GetTask(ctx context.Context, taskID string) (*TaskInfo, error)

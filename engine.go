@@ -64,6 +64,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	}
 	opts = opts.WithDefaults()
 	opts.SearchAttributes = maps.Clone(opts.SearchAttributes)
+	opts.Retention = maps.Clone(opts.Retention)
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{}, inputs: map[string]reflect.Type{},
@@ -97,6 +98,9 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if err := e.registerBatches(); err != nil {
+		return nil, err
+	}
+	if err := e.registerRetention(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -269,6 +273,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}()
 	} else {
 		close(cpDone)
+	}
+	if err := e.startRetention(ctx); err != nil {
+		e.log.WarnContext(ctx, "retention not started; it starts with the next engine", slog.Any("error", err))
 	}
 	e.log.InfoContext(ctx, "engine started", slog.String("node", e.opts.NodeID),
 		slog.Int("orchestration_workers", e.opts.OrchestrationWorkers), slog.Int("activity_workers", e.opts.ActivityWorkers))

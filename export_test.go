@@ -1,8 +1,16 @@
 package chronicle
 
+import "context"
+
 // PendingWrites returns how many client calls wait for a combined write.
 func PendingWrites(e *Engine) int {
 	e.combine.mu.Lock()
 	defer e.combine.mu.Unlock()
 	return len(e.combine.pending)
 }
+
+// StartRetention starts the retention workflow as Run does.
+func StartRetention(e *Engine, ctx context.Context) error { return e.startRetention(ctx) }
+
+// CheckNotHeld is checkNotHeld, which an erasure calls.
+func CheckNotHeld(e *Engine, ctx context.Context, id string) error { return e.checkNotHeld(ctx, id) }

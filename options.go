@@ -118,6 +118,12 @@ type Options struct {
 	// and the batch counts it as failed. Set it on every engine that runs
 	// workers. Default: none, only the tombstone remains.
 	PurgeArchive ArchiveFunc
+	// Retention purges the ended instances of each named workflow once
+	// they are older than their policy, unless held (see
+	// [RetentionPolicy]); RetentionEvery is how often (default an hour).
+	// Set the same policies on every engine that runs workers.
+	Retention      map[string]RetentionPolicy
+	RetentionEvery time.Duration
 }
 
 // Observer is told what the engine did, for metrics and traces. Its
@@ -219,6 +225,9 @@ func (o Options) Validate() error {
 		}
 	}
 	if err := validateDeclarations(o.SearchAttributes); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateRetention(o.Retention, o.RetentionEvery); err != nil {
 		errs = append(errs, err)
 	}
 	for _, q := range o.ActivityQueues {

@@ -80,6 +80,9 @@ const (
 	// ActorEscalation is the actor of the TaskEscalated events a task's
 	// escalation policy writes at its due time.
 	ActorEscalation = "system:escalation"
+	// ActorRetention is the actor of the purges a retention policy makes,
+	// recorded on their tombstones.
+	ActorRetention = "system:retention"
 )
 
 // WorkerActor returns the actor string of a worker node.

@@ -17,6 +17,11 @@ const (
 	// who started a new execution from which of its seqs (see
 	// [ExecutionRerun]). It follows the end of its execution.
 	KindExecutionRerun Kind = "ExecutionRerun"
+	// KindHoldPlaced and KindHoldReleased record a legal hold placed on
+	// the instance and its release (see [HoldPlaced]); they may follow the
+	// end of an execution.
+	KindHoldPlaced   Kind = "HoldPlaced"
+	KindHoldReleased Kind = "HoldReleased"
 )
 
 // Turn kind: its At is the workflow's deterministic now.
@@ -102,6 +107,8 @@ var kindInfo = map[Kind]struct {
 	KindExecutionSuspended:       {ClassControl, func() Attributes { return &ExecutionSuspended{} }},
 	KindExecutionResumed:         {ClassControl, func() Attributes { return &ExecutionResumed{} }},
 	KindExecutionRerun:           {ClassControl, func() Attributes { return &ExecutionRerun{} }},
+	KindHoldPlaced:               {ClassControl, func() Attributes { return &HoldPlaced{} }},
+	KindHoldReleased:             {ClassControl, func() Attributes { return &HoldReleased{} }},
 	KindTurnStarted:              {"", func() Attributes { return &TurnStarted{} }},
 	KindActivityScheduled:        {"", func() Attributes { return &ActivityScheduled{} }},
 	KindActivityCompleted:        {ClassActivity, func() Attributes { return &ActivityCompleted{} }},
@@ -147,6 +154,7 @@ func Kinds() []Kind {
 		KindSearchAttributesUpserted,
 		KindTaskEscalated,
 		KindExecutionRerun,
+		KindHoldPlaced, KindHoldReleased,
 	}
 }
 

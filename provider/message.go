@@ -61,7 +61,7 @@ func StartsNextRun(m *Message, exec string) bool {
 // MessageKinds lists the history kinds a message may carry: Start, activity
 // and sub-workflow results, fired timers, raised events, the outcome of a
 // signal a workflow sent, task actions and the control requests terminate,
-// suspend, resume and rerun. Every other kind is
+// suspend, resume and rerun, and the records of a legal hold. Every other kind is
 // written by workflow code during a turn (TaskCancelled included: only the
 // workflow closes a task without a result).
 func MessageKinds() []history.Kind {
@@ -76,6 +76,7 @@ func MessageKinds() []history.Kind {
 		history.KindExecutionTerminated, history.KindExecutionSuspended, history.KindExecutionResumed,
 		history.KindSignalDelivered, history.KindSignalFailed,
 		history.KindExecutionRerun,
+		history.KindHoldPlaced, history.KindHoldReleased,
 	}
 }
 

@@ -236,8 +236,12 @@ type PurgeStore interface {
 	// the instance say, and has not written its projections), or a queued
 	// message starts the id's next run ([StartsNextRun]: a client's
 	// restart, or a parent starting a child under an ended child's id),
-	// which the purge would delete. Such a refusal is transient: purge
-	// again once the round is done.
+	// which the purge would delete, or a queued message records a legal
+	// hold (HoldPlaced or HoldReleased, see [history.Kind.IsRecord]),
+	// which the purge would delete before a round records it. Such a
+	// refusal is transient: purge again once the round is done. A store
+	// that is a [HoldStore] refuses a held instance with ErrHeld, deleting
+	// nothing, atomically with the placement of the hold.
 	//
 	// In peek-lock mode the purge first marks the instance's record with
 	// its tombstone (a marked instance is never leased), then keeps the

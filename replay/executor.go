@@ -327,6 +327,8 @@ func (x *executor) apply(e *history.Event) error {
 	case *history.ExecutionRerun:
 		// A record after the execution's end: its rerun runs in the next
 		// execution.
+	case *history.HoldPlaced, *history.HoldReleased:
+		// A legal hold's record: workflow code never sees it.
 	case *history.ExecutionSuspended:
 		x.suspended = true
 	case *history.ExecutionResumed:

@@ -45,6 +45,17 @@ func (s *Snapshot) Classify(m *provider.Message) (Verdict, provider.Reason, stri
 		}
 		return Accept, "", ""
 	}
+	if m.Kind.IsRecord() {
+		// A legal hold's record: added to the current execution, ended
+		// or not, once per correlation.
+		switch k, _ := seenKey(m.Kind, m.CorrelationID); {
+		case !s.Started():
+			return Reject, provider.ReasonNotStarted, fmt.Sprintf("instance %s has not been started", s.InstanceID)
+		case s.Seen[k]:
+			return Duplicate, "", ""
+		}
+		return Accept, "", ""
+	}
 	switch {
 	case !s.Started() && m.Kind.Class() == history.ClassSignal:
 		// The outcome of a signal whose sender was purged since it sent

@@ -100,6 +100,8 @@ func PlanRerun(events []history.Event, fromSeq int64, replace []byte) (*RerunPla
 		}
 	case e.Kind == history.KindExecutionRerun:
 		return refuse("seq %d records a rerun after the end of the execution", fromSeq)
+	case e.Kind.IsRecord():
+		return refuse("seq %d records a legal hold, which workflow code never sees: rerun from a turn or a message", fromSeq)
 	case isCommandKind(e.Kind):
 		turn := i
 		for turn > 0 && events[turn].Kind != history.KindTurnStarted {
@@ -115,7 +117,7 @@ func PlanRerun(events []history.Event, fromSeq int64, replace []byte) (*RerunPla
 	for j := 1; j < cut; j++ {
 		k := events[j].Kind
 		switch {
-		case k == history.KindExecutionSuspended || k == history.KindExecutionResumed:
+		case k == history.KindExecutionSuspended || k == history.KindExecutionResumed || k.IsRecord():
 			continue
 		case k == history.KindTaskCreated || k.Class() == history.ClassTask || k == history.KindTaskCancelled || k == history.KindTaskEscalated:
 			return refuse("the events before seq %d hold a human task (seq %d): task ids are unique, so they cannot be copied", fromSeq, events[j].Seq)

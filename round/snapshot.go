@@ -354,6 +354,9 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 			if !s.Ended {
 				return fail("a rerun record must follow the end of execution %s", s.ExecutionID)
 			}
+		case e.Kind.IsRecord():
+			// A legal hold's record is added whether or not the
+			// execution has ended.
 		case s.Ended:
 			return fail("execution %s has ended", s.ExecutionID)
 		}

@@ -167,6 +167,12 @@ func (r *Runner) classifyMessages(ctx context.Context, rs *roundState, msgs []pr
 			rs.letters = append(rs.letters, l)
 			continue
 		}
+		if m.Kind.IsRecord() {
+			// A legal hold's record is the instance's, not an
+			// execution's: it joins the current one, also when a
+			// redelivery finds it pinned to an earlier one.
+			m.ExecutionID = ""
+		}
 		if m.ExecutionID == "" && snap.ExecutionID != "" && m.Kind != history.KindExecutionStarted {
 			if rs.pins == nil {
 				rs.pins = map[string]string{}
@@ -263,6 +269,16 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		return nil
 	}
 	snap, entry := rs.snap, rs.entry
+	if onlyRecords(rs.appended) {
+		// Records of a legal hold do not move workflow code; the code's
+		// cached state no longer matches history, so the next turn
+		// replays it.
+		if c, ok := entry.turnState.(interface{ Close() }); ok {
+			c.Close()
+		}
+		entry.turnState = nil
+		return nil
+	}
 	in := &TurnInput{InstanceID: rs.id, Snapshot: snap, NewEvents: rs.appended, Now: rs.now, Node: r.opts.Node, Cached: entry.turnState}
 	if in.Cached == nil {
 		var err error
@@ -295,6 +311,17 @@ func (r *Runner) runTurn(ctx context.Context, rs *roundState) error {
 		rs.appended = append(rs.appended, e)
 	}
 	return nil
+}
+
+// onlyRecords reports whether every event is a record workflow code never
+// sees (see [history.Kind.IsRecord]).
+func onlyRecords(events []history.Event) bool {
+	for i := range events {
+		if !events[i].Kind.IsRecord() {
+			return false
+		}
+	}
+	return true
 }
 
 // deriveWork completes the round's work once all of its events are

@@ -180,3 +180,94 @@ func runInstanceRerun(c *cli, cmd *command, args []string) error {
 	}
 	return nil
 }
+
+// holdReport is what instance hold and release print with --json.
+type holdReport struct {
+	InstanceID string `json:"instance_id"`
+	Action     string `json:"action"`
+	HoldID     string `json:"hold_id"`
+	By         string `json:"by"`
+	Reason     string `json:"reason"`
+	Ticket     string `json:"ticket,omitempty"`
+	Applied    bool   `json:"applied"`
+}
+
+func runInstanceHold(c *cli, cmd *command, args []string) error { return c.hold(cmd, args, true) }
+
+func runInstanceRelease(c *cli, cmd *command, args []string) error { return c.hold(cmd, args, false) }
+
+// hold places (place) or releases a legal hold as --by with --reason and
+// the optional --ticket and, where the tool applies the work itself (the
+// memory store), prints the event recorded.
+func (c *cli) hold(cmd *command, args []string, place bool) error {
+	fs := c.flags(cmd)
+	var reason, by, ticket string
+	fs.StringVar(&reason, "reason", "", "why, recorded in the instance's history (required)")
+	fs.StringVar(&by, "by", "", "the operator, recorded as the event's actor (required)")
+	fs.StringVar(&ticket, "ticket", "", "a case or ticket reference, recorded with the reason")
+	pos, err := c.parse(cmd, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	switch {
+	case reason == "":
+		return usagef(cmd, "--reason is required")
+	case by == "":
+		return usagef(cmd, "--by is required")
+	}
+	e, err := c.open()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	o := chronicle.HoldOptions{Reason: reason, Actor: by, Ticket: ticket}
+	rep := holdReport{InstanceID: id, Action: "held", By: by, Reason: reason, Ticket: ticket}
+	kind := history.KindHoldPlaced
+	if place {
+		h, err := e.Hold(c.ctx, id, o)
+		if err != nil {
+			return c.notFound(id, err)
+		}
+		rep.HoldID, rep.Reason, rep.Ticket = h.HoldID, h.Reason, h.Ticket
+		if h.Actor != history.UserActor(by) {
+			rep.Action = "already held"
+		}
+	} else {
+		h, err := e.GetHold(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		if h != nil {
+			rep.HoldID = h.HoldID
+		}
+		if err := e.ReleaseHold(c.ctx, id, o); err != nil {
+			return c.notFound(id, err)
+		}
+		rep.Action, kind = "released", history.KindHoldReleased
+	}
+	if rep.Applied, err = c.settle(); err != nil {
+		return err
+	}
+	var recorded []history.Event
+	if rep.Applied {
+		events, err := e.History(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		for i := len(events) - 1; i >= 0; i-- {
+			if events[i].Kind == kind {
+				recorded = events[i : i+1]
+				break
+			}
+		}
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	c.printf("%s instance %s (hold %s) by %s\n", rep.Action, id, rep.HoldID, by)
+	if len(recorded) > 0 {
+		c.printf("recorded:\n")
+		return timeline.Write(c.stdout, recorded, timeline.Options{Decode: c.decoder(), Prefix: "  ", NoHeader: true})
+	}
+	return nil
+}

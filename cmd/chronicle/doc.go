@@ -135,6 +135,18 @@
 // argument: ..." and nothing is written. On the memory store the tool
 // prints the event recorded.
 //
+//	instance hold ID --reason R --by U [--ticket T]
+//	instance release ID --reason R --by U [--ticket T]
+//
+// Place a legal hold on an instance, running or ended, or release it
+// (Engine.Hold, Engine.ReleaseHold): a held instance is not purged (by
+// purge, a purge batch or a retention policy) or erased until released.
+// The HoldPlaced or HoldReleased event recorded in its history carries
+// "user:U", the reason and the optional ticket; instance show prints the
+// hold. Releasing an instance that has no hold fails with "chronicle:
+// instance is not under a legal hold: ...". On the memory store the tool
+// prints the event recorded.
+//
 //	instance rerun ID --from-seq N [--input JSON] --reason R --by U [--ticket T]
 //
 // Start a new execution of an instance from seq N of its current execution

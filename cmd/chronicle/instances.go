@@ -34,6 +34,28 @@ type instanceJSON struct {
 	SearchAttributes map[string]attrJSON `json:"search_attributes,omitempty"`
 	// Waiting is why a pending instance has not started.
 	Waiting *waitingJSON `json:"waiting,omitempty"`
+	// LegalHold is the instance's legal hold (instance show only).
+	LegalHold *holdJSON `json:"legal_hold,omitempty"`
+}
+
+type holdJSON struct {
+	HoldID   string    `json:"hold_id"`
+	Reason   string    `json:"reason"`
+	Actor    string    `json:"actor"`
+	Ticket   string    `json:"ticket,omitempty"`
+	PlacedAt time.Time `json:"placed_at"`
+}
+
+// holdText renders a legal hold on one line, "" for none.
+func holdText(h *chronicle.LegalHold) string {
+	if h == nil {
+		return ""
+	}
+	s := "held since " + when(h.PlacedAt) + " by " + h.Actor + ": " + h.Reason
+	if h.Ticket != "" {
+		s += " (ticket " + h.Ticket + ")"
+	}
+	return s
 }
 
 type failureJSON struct {
@@ -53,6 +75,9 @@ func toInstanceJSON(i *chronicle.Instance) instanceJSON {
 	}
 	if f := i.Failure; f != nil {
 		out.Failure = &failureJSON{Message: f.Message, Type: f.Type, NonRetryable: f.NonRetryable}
+	}
+	if h := i.Hold; h != nil {
+		out.LegalHold = &holdJSON{HoldID: h.HoldID, Reason: h.Reason, Actor: h.Actor, Ticket: h.Ticket, PlacedAt: h.PlacedAt.UTC()}
 	}
 	return out
 }
@@ -207,6 +232,7 @@ func runInstanceShow(c *cli, cmd *command, args []string) error {
 		{"Workflow", workflow},
 		{"Status", string(in.Status)},
 		{"Waiting", waitingText(in.Waiting)},
+		{"Legal hold", holdText(in.Hold)},
 		{"Execution", in.ExecutionID},
 		{"Business key", businessKey(in)},
 		{"Parent", in.ParentID},

@@ -178,6 +178,10 @@ func Bars(events []history.Event) []Bar {
 			mark(exec(e), e, "suspended")
 		case *history.ExecutionResumed:
 			mark(exec(e), e, "resumed")
+		case *history.HoldPlaced:
+			mark(exec(e), e, "legal hold placed")
+		case *history.HoldReleased:
+			mark(exec(e), e, "legal hold released")
 		case *history.ActivityScheduled:
 			bySeq[e.Seq] = len(bars)
 			add(e, BarActivity, a.Name)

@@ -163,6 +163,10 @@ func (d describer) detail(e *history.Event) string {
 	case *history.ExecutionRerun:
 		return parts(fmt.Sprintf("rerun from #%d as execution %s", a.FromSeq, a.NewExecutionID), activityRef(a.ActivitySeq),
 			labelled("input", d.payload(a.ActivityInput)), reason(a.Reason), ticket(a.Ticket))
+	case *history.HoldPlaced:
+		return parts("legal hold "+a.HoldID, reason(a.Reason), ticket(a.Ticket))
+	case *history.HoldReleased:
+		return parts("legal hold "+a.HoldID+" released", reason(a.Reason), ticket(a.Ticket))
 	case *history.ContinuedAsNew:
 		return parts("new execution "+a.NewExecutionID, labelled("version", a.Version), labelled("input", d.payload(a.Input)))
 	case *history.TurnStarted:

@@ -157,6 +157,8 @@ func allKinds(t *testing.T) []eventCase {
 			correlation: "escalate:task-3", actor: history.ActorEscalation},
 		{attrs: &history.ExecutionRerun{FromSeq: 9, NewExecutionID: "exec-4", Reason: "rate table fixed", Ticket: "OPS-7"}, correlation: "rr1", actor: "user:ana"},
 		{attrs: &history.ExecutionRerun{FromSeq: 7, NewExecutionID: "exec-5", Reason: "bureau fixed", ActivitySeq: 5, ActivityInput: encode(t, 2)}, correlation: "rr2", actor: "user:ana"},
+		{attrs: &history.HoldPlaced{HoldID: "hold-1", Reason: "coverage dispute", Ticket: "LIT-7"}, correlation: "hold:hold-1", actor: "user:counsel"},
+		{attrs: &history.HoldReleased{HoldID: "hold-1", Reason: "dispute settled"}, correlation: "release:hold-1", actor: "user:counsel"},
 		{attrs: &history.ExecutionStarted{Name: "loan-approval", Input: app,
 			RerunOf: &history.RerunRef{ExecutionID: "exec-3", FromSeq: 7, Reason: "bureau fixed", Ticket: "OPS-8", ActivitySeq: 5}}, correlation: "exec-5", actor: "user:ana"},
 	}

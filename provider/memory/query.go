@@ -230,11 +230,19 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			if in.record == nil || !in.record.Status.Terminal() || in.lockedBy != nil {
 				return fmt.Errorf("purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 			}
+			if h := in.legalHold; h != nil {
+				return fmt.Errorf("purge %s: %w (hold %s placed by %s)", p.InstanceID, provider.ErrHeld, h.HoldID, h.Actor)
+			}
 			if err := unfinishedRound(in, p.Now); err != nil {
 				return fmt.Errorf("purge %s: %w", p.InstanceID, err)
 			}
 			if id := nextRunStart(in.msgs, in.record.ExecutionID); id != "" {
 				return fmt.Errorf("purge %s: %w: message %s starts its next run", p.InstanceID, provider.ErrInvalidState, id)
+			}
+			for _, m := range in.msgs {
+				if m.m.Kind.IsRecord() {
+					return fmt.Errorf("purge %s: %w: message %s records a legal hold", p.InstanceID, provider.ErrInvalidState, m.m.ID)
+				}
 			}
 			exec = in.record.ExecutionID
 			t = &provider.Tombstone{InstanceID: in.id, PurgedAt: p.Now, PurgedBy: p.By}

@@ -73,6 +73,12 @@ const (
 	OpGetSlots             Op = "GetSlots"
 	OpListSlots            Op = "ListSlots"
 	OpCountClaims          Op = "CountClaims"
+
+	// Legal holds (provider.HoldStore).
+	OpPlaceHold   Op = "PlaceHold"
+	OpReleaseHold Op = "ReleaseHold"
+	OpGetHold     Op = "GetHold"
+	OpListHolds   Op = "ListHolds"
 )
 
 // Fault is an injected failure.
@@ -199,6 +205,8 @@ type instance struct {
 	// purgingExec is the ended execution the purge deletes: a queued
 	// start of another execution is kept (see provider.StartsNextRun).
 	purgingExec string
+	// legalHold is the instance's legal hold, if any.
+	legalHold *provider.Hold
 
 	snapshot    []byte
 	snapshotSeq int64

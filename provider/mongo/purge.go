@@ -62,8 +62,12 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 	}
 	var mark *tombDoc
 	if latest != nil && latest.Purge != nil {
-		// An earlier purge stopped half-way: finish it.
+		// An earlier purge stopped half-way: finish it, unless it stopped
+		// before it looked for a legal hold and one is in place.
 		mark = latest.Purge
+		if err := s.heldAfterMark(ctx, mark, latest.ID, latest.Token, true); err != nil {
+			return nil, err
+		}
 	} else {
 		if p.OnlyUnfinished {
 			return nil, fmt.Errorf("purge %s: %w: no purge of it is unfinished", p.InstanceID, provider.ErrNotFound)
@@ -75,8 +79,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		if latest != nil {
 			epoch = latest.Epoch + 1
 		}
+		token := newToken()
 		ok, err := insertIgnoringDuplicate(ctx, s.c.leases, leaseID(p.InstanceID, epoch), &leaseDoc{
-			ID: leaseID(p.InstanceID, epoch), Instance: p.InstanceID, Epoch: epoch, Token: newToken(), Owner: "purge:" + p.By,
+			ID: leaseID(p.InstanceID, epoch), Instance: p.InstanceID, Epoch: epoch, Token: token, Owner: "purge:" + p.By,
 			Until: never, Purge: mark,
 		})
 		if err != nil {
@@ -84,6 +89,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		}
 		if !ok {
 			return nil, fmt.Errorf("purge %s: %w: a round leased the instance meanwhile", p.InstanceID, provider.ErrInvalidState)
+		}
+		if err := s.heldAfterMark(ctx, mark, leaseID(p.InstanceID, epoch), token, false); err != nil {
+			return nil, err
 		}
 		if latest != nil && s.mode == provider.ModeTransactional {
 			// As a takeover does (see tryLease): a late transaction of
@@ -151,18 +159,22 @@ func (s *Store) purgeCheck(ctx context.Context, p *provider.PurgeInstanceParams,
 	return &tombDoc{Instance: p.InstanceID, LastSeq: last, LastHash: hash, PurgedAt: now, PurgedBy: p.By, Exec: record.ExecutionID, Key: newToken()}, nil
 }
 
+// tombRowID is the id of the tombstone row the purge marked by t keeps.
+func tombRowID(t *tombDoc) string {
+	if t.Key != "" {
+		return id(t.Instance, pad(t.PurgedAt), pad(t.LastSeq), t.Key)
+	}
+	// A mark written before purges had keys is finished under the id it
+	// would have had.
+	return id(t.Instance, pad(t.PurgedAt), pad(t.LastSeq))
+}
+
 // purgeWrites deletes what the purge marked by t removes, one collection
 // after the other; each step is safe to repeat.
 func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 	inst := t.Instance
-	rowID := id(inst, pad(t.PurgedAt), pad(t.LastSeq))
-	if t.Key != "" {
-		// A mark written before purges had keys is finished under the id
-		// it would have had.
-		rowID = id(inst, pad(t.PurgedAt), pad(t.LastSeq), t.Key)
-	}
 	row := &tombstoneRow{
-		ID: rowID, Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
+		ID: tombRowID(t), Order: nextOrder(provider.FromUnixNanos(t.PurgedAt)),
 		Instance: inst, LastSeq: t.LastSeq, LastHash: t.LastHash, PurgedAt: t.PurgedAt, PurgedBy: t.PurgedBy,
 	}
 	if _, err := insertIgnoringDuplicate(ctx, s.c.tombstones, row.ID, row); err != nil {
@@ -197,6 +209,9 @@ func (s *Store) purgeWrites(ctx context.Context, t *tombDoc) error {
 		{"human task events", s.c.taskEvents, filter("i", inst)},
 		{"custom projections", s.c.custom, filter("i", inst)},
 		{"incident", s.c.incidents, filter("_id", inst)},
+		// A hold whose placement failed after the purge began (see
+		// heldAfterMark).
+		{"legal hold", s.c.holds, filter("_id", inst)},
 		{"instance record", s.c.instances, filter("_id", inst)},
 		{"history", s.c.history, filter("i", inst)},
 		{"idempotency keys", s.c.keys, filter("i", inst)},

@@ -154,6 +154,8 @@ type collections struct {
 	// keys, the slots of activity concurrency keys and the tokens of
 	// rate limits.
 	slotSets, activitySlots, rateTokens *mongo.Collection
+	// Legal holds, by instance id.
+	holds *mongo.Collection
 }
 
 var (
@@ -212,6 +214,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			checkpoints: db.Collection("checkpoints"), checkpointLeaves: db.Collection("checkpoint_leaves"),
 			slotSets:      db.Collection("slot_sets"),
 			activitySlots: db.Collection("activity_slots"), rateTokens: db.Collection("rate_tokens"),
+			holds: db.Collection("legal_holds"),
 		},
 	}
 	mode, why, err := s.detectMode(ctx, opts.Mode)

@@ -375,6 +375,13 @@ func TestEveryMethodBindsWhatItsSQLNames(t *testing.T) {
 		}},
 		{"GetTombstone", func() error { _, err := s.GetTombstone(ctx, "inst-1"); return notFoundIsFine(err) }},
 		{"ListTombstones", func() error { _, err := s.ListTombstones(ctx, "inst-1"); return err }},
+		{"PlaceHold", func() error {
+			_, _, err := s.PlaceHold(ctx, &provider.Hold{InstanceID: "inst-1", HoldID: "h-1", Reason: "r", Actor: "user:a", PlacedAt: base})
+			return notFoundIsFine(err)
+		}},
+		{"ReleaseHold", func() error { return notFoundIsFine(s.ReleaseHold(ctx, "inst-1", "h-1")) }},
+		{"GetHold", func() error { _, err := s.GetHold(ctx, "inst-1"); return notFoundIsFine(err) }},
+		{"ListHolds", func() error { _, err := s.ListHolds(ctx, "", 10); return err }},
 		{"SchemaVersion", func() error {
 			v, err := s.SchemaVersion(ctx)
 			if err == nil && v != 1 {

@@ -71,6 +71,7 @@ const (
 	tableRateWindows       = "RATE_WINDOWS"
 	tableFlowSlotMembers   = "FLOW_SLOT_MEMBERS"
 	tableFlowSlots         = "FLOW_SLOTS"
+	tableLegalHolds        = "LEGAL_HOLDS"
 	tableSchemaMigrations  = "SCHEMA_MIGRATIONS"
 	tableMigrationLock     = "MIGRATION_LOCK"
 	sequenceLeaseTokens    = "LEASE_TOKENS"
@@ -85,7 +86,7 @@ var dataTables = []string{
 	tableHistory, tableMessages, tableActivityTasks, tableActivityTaskIDs, tableDeadLetters,
 	tableHumanTaskRoles, tableHumanTasks, tableHumanTaskEvents, tableCustomProjections,
 	tableTombstones, tableAttributes, tableActivityKeys, tableRateWindows,
-	tableFlowSlotMembers, tableFlowSlots, tableInstances,
+	tableFlowSlotMembers, tableFlowSlots, tableLegalHolds, tableInstances,
 }
 
 // Tables lists the names, as [Store.Table] takes them, of the tables

@@ -801,6 +801,7 @@ type statements struct {
 	ensureSlot, setSlotLimit, lockSlot, slotMember, slotCounts                    string
 	insertSlotMember, promoteSlotMember, deleteSlotMember, firstWaiters           string
 	listSlots, getSlot, slotMembers, parkInstance, wakeInstance                   string
+	holdLock, insertHold, getHold, releaseHold, listHolds                         string
 	purge                                                                         []string
 	// appends holds the multi-row append statement per event count.
 	appends sync.Map
@@ -855,6 +856,8 @@ func newStatements(n names) *statements {
 		promoteSlotMember: q(promoteSlotMemberSQL), deleteSlotMember: q(deleteSlotMemberSQL),
 		firstWaiters: q(firstWaitersSQL), listSlots: q(listSlotsSQL), getSlot: q(getSlotSQL),
 		slotMembers: q(slotMembersSQL), parkInstance: q(parkInstanceSQL), wakeInstance: q(wakeInstanceSQL),
+		holdLock: q(holdLockSQL), insertHold: q(insertHoldSQL), getHold: q(getHoldSQL),
+		releaseHold: q(releaseHoldSQL), listHolds: q(listHoldsSQL),
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))

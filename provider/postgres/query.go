@@ -254,6 +254,9 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		if !hasRecord || !provider.Status(status).Terminal() {
 			return fmt.Errorf("postgres: purge %s: %w: the instance has not ended", p.InstanceID, provider.ErrInvalidState)
 		}
+		if err := s.purgeHeld(ctx, tx, p.InstanceID); err != nil {
+			return err
+		}
 		if err := s.purgeKeepsNextRun(ctx, tx, p.InstanceID, exec); err != nil {
 			return err
 		}
@@ -297,6 +300,9 @@ func (s *Store) purgeKeepsNextRun(ctx context.Context, tx pgx.Tx, instanceID, ex
 		}
 		if provider.StartsNextRun(&m, exec) {
 			return fmt.Errorf("postgres: purge %s: %w: message %s starts its next run", instanceID, provider.ErrInvalidState, m.ID)
+		}
+		if m.Kind.IsRecord() {
+			return fmt.Errorf("postgres: purge %s: %w: message %s records a legal hold", instanceID, provider.ErrInvalidState, m.ID)
 		}
 	}
 	return nil

@@ -218,6 +218,7 @@ type statements struct {
 	latestCheckpoint, checkpointHash, insertCheckpoint         string
 	insertLeaves, listCheckpoints, checkpointLeaves            string
 	purge                                                      []string
+	holdLock, insertHold, getHold, releaseHold, listHolds      string
 }
 
 func newStatements(schema string) *statements {
@@ -261,6 +262,7 @@ func newStatements(schema string) *statements {
 		insertDeadLetter:  q(insertDeadLetterSQL), setIncident: q(setIncidentSQL), lockDeadLetter: q(lockDeadLetterSQL),
 		resolveDeadLetter: q(resolveDeadLetterSQL), refreshIncident: q(refreshIncidentSQL),
 		selectDeadLetter: q(selectDeadLetterSQL), listDeadLetters: q(listDeadLettersSQL),
+		holdLock: q(holdLockSQL), insertHold: q(insertHoldSQL), getHold: q(getHoldSQL), releaseHold: q(releaseHoldSQL), listHolds: q(listHoldsSQL),
 		purgeLock: q(purgeLockSQL), purgeProbe: q(purgeProbeSQL), purgeTail: q(purgeTailSQL), purgeMessages: q(purgeMessagesSQL),
 		tombstone: q(tombstoneSQL), getTombstone: q(getTombstoneSQL),
 		latestCheckpoint: q(latestCheckpointSQL), checkpointHash: q(checkpointHashSQL), insertCheckpoint: q(insertCheckpointSQL),

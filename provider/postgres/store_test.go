@@ -160,7 +160,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"activity_task_ids", "activity_tasks", "checkpoint_leaves", "checkpoints", "custom_projections", "dead_letters",
-		"flow_keys", "flow_rates", "flow_slots", "history", "human_task_events", "human_tasks", "instances", "messages", "schema_migrations", "tombstones",
+		"flow_keys", "flow_rates", "flow_slots", "history", "human_task_events", "human_tasks", "instances", "legal_holds", "messages", "schema_migrations", "tombstones",
 	}, tables)
 
 	// The migrated schema works.

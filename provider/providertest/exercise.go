@@ -33,6 +33,7 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("NotFound", func(t *testing.T) { t.Parallel(); testNotFound(t, factory) })
 	t.Run("Queries", func(t *testing.T) { t.Parallel(); testQueries(t, factory) })
 	t.Run("Purge", func(t *testing.T) { t.Parallel(); testPurge(t, factory) })
+	t.Run("Holds", func(t *testing.T) { t.Parallel(); testHolds(t, factory) })
 	t.Run("Search", func(t *testing.T) { t.Parallel(); testSearch(t, factory) })
 	t.Run("ListQueuedActivities", func(t *testing.T) { t.Parallel(); testListQueuedActivities(t, factory) })
 	t.Run("DiscardActivity", func(t *testing.T) { t.Parallel(); testDiscardActivity(t, factory) })

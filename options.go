@@ -118,6 +118,13 @@ type Options struct {
 	// and the batch counts it as failed. Set it on every engine that runs
 	// workers. Default: none, only the tombstone remains.
 	PurgeArchive ArchiveFunc
+	// Keys, when set, keeps the data keys of data subjects
+	// (StartOptions.Subject): the payloads of an instance with a subject
+	// are sealed with its key, and [Engine.Erase] destroys it. It
+	// declares the search attribute [SubjectAttribute]. Every engine and
+	// client of a deployment needs the same provider. Default: none, and
+	// a start with a subject is refused.
+	Keys KeyProvider
 }
 
 // Observer is told what the engine did, for metrics and traces. Its

@@ -1,5 +1,7 @@
 package history
 
+import "github.com/chronicleflow/chronicle/query"
+
 // ExecutionStarted starts an execution (a new instance, or a new execution
 // after continue-as-new).
 type ExecutionStarted struct {
@@ -34,6 +36,24 @@ type ExecutionStarted struct {
 	// Concurrency, when set, is the key whose slot the instance holds
 	// while it runs; continue-as-new keeps the slot.
 	Concurrency *Concurrency `msgpack:"concurrency,omitempty" json:"concurrency,omitempty"`
+	// Subject names the data subject whose data the instance carries:
+	// its user payloads are sealed with the subject's key (see
+	// docs/audit.md, "Erasure by key"). Continue-as-new, reruns and
+	// sub-workflows keep it.
+	Subject string `msgpack:"subject,omitempty" json:"subject,omitempty"`
+}
+
+// SubjectAttribute is the search attribute (a keyword) that mirrors an
+// execution's Subject, so that the instances of a subject can be found.
+const SubjectAttribute = "data_subject"
+
+// SubjectAttributes returns the search attributes that record subject:
+// none for "".
+func SubjectAttributes(subject string) SearchAttributeMap {
+	if subject == "" {
+		return nil
+	}
+	return SearchAttributeMap{SubjectAttribute: {Type: query.Keyword, Str: subject}}
 }
 
 // Concurrency names a concurrency key and its limit: at most Limit

@@ -50,7 +50,7 @@ func appendAttributes(b []byte, a Attributes) (_ []byte, ok bool) {
 	case *SearchAttributesUpserted:
 		return a.Attributes.AppendMsgpack(mpack.AppendStr(append(b, 0x81), "attributes")), true
 	case *ExecutionStarted:
-		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 || a.RerunOf != nil || a.Priority != 0 || a.Concurrency != nil {
+		if len(a.BusinessParts) > 0 || len(a.Tags) > 0 || a.RerunOf != nil || a.Priority != 0 || a.Concurrency != nil || a.Subject != "" {
 			// Rare: left to the reflective encoder.
 			return b, false
 		}

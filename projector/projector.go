@@ -30,6 +30,9 @@ type Definition struct {
 	Fold func(state any, e *history.Event) (any, error)
 	// Encode encodes a state for storage.
 	Encode func(state any) ([]byte, error)
+	// Seal, when set, seals the encoded state of an instance whose
+	// execution has a data subject.
+	Seal func(subject, instanceID string, data []byte) ([]byte, error)
 	// Workflows, when not empty, limits the projection to the executions
 	// of these workflows: it folds only their events, and is stored only
 	// for an instance that has had one.
@@ -106,6 +109,8 @@ type State struct {
 	// folded an execution of one.
 	workflow string
 	covered  map[string]bool
+	// subject is the data subject of the execution being folded.
+	subject string
 
 	changed map[string]bool
 	events  []provider.TaskEventRecord
@@ -133,7 +138,8 @@ func (s *State) Apply(e *history.Event) error {
 		if err != nil {
 			return err
 		}
-		s.workflow = a.(*history.ExecutionStarted).Name
+		start := a.(*history.ExecutionStarted)
+		s.workflow, s.subject = start.Name, start.Subject
 	}
 	for i := range s.defs {
 		d := &s.defs[i]
@@ -315,6 +321,9 @@ func (s *State) flush() (*round.ProjectOutput, error) {
 			continue
 		}
 		data, err := d.Encode(s.Custom[d.Name])
+		if err == nil && s.subject != "" && d.Seal != nil {
+			data, err = d.Seal(s.subject, s.InstanceID, data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)
 		}

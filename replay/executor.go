@@ -39,6 +39,9 @@ type Options struct {
 	// SearchAttributes declares the search attributes workflow code may
 	// set, by name ([Context.UpsertSearchAttributes]).
 	SearchAttributes map[string]query.Type
+	// Seal, when set, seals every payload a command of an execution with
+	// a data subject records ([Context.Subject]); the Codec opens them.
+	Seal func(subject, instanceID string, payload []byte) ([]byte, error)
 }
 
 // Replayer runs workflow code deterministically against history. Its

@@ -393,3 +393,29 @@ func (e *Engine) registerErasure() error {
 		return struct{}{}, nil
 	})
 }
+
+// Unseal returns the plaintext of a payload sealed for a data subject
+// (still encoded with the codec), and a payload that is not sealed as it
+// is. An erased subject's payload is an *[ErasedError], one that does not
+// open a *[SealError]. Tools that render payloads without decoding them
+// use it.
+func (e *Engine) Unseal(payload []byte) ([]byte, error) {
+	if !sealed.Is(payload) {
+		return payload, nil
+	}
+	return e.payloads.open(context.Background(), payload)
+}
+
+// ErasedText is how tools show a payload that cannot be read: "erased"
+// for an erased subject's, and what went wrong otherwise.
+func ErasedText(err error) string {
+	var erased *ErasedError
+	if errors.As(err, &erased) {
+		return "<erased: data subject " + erased.Subject + ">"
+	}
+	var se *SealError
+	if errors.As(err, &se) {
+		return "<sealed for data subject " + se.Subject + ": " + se.Err.Error() + ">"
+	}
+	return "<" + err.Error() + ">"
+}

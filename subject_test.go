@@ -3,10 +3,13 @@ package chronicle_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
@@ -274,4 +277,90 @@ func TestTamperedCiphertextIsASealError(t *testing.T) {
 	require.Error(t, b.engine.Decode(sealedInput[:len(sealedInput)-1], &p))
 	require.NoError(t, b.engine.Decode(sealedInput, &p))
 	require.Equal(t, "Alice", p.Name)
+}
+
+// registerNameProjection registers a projection whose state is the
+// profile's name, read from the start's input.
+func registerNameProjection(t *testing.T, e *chronicle.Engine) {
+	t.Helper()
+	require.NoError(t, chronicle.RegisterProjection(e, "names", 1, func(name string, ev *chronicle.Event) (string, error) {
+		if ev.Kind != history.KindExecutionStarted {
+			return name, nil
+		}
+		a, err := ev.Attributes()
+		if err != nil {
+			return name, err
+		}
+		var p personal
+		if err := e.Decode(a.(*history.ExecutionStarted).Input, &p); err != nil {
+			return name, err
+		}
+		return p.Name, nil
+	}, chronicle.ForWorkflows("profile")))
+}
+
+func TestSubjectPayloadsAreCiphertextInPostgres(t *testing.T) {
+	t.Parallel()
+	keys, _, _ := fileKeys(t)
+	store := newPostgresStore(t)
+	b := setupOn(t, store, chronicle.Options{Keys: keys})
+	registerProfile(t, b.engine)
+	registerNameProjection(t, b.engine)
+	_, err := b.engine.Start(b.ctx, "profile", personal{Name: "Alice Example", Address: "1 Old Road"}, &chronicle.StartOptions{InstanceID: "p-1", Subject: "C-0815"})
+	require.NoError(t, err)
+	_, err = b.engine.Start(b.ctx, "profile", personal{Name: "Bob Plain", Address: "2 Open Street"}, &chronicle.StartOptions{InstanceID: "p-2"})
+	require.NoError(t, err)
+	b.drain(t)
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-1", "moved", "9 New Lane", nil))
+	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-2", "moved", "3 Open Street", nil))
+	b.drain(t)
+
+	// Every row of every table, as PostgreSQL prints it (bytea in hex).
+	dump := func() string {
+		rows, err := store.Pool().Query(b.ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, store.Schema())
+		require.NoError(t, err)
+		var tables []string
+		for rows.Next() {
+			var name string
+			require.NoError(t, rows.Scan(&name))
+			tables = append(tables, name)
+		}
+		require.NoError(t, rows.Err())
+		var all strings.Builder
+		for _, table := range tables {
+			rows, err := store.Pool().Query(b.ctx, `SELECT t::text FROM `+pgx.Identifier{store.Schema(), table}.Sanitize()+` t`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var row string
+				require.NoError(t, rows.Scan(&row))
+				all.WriteString(row + "\n")
+			}
+			require.NoError(t, rows.Err())
+		}
+		return all.String()
+	}
+	raw := dump()
+	for _, secret := range []string{"Alice", "Old Road", "New Lane"} {
+		require.NotContains(t, raw, secret)
+		require.NotContains(t, raw, hex.EncodeToString([]byte(secret)))
+	}
+	require.Contains(t, raw, hex.EncodeToString([]byte("Bob Plain")), "an instance without a subject is stored as before")
+
+	name, _, err := chronicle.Projection[string](b.ctx, b.engine, "names", "p-1")
+	require.NoError(t, err)
+	require.Equal(t, "Alice Example", name)
+	var got personal
+	require.NoError(t, b.describe(t, "p-1").Result(&got))
+	require.Equal(t, "9 New Lane", got.Address)
+
+	_, err = b.engine.Erase(b.ctx, "C-0815", chronicle.EraseOptions{Reason: "request", Actor: "dpo"})
+	require.NoError(t, err)
+	b.drain(t)
+	var erased *chronicle.ErasedError
+	require.ErrorAs(t, b.describe(t, "p-1").Result(&got), &erased)
+	_, _, err = chronicle.Projection[string](b.ctx, b.engine, "names", "p-1")
+	require.ErrorAs(t, err, &erased)
+	require.NoError(t, b.engine.Verify(b.ctx, "p-1"))
+	require.NoError(t, b.describe(t, "p-2").Result(&got))
+	require.Equal(t, "3 Open Street", got.Address)
 }

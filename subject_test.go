@@ -59,6 +59,9 @@ func registerProfile(t *testing.T, e *chronicle.Engine) {
 		if err != nil {
 			return personal{}, err
 		}
+		if err := ctx.SetCustomStatus("moved to " + moved); err != nil {
+			return personal{}, err
+		}
 		return personal{Name: p.Name, Address: moved}, nil
 	})
 }
@@ -76,6 +79,7 @@ func storedBytes(t *testing.T, b *bundle, id string) []byte {
 	rec, err := b.store.GetInstance(b.ctx, id)
 	require.NoError(t, err)
 	all = append(all, rec.Output...)
+	all = append(all, rec.CustomStatusText...)
 	return append(all, rec.CustomStatus...)
 }
 
@@ -104,7 +108,7 @@ func TestSubjectPayloadsAreSealedAndErasable(t *testing.T) {
 		}
 	}
 	raw := storedBytes(t, b, "p-2")
-	for _, plain := range []string{"Bob Plain", "Open Street", "dear Bob"} {
+	for _, plain := range []string{"Bob Plain", "Open Street", "dear Bob", "moved to 3 Open Street"} {
 		require.True(t, bytes.Contains(raw, []byte(plain)), "p-2 should store %q in plaintext", plain)
 	}
 	events := b.history(t, "p-1")
@@ -123,10 +127,11 @@ func TestSubjectPayloadsAreSealedAndErasable(t *testing.T) {
 	var got personal
 	require.NoError(t, inst.Result(&got))
 	require.Equal(t, personal{Name: "Alice Example", Address: "9 New Lane"}, got)
-	var status map[string]string
+	var status string
 	_, err = inst.CustomStatus(&status)
 	require.NoError(t, err)
-	require.Equal(t, "dear Alice Example", status["greeting"])
+	require.Equal(t, "moved to 9 New Lane", status)
+	require.Empty(t, inst.CustomStatusText, "a subject's custom status is not searchable text")
 	var in personal
 	require.NoError(t, b.engine.Decode(start.(*history.ExecutionStarted).Input, &in))
 	require.Equal(t, alice, in)

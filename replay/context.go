@@ -425,6 +425,11 @@ func (c *Context) SetCustomStatus(status any) error {
 		return fmt.Errorf("chronicle: custom status: %w", err)
 	}
 	text, _ := status.(string)
+	if c.x.start.Subject != "" {
+		// The searchable text would be a plaintext copy of a sealed
+		// payload.
+		text = ""
+	}
 	c.x.command(&history.CustomStatusSet{Status: payload, Text: text}, "")
 	return nil
 }

@@ -55,6 +55,10 @@ func registerProfile(t *testing.T, e *chronicle.Engine) {
 		if err := ctx.SetCustomStatus(map[string]string{"greeting": greeting}); err != nil {
 			return personal{}, err
 		}
+		task := ctx.CreateTask("review", p, &chronicle.TaskOptions{TaskID: "review-" + ctx.InstanceID(), Roles: []string{"clerk"}})
+		if _, err := chronicle.WaitTask[string](ctx, task); err != nil {
+			return personal{}, err
+		}
 		moved, err := chronicle.WaitEvent[string](ctx, "moved", nil)
 		if err != nil {
 			return personal{}, err
@@ -64,6 +68,15 @@ func registerProfile(t *testing.T, e *chronicle.Engine) {
 		}
 		return personal{Name: p.Name, Address: moved}, nil
 	})
+}
+
+var clerk = chronicle.User{ID: "clerk-1", Roles: []string{"clerk"}}
+
+// review completes the review task of a profile with a result that
+// repeats the address.
+func review(t *testing.T, b *bundle, id, address string) {
+	t.Helper()
+	require.NoError(t, b.engine.CompleteTask(b.ctx, "review-"+id, "reviewed "+address, clerk))
 }
 
 // storedBytes returns every byte the store holds of an instance: its
@@ -95,6 +108,8 @@ func TestSubjectPayloadsAreSealedAndErasable(t *testing.T) {
 	_, err = b.engine.Start(b.ctx, "profile", personal{Name: "Bob Plain", Address: "2 Open Street"}, &chronicle.StartOptions{InstanceID: "p-2"})
 	require.NoError(t, err)
 	b.drain(t)
+	review(t, b, "p-1", "1 Old Road")
+	review(t, b, "p-2", "2 Open Street")
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-1", "moved", "9 New Lane", nil))
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-2", "moved", "3 Open Street", nil))
 	b.drain(t)
@@ -224,6 +239,7 @@ func TestSubjectKeysSurviveKEKRotation(t *testing.T) {
 	_, err := b.engine.Start(b.ctx, "profile", personal{Name: "Alice"}, &chronicle.StartOptions{InstanceID: "p-1", Subject: "C-1"})
 	require.NoError(t, err)
 	b.drain(t)
+	review(t, b, "p-1", "1 Lane")
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-1", "moved", "2 Lane", nil))
 	b.drain(t)
 	before := storedBytes(t, b, "p-1")
@@ -316,6 +332,8 @@ func TestSubjectPayloadsAreCiphertextInPostgres(t *testing.T) {
 	_, err = b.engine.Start(b.ctx, "profile", personal{Name: "Bob Plain", Address: "2 Open Street"}, &chronicle.StartOptions{InstanceID: "p-2"})
 	require.NoError(t, err)
 	b.drain(t)
+	review(t, b, "p-1", "1 Old Road")
+	review(t, b, "p-2", "2 Open Street")
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-1", "moved", "9 New Lane", nil))
 	require.NoError(t, b.engine.RaiseEvent(b.ctx, "p-2", "moved", "3 Open Street", nil))
 	b.drain(t)

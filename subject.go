@@ -93,7 +93,7 @@ func SealedSubject(payload []byte) (string, bool) {
 	if !sealed.Is(payload) {
 		return "", false
 	}
-	h, _, err := sealed.Parse(payload)
+	h, err := sealed.Parse(payload)
 	if err != nil {
 		return "", false
 	}
@@ -193,20 +193,26 @@ func (p *payloadCodec) seal(ctx context.Context, subject, instanceID string, b [
 
 // open returns the plaintext of envelope b.
 func (p *payloadCodec) open(ctx context.Context, b []byte) ([]byte, error) {
-	h, _, err := sealed.Parse(b)
+	v, err := sealed.ParseView(b)
 	if err != nil {
 		return nil, &SealError{Err: err}
 	}
-	k, err := p.key(ctx, h.Subject, false)
-	if err != nil {
-		return nil, sealFailure(h.Subject, h.InstanceID, err)
+	// Looked up by the envelope's bytes first: no copy of the subject.
+	p.mu.Lock()
+	k := p.cache[string(v.Subject)]
+	p.mu.Unlock()
+	if k == nil || !p.now().Before(k.expires) {
+		k, err = p.key(ctx, string(v.Subject), false)
 	}
-	if k.id != h.KeyID {
-		return nil, &SealError{Subject: h.Subject, InstanceID: h.InstanceID, Err: fmt.Errorf("sealed with key %q, the subject's key is %q", h.KeyID, k.id)}
-	}
-	pt, err := sealed.Open(k.aead, b, h)
 	if err != nil {
-		return nil, &SealError{Subject: h.Subject, InstanceID: h.InstanceID, Err: err}
+		return nil, sealFailure(string(v.Subject), string(v.InstanceID), err)
+	}
+	if k.id != string(v.KeyID) {
+		return nil, &SealError{Subject: string(v.Subject), InstanceID: string(v.InstanceID), Err: fmt.Errorf("sealed with key %q, the subject's key is %q", v.KeyID, k.id)}
+	}
+	pt, err := sealed.Open(k.aead, b)
+	if err != nil {
+		return nil, &SealError{Subject: string(v.Subject), InstanceID: string(v.InstanceID), Err: err}
 	}
 	return pt, nil
 }

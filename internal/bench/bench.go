@@ -83,6 +83,9 @@ type Config struct {
 	// a file key provider in a temporary directory whose keys are made
 	// before the run.
 	Encrypt bool
+	// Keys, with Encrypt, keeps the subjects' keys instead of a
+	// temporary directory: a provider whose keys already exist.
+	Keys chronicle.KeyProvider
 }
 
 // SubjectOf is the data subject of the i-th workflow of a run with
@@ -246,7 +249,9 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	if c.Attributes {
 		opts.SearchAttributes = PreloadAttributes
 	}
-	if c.Encrypt {
+	if c.Encrypt && c.Keys != nil {
+		opts.Keys = c.Keys
+	} else if c.Encrypt {
 		dir, err := os.MkdirTemp("", "chronicle-bench-keys-")
 		if err != nil {
 			return nil, err

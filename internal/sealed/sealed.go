@@ -50,6 +50,12 @@ type Header struct {
 	Subject    string
 	InstanceID string
 	KeyID      string
+}
+
+// View is the plaintext part of an envelope as slices of it: reading it
+// copies nothing.
+type View struct {
+	Subject, InstanceID, KeyID []byte
 	// aadLen is how many bytes of the envelope are authenticated.
 	aadLen int
 }
@@ -59,42 +65,50 @@ func Is(b []byte) bool {
 	return len(b) >= 4 && b[0] == magic[0] && b[1] == magic[1] && b[2] == magic[2]
 }
 
-// Parse reads the header of envelope b and returns it with the rest of b
-// (nonce, ciphertext and tag).
-func Parse(b []byte) (Header, []byte, error) {
-	if !Is(b) {
-		return Header{}, nil, fmt.Errorf("%w: no envelope", ErrMalformed)
+// Parse reads the header of envelope b.
+func Parse(b []byte) (Header, error) {
+	v, err := ParseView(b)
+	if err != nil {
+		return Header{}, err
 	}
-	h := Header{Version: int(b[3])}
-	if h.Version != Version {
-		return Header{}, nil, fmt.Errorf("%w: version %d", ErrMalformed, h.Version)
+	return Header{Version: int(b[3]), Subject: string(v.Subject), InstanceID: string(v.InstanceID), KeyID: string(v.KeyID)}, nil
+}
+
+// ParseView reads the header of envelope b without copying it.
+func ParseView(b []byte) (View, error) {
+	if !Is(b) {
+		return View{}, fmt.Errorf("%w: no envelope", ErrMalformed)
+	}
+	if b[3] != Version {
+		return View{}, fmt.Errorf("%w: version %d", ErrMalformed, b[3])
 	}
 	off := 4
-	field := func(what string) (string, error) {
+	field := func(what string) ([]byte, error) {
 		n, k := binary.Uvarint(b[off:])
 		if k <= 0 || n > maxField || uint64(len(b)-off-k) < n {
-			return "", fmt.Errorf("%w: bad %s", ErrMalformed, what)
+			return nil, fmt.Errorf("%w: bad %s", ErrMalformed, what)
 		}
 		off += k
-		s := string(b[off : off+int(n)])
+		f := b[off : off+int(n) : off+int(n)]
 		off += int(n)
-		return s, nil
+		return f, nil
 	}
+	var v View
 	var err error
-	if h.Subject, err = field("subject"); err != nil {
-		return Header{}, nil, err
+	if v.Subject, err = field("subject"); err != nil {
+		return View{}, err
 	}
-	if h.InstanceID, err = field("instance id"); err != nil {
-		return Header{}, nil, err
+	if v.InstanceID, err = field("instance id"); err != nil {
+		return View{}, err
 	}
-	if h.KeyID, err = field("key id"); err != nil {
-		return Header{}, nil, err
+	if v.KeyID, err = field("key id"); err != nil {
+		return View{}, err
 	}
 	if len(b)-off < 12+16 {
-		return Header{}, nil, fmt.Errorf("%w: %d bytes of ciphertext", ErrMalformed, len(b)-off)
+		return View{}, fmt.Errorf("%w: %d bytes of ciphertext", ErrMalformed, len(b)-off)
 	}
-	h.aadLen = off
-	return h, b[off:], nil
+	v.aadLen = off
+	return v, nil
 }
 
 // Seal encrypts plaintext with aead (of [NewAEAD]) and returns the
@@ -119,14 +133,16 @@ func Seal(aead cipher.AEAD, subject, instanceID, keyID string, plaintext []byte)
 	return aead.Seal(b, b[aad:aad+12], plaintext, b[:aad]), nil
 }
 
-// Open decrypts envelope b, whose header h Parse read, with aead. An
-// error means a wrong key or a changed byte: the two cannot be told apart.
-func Open(aead cipher.AEAD, b []byte, h Header) ([]byte, error) {
-	if h.aadLen == 0 || h.aadLen+12 > len(b) {
-		return nil, fmt.Errorf("%w: header does not match", ErrMalformed)
+// Open decrypts envelope b with aead. An error means a malformed
+// envelope, a wrong key or a changed byte: the last two cannot be told
+// apart.
+func Open(aead cipher.AEAD, b []byte) ([]byte, error) {
+	v, err := ParseView(b)
+	if err != nil {
+		return nil, err
 	}
-	rest := b[h.aadLen:]
-	pt, err := aead.Open(nil, rest[:12], rest[12:], b[:h.aadLen])
+	rest := b[v.aadLen:]
+	pt, err := aead.Open(nil, rest[:12], rest[12:], b[:v.aadLen])
 	if err != nil {
 		return nil, errors.New("authentication failed: wrong key or changed ciphertext")
 	}

@@ -57,16 +57,10 @@ var ErrNoDataKey = errors.New("chronicle: no data key for subject")
 
 // ErasedError reports a payload, or a start, of a data subject that was
 // erased ([Engine.Erase]): its key is destroyed and the payload can no
-// longer be read. Every read path returns it (results, history, exports,
-// replays); the rounds of a running instance of the subject fail with it.
-type ErasedError struct {
-	Subject string
-}
-
-// Error implements error.
-func (e *ErasedError) Error() string {
-	return fmt.Sprintf("chronicle: data subject %q is erased: its payloads can no longer be read", e.Subject)
-}
+// longer be read. Every read path returns it (results, custom status,
+// projections, decoding, replays); a workflow command of the subject
+// fails with it.
+type ErasedError = history.ErasedError
 
 // SealError reports a sealed payload that cannot be opened — a changed
 // byte, a wrong key, a malformed envelope, a key provider that fails — or

@@ -387,3 +387,29 @@ func TestSubjectPayloadsAreCiphertextInPostgres(t *testing.T) {
 	require.NoError(t, b.describe(t, "p-2").Result(&got))
 	require.Equal(t, "3 Open Street", got.Address)
 }
+
+// TestEraseTerminatesOnAColdNode: the node that runs the termination has
+// nothing cached, so its round replays a history whose payloads no longer
+// open, and folds a projection that decodes them.
+func TestEraseTerminatesOnAColdNode(t *testing.T) {
+	t.Parallel()
+	keys, _, _ := fileKeys(t)
+	b := setup(t, chronicle.Options{Keys: keys})
+	registerProfile(t, b.engine)
+	registerNameProjection(t, b.engine)
+	_, err := b.engine.Start(b.ctx, "profile", personal{Name: "Alice"}, &chronicle.StartOptions{InstanceID: "p-1", Subject: "C-1"})
+	require.NoError(t, err)
+	b.drain(t)
+	_, err = b.engine.Erase(b.ctx, "C-1", chronicle.EraseOptions{Reason: "request", Actor: "dpo"})
+	require.NoError(t, err)
+	cold := b.newEngine(t)
+	registerProfile(t, cold)
+	registerNameProjection(t, cold)
+	drain(t, cold)
+	inst, err := cold.Describe(b.ctx, "p-1")
+	require.NoError(t, err)
+	require.Equal(t, chronicle.StatusTerminated, inst.Status)
+	dead, err := cold.ListDeadLetters(b.ctx, chronicle.DeadLetterFilter{InstanceID: "p-1"})
+	require.NoError(t, err)
+	require.Empty(t, dead)
+}

@@ -1,6 +1,10 @@
 package history
 
-import "github.com/chronicleflow/chronicle/query"
+import (
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/query"
+)
 
 // ExecutionStarted starts an execution (a new instance, or a new execution
 // after continue-as-new).
@@ -54,6 +58,18 @@ func SubjectAttributes(subject string) SearchAttributeMap {
 		return nil
 	}
 	return SearchAttributeMap{SubjectAttribute: {Type: query.Keyword, Str: subject}}
+}
+
+// ErasedError reports a payload of a data subject whose key was destroyed:
+// it can no longer be read. The chronicle package returns it (as
+// chronicle.ErasedError) from every read path.
+type ErasedError struct {
+	Subject string
+}
+
+// Error implements error.
+func (e *ErasedError) Error() string {
+	return fmt.Sprintf("chronicle: data subject %q is erased: its payloads can no longer be read", e.Subject)
 }
 
 // Concurrency names a concurrency key and its limit: at most Limit

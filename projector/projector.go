@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -153,6 +154,12 @@ func (s *State) Apply(e *history.Event) error {
 			s.covered[d.Name] = true
 		}
 		next, err := d.Fold(s.Custom[d.Name], e)
+		var erased *history.ErasedError
+		if errors.As(err, &erased) {
+			// The event's payload belongs to an erased data subject: the
+			// state stays as it was, and rounds of the instance go on.
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("projection %s of %s at seq %d: %w", d.Name, s.InstanceID, e.Seq, err)
 		}
@@ -323,6 +330,12 @@ func (s *State) flush() (*round.ProjectOutput, error) {
 		data, err := d.Encode(s.Custom[d.Name])
 		if err == nil && s.subject != "" && d.Seal != nil {
 			data, err = d.Seal(s.subject, s.InstanceID, data)
+		}
+		var erased *history.ErasedError
+		if errors.As(err, &erased) {
+			// An erased subject's state cannot be sealed: the stored one
+			// (unreadable) stays.
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)

@@ -139,6 +139,11 @@ func (r *Replayer) Turn(ctx context.Context, in *round.TurnInput) (out *round.Tu
 			x.Close()
 			return nil, err
 		}
+	case in.Snapshot.Ended:
+		// The execution has ended (terminated, say): no code runs after
+		// its end, so none is replayed — its input may not even decode
+		// any more (an erased data subject's).
+		return &round.TurnOutput{}, nil
 	default:
 		if x, err = r.replay(in.InstanceID, in.History); err != nil {
 			return nil, err

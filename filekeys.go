@@ -175,7 +175,11 @@ func (p *FileKeyProvider) DataKey(ctx context.Context, subject string, create bo
 	dk.ID = hex.EncodeToString(id)
 	// Written aside and linked into place: of two processes creating a
 	// key at once, the second finds the first's and uses it.
-	tmp, err := p.writeTemp(p.wrap(subjectFileName(subject), dk, p.keks[0]))
+	wrapped, err := p.wrap(subjectFileName(subject), dk, p.keks[0])
+	if err != nil {
+		return DataKey{}, err
+	}
+	tmp, err := p.writeTemp(wrapped)
 	if err != nil {
 		return DataKey{}, err
 	}
@@ -194,13 +198,13 @@ func (p *FileKeyProvider) DataKey(ctx context.Context, subject string, create bo
 	return dk, syncDir(p.dir)
 }
 
-func (p *FileKeyProvider) wrap(name string, dk DataKey, k kek) []byte {
+func (p *FileKeyProvider) wrap(name string, dk DataKey, k kek) ([]byte, error) {
 	nonce := make([]byte, k.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
-		panic(err) // crypto/rand does not fail on supported systems
+		return nil, err
 	}
 	ct := k.aead.Seal(nonce, nonce, dk.Key, wrapAAD(name, dk.ID))
-	return fmt.Appendf(nil, "%s %s %s %s\n", keyFileHeader, k.id, dk.ID, base64.StdEncoding.EncodeToString(ct))
+	return fmt.Appendf(nil, "%s %s %s %s\n", keyFileHeader, k.id, dk.ID, base64.StdEncoding.EncodeToString(ct)), nil
 }
 
 // read reads and unwraps subject's key file; the error wraps
@@ -314,7 +318,11 @@ func (p *FileKeyProvider) Rotate(ctx context.Context) (int, error) {
 		if dk.Key, err = k.aead.Open(nil, ct[:nsz], ct[nsz:], wrapAAD(name, dk.ID)); err != nil {
 			return n, &KeyFileError{Path: path, Line: 1, Reason: "the wrapped key does not open with KEK " + kekID}
 		}
-		tmp, err := p.writeTemp(p.wrap(name, dk, p.keks[0]))
+		wrapped, err := p.wrap(name, dk, p.keks[0])
+		if err != nil {
+			return n, err
+		}
+		tmp, err := p.writeTemp(wrapped)
 		if err != nil {
 			return n, err
 		}

@@ -64,6 +64,15 @@ type StartOptions struct {
 	// order behind the others of its key, and gives it back when it ends
 	// (see docs/operations.md, "Flow control").
 	Concurrency *Concurrency
+	// Subject names the data subject whose personal data the instance
+	// carries (a customer or patient id, not a name). Its payloads —
+	// input, result, activity inputs and results, signals, task data,
+	// custom status, projection states — are stored sealed with the
+	// subject's key from Options.Keys, and [Engine.Erase] makes them
+	// unreadable for good. Recorded in plaintext in the start event and
+	// as the search attribute [SubjectAttribute]; sub-workflows and
+	// continue-as-new keep it. Requires Options.Keys.
+	Subject string
 }
 
 // Start starts a workflow instance and returns its id. The instance runs
@@ -281,6 +290,9 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 	if c.attrs, err = e.startAttributes(o.SearchAttributes); err != nil {
 		return nil, err
 	}
+	if err := e.startSubject(c); err != nil {
+		return nil, err
+	}
 	if err := provider.ValidatePriority(o.Priority); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -298,6 +310,11 @@ func (e *Engine) checkStart(workflow string, input any, opts *StartOptions) (*ch
 	if c.payload, err = e.encode("workflow input", input); err != nil {
 		return nil, err
 	}
+	if c.payload != nil {
+		if c.payload, err = e.sealFor(o.Subject, o.InstanceID, c.payload); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -310,7 +327,7 @@ func (e *Engine) startMessage(c *checkedStart, workflow string) (provider.Messag
 		&history.ExecutionStarted{
 			Name: workflow, Version: o.Version, Input: c.payload, BusinessKey: o.BusinessKey,
 			BusinessParts: o.BusinessParts, Tags: o.Tags, Trace: o.Trace, SearchAttributes: c.attrs,
-			Priority: o.Priority, Concurrency: c.conc,
+			Priority: o.Priority, Concurrency: c.conc, Subject: o.Subject,
 		})
 	if err != nil {
 		return provider.Message{}, err
@@ -368,6 +385,9 @@ func (e *Engine) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 			// A retry of a signal the instance recorded before it ended.
 			return nil
 		}
+		return err
+	}
+	if data, err = e.sealForInstance(ctx, instanceID, data); err != nil {
 		return err
 	}
 	m, err := provider.NewMessage(history.DeterministicID(instanceID, 0, "signal:"+key), instanceID, "", key,
@@ -638,7 +658,9 @@ func (e *Engine) encodeWith(codec Codec, what string, v any) ([]byte, error) {
 
 // Decode decodes a payload encoded with the engine's codec (a task's
 // payload or result, an event's input) into out.
-func (e *Engine) Decode(data []byte, out any) error { return e.opts.Codec.Decode(data, out) }
+// A payload sealed for a data subject is opened first: an erased
+// subject's is an *[ErasedError].
+func (e *Engine) Decode(data []byte, out any) error { return e.payloads.Decode(data, out) }
 
 // Instance describes an instance as its projections show it.
 type Instance struct {
@@ -715,7 +737,7 @@ func (e *Engine) instance(rec *provider.InstanceRecord) *Instance {
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, CompletedAt: rec.CompletedAt,
 		LastError: rec.LastError, Incident: rec.Incident, LastSeq: rec.LastSeq, Failure: rec.Failure,
 		SearchAttributes: goValues(rec.Attributes), CustomStatusText: rec.CustomStatusText,
-		output: rec.Output, customStatus: rec.CustomStatus, codec: e.opts.Codec,
+		output: rec.Output, customStatus: rec.CustomStatus, codec: e.payloads,
 	}
 }
 

@@ -105,6 +105,8 @@ type ClientOptions struct {
 	// [Options.SearchAttributes]: a client checks the values it starts
 	// instances with, and parses queries, against them.
 	SearchAttributes map[string]query.Type
+	// Keys keeps the data keys of data subjects, as [Options.Keys].
+	Keys KeyProvider
 }
 
 // client is the engine behind NewClient, seen through the Client
@@ -119,7 +121,7 @@ type client struct{ Client }
 func NewClient(store provider.Store, opts ClientOptions) (Client, error) {
 	e, err := New(store, Options{
 		Logger: opts.Logger, Clock: opts.Clock, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize, NewID: opts.NewID,
-		SearchAttributes: opts.SearchAttributes,
+		SearchAttributes: opts.SearchAttributes, Keys: opts.Keys,
 	})
 	if err != nil {
 		return nil, err

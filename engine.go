@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/projector"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/query"
 	"github.com/chronicleflow/chronicle/replay"
 	"github.com/chronicleflow/chronicle/round"
 )
@@ -47,6 +48,9 @@ type Engine struct {
 	combine combiner
 	// cp collects heads for signed checkpoints; nil when they are off.
 	cp *checkpointer
+	// payloads decodes user payloads, opening sealed ones, and seals
+	// those of instances with a data subject.
+	payloads *payloadCodec
 	// schedClient starts the firings of schedules whose workflow this
 	// engine has not registered (see scheduleClient).
 	schedMu     sync.Mutex
@@ -65,13 +69,23 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	opts = opts.WithDefaults()
 	opts.SearchAttributes = maps.Clone(opts.SearchAttributes)
 	opts.Retention = maps.Clone(opts.Retention)
+	if opts.Keys != nil {
+		if opts.SearchAttributes == nil {
+			opts.SearchAttributes = map[string]query.Type{}
+		}
+		if t, ok := opts.SearchAttributes[SubjectAttribute]; ok && t != query.Keyword {
+			return nil, invalid("search attribute %s is declared %s; with Options.Keys it holds the data subject, a keyword", SubjectAttribute, t)
+		}
+		opts.SearchAttributes[SubjectAttribute] = query.Keyword
+	}
 	e := &Engine{
 		store: store, opts: opts, log: opts.Logger,
 		workflows: map[string]replay.WorkflowFunc{}, activities: map[string]round.ActivityFunc{}, inputs: map[string]reflect.Type{},
-		cp: newCheckpointer(opts.Checkpoints, store),
+		cp:       newCheckpointer(opts.Checkpoints, store),
+		payloads: newPayloadCodec(opts.Codec, opts.Keys),
 	}
 	e.replayer = replay.New(replay.Options{
-		Lookup: e.workflow, Codec: opts.Codec, MaxPayloadSize: opts.MaxPayloadSize,
+		Lookup: e.workflow, Codec: e.payloads, Seal: e.sealFor, MaxPayloadSize: opts.MaxPayloadSize,
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger, SearchAttributes: opts.SearchAttributes,
 		QueuePriorities: maps.Clone(opts.QueuePriorities),
 	})
@@ -101,6 +115,9 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if err := e.registerRetention(); err != nil {
+		return nil, err
+	}
+	if err := e.registerErasure(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -142,7 +159,7 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 	if fn == nil {
 		return invalid("workflow %s has a nil function", name)
 	}
-	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
+	codec, maxSize := e.payloads, e.opts.MaxPayloadSize
 	wrapped := func(ctx *Context, input []byte) ([]byte, error) {
 		var in In
 		if err := codec.Decode(input, &in); err != nil {
@@ -161,7 +178,7 @@ func RegisterWorkflow[In, Out any](e *Engine, name string, fn func(ctx *Context,
 			// limit does: the output would enter history.
 			return nil, fmt.Errorf("%w: output of workflow %s is %d bytes, limit %d", ErrPayloadTooLarge, name, len(b), maxSize)
 		}
-		return b, nil
+		return e.sealFor(ctx.Subject(), ctx.InstanceID(), b)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -183,7 +200,7 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 	if fn == nil {
 		return invalid("activity %s has a nil function", name)
 	}
-	codec, maxSize := e.opts.Codec, e.opts.MaxPayloadSize
+	codec, maxSize := e.payloads, e.opts.MaxPayloadSize
 	wrapped := func(ctx context.Context, lease *provider.ActivityLease, hb *round.Heartbeat) (_ []byte, err error) {
 		defer func() {
 			// The panic's text is recorded as the attempt's failure: keep
@@ -207,6 +224,12 @@ func RegisterActivity[In, Out any](e *Engine, name string, fn func(ctx context.C
 		}
 		if len(b) > maxSize {
 			return nil, NonRetryable(fmt.Errorf("%w: result of activity %s is %d bytes, limit %d", ErrPayloadTooLarge, name, len(b), maxSize))
+		}
+		if subject, ok := SealedSubject(lease.Task.Input); ok {
+			// The result is sealed for the subject its input was.
+			if b, err = e.payloads.seal(ctx, subject, lease.Task.InstanceID, b); err != nil {
+				return nil, NonRetryable(err)
+			}
 		}
 		return b, nil
 	}

@@ -124,6 +124,13 @@ type Options struct {
 	// Set the same policies on every engine that runs workers.
 	Retention      map[string]RetentionPolicy
 	RetentionEvery time.Duration
+	// Keys, when set, keeps the data keys of data subjects
+	// (StartOptions.Subject): the payloads of an instance with a subject
+	// are sealed with its key, and [Engine.Erase] destroys it. It
+	// declares the search attribute [SubjectAttribute]. Every engine and
+	// client of a deployment needs the same provider. Default: none, and
+	// a start with a subject is refused.
+	Keys KeyProvider
 }
 
 // Observer is told what the engine did, for metrics and traces. Its

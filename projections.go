@@ -50,6 +50,7 @@ func RegisterProjection[S any](e *Engine, name string, version int, fold func(st
 			return fold(s, ev)
 		},
 		Encode:    func(state any) ([]byte, error) { return codec.Encode(state) },
+		Seal:      e.sealFor,
 		Workflows: slices.Clone(cfg.workflows),
 	}
 	if attrs := cfg.attributes; attrs != nil {
@@ -81,7 +82,7 @@ func Projection[S any](ctx context.Context, e *Engine, name, instanceID string) 
 	if err != nil {
 		return s, 0, err
 	}
-	if err := e.opts.Codec.Decode(rec.Data, &s); err != nil {
+	if err := e.payloads.Decode(rec.Data, &s); err != nil {
 		return s, 0, fmt.Errorf("decode projection %s of %s: %w", name, instanceID, err)
 	}
 	return s, rec.Seq, nil

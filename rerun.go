@@ -76,6 +76,9 @@ func (e *Engine) Rerun(ctx context.Context, instanceID string, opts RerunOptions
 		if input, err = e.encode("activity input", opts.ActivityInput); err != nil {
 			return "", err
 		}
+		if input, err = e.sealForInstance(ctx, instanceID, input); err != nil {
+			return "", err
+		}
 	}
 	events, err := e.store.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: instanceID, FromSeq: 1})
 	if err != nil {

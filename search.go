@@ -191,7 +191,7 @@ func ListProjections[S any](ctx context.Context, e *Engine, name string, f Proje
 	for i := range recs {
 		r := &recs[i]
 		out[i] = ProjectionItem[S]{InstanceID: r.InstanceID, Seq: r.Seq}
-		if err := e.opts.Codec.Decode(r.Data, &out[i].State); err != nil {
+		if err := e.payloads.Decode(r.Data, &out[i].State); err != nil {
 			return nil, fmt.Errorf("decode projection %s of %s: %w", name, r.InstanceID, err)
 		}
 	}

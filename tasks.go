@@ -357,6 +357,9 @@ func (e *Engine) completeTask(ctx context.Context, taskID string, user User,
 		if err != nil {
 			return nil, err
 		}
+		if data, err = e.sealForInstance(ctx, t.InstanceID, data); err != nil {
+			return nil, err
+		}
 		task = t
 		return &history.TaskCompleted{TaskID: t.TaskID, Result: data}, nil
 	}, func(t *TaskInfo) (string, string) { return completionID(t), nonce })

@@ -460,9 +460,18 @@ func (c *console) instance(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Timeline = drawTimeline(timeline.Bars(shown), now, dead)
 	p.View = c.projections(r, id, p.Seq, shown[len(shown)-1].At)
-	decode := timeline.DecodeMsgpack
+	plain := timeline.DecodeMsgpack
 	if c.engine.Options().Codec.Name() == "json" {
-		decode = timeline.DecodeJSON
+		plain = timeline.DecodeJSON
+	}
+	decode := func(b []byte) string {
+		// A data subject's payload is opened first; an erased one
+		// says so.
+		b, err := c.engine.Unseal(b)
+		if err != nil {
+			return chronicle.ErasedText(err)
+		}
+		return plain(b)
 	}
 	starts := map[string]int64{}
 	for i := range events {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/internal/timeline"
 )
@@ -34,6 +35,9 @@ func (c *console) decoded(b []byte) (v any) {
 		}
 	}()
 	if err := c.engine.Decode(b, &v); err != nil {
+		if _, sealed := chronicle.SealedSubject(b); sealed {
+			return chronicle.ErasedText(err)
+		}
 		return timeline.Undecodable(b)
 	}
 	if _, err := json.Marshal(v); err != nil {

@@ -1,5 +1,11 @@
 package history
 
+import (
+	"fmt"
+
+	"github.com/chronicleflow/chronicle/query"
+)
+
 // ExecutionStarted starts an execution (a new instance, or a new execution
 // after continue-as-new).
 type ExecutionStarted struct {
@@ -40,6 +46,36 @@ type ExecutionStarted struct {
 	// starts of workflow code (a schedule's firings) set it, so a start
 	// repeated by any path never runs an id twice.
 	Once bool `msgpack:"once,omitempty" json:"once,omitempty"`
+	// Subject names the data subject whose data the instance carries:
+	// its user payloads are sealed with the subject's key (see
+	// docs/audit.md, "Erasure by key"). Continue-as-new, reruns and
+	// sub-workflows keep it.
+	Subject string `msgpack:"subject,omitempty" json:"subject,omitempty"`
+}
+
+// SubjectAttribute is the search attribute (a keyword) that mirrors an
+// execution's Subject, so that the instances of a subject can be found.
+const SubjectAttribute = "data_subject"
+
+// SubjectAttributes returns the search attributes that record subject:
+// none for "".
+func SubjectAttributes(subject string) SearchAttributeMap {
+	if subject == "" {
+		return nil
+	}
+	return SearchAttributeMap{SubjectAttribute: {Type: query.Keyword, Str: subject}}
+}
+
+// ErasedError reports a payload of a data subject whose key was destroyed:
+// it can no longer be read. The chronicle package returns it (as
+// chronicle.ErasedError) from every read path.
+type ErasedError struct {
+	Subject string
+}
+
+// Error implements error.
+func (e *ErasedError) Error() string {
+	return fmt.Sprintf("chronicle: data subject %q is erased: its payloads can no longer be read", e.Subject)
 }
 
 // Concurrency names a concurrency key and its limit: at most Limit

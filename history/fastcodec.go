@@ -98,7 +98,7 @@ func appendActivityScheduled(b []byte, a *ActivityScheduled) []byte {
 }
 
 func appendExecutionStarted(b []byte, a *ExecutionStarted) []byte {
-	b = mpack.AppendMapLen(b, 1+mpack.Count(a.Version != "", len(a.Input) > 0, a.BusinessKey != "", a.Parent != nil, a.Trace != "", a.ContinuedFrom != "", len(a.SearchAttributes) > 0))
+	b = mpack.AppendMapLen(b, 1+mpack.Count(a.Version != "", len(a.Input) > 0, a.BusinessKey != "", a.Parent != nil, a.Trace != "", a.ContinuedFrom != "", len(a.SearchAttributes) > 0, a.Subject != ""))
 	b = mpack.AppendStr(mpack.AppendStr(b, "name"), a.Name)
 	if a.Version != "" {
 		b = mpack.AppendStr(mpack.AppendStr(b, "version"), a.Version)
@@ -123,6 +123,9 @@ func appendExecutionStarted(b []byte, a *ExecutionStarted) []byte {
 	}
 	if len(a.SearchAttributes) > 0 {
 		b = a.SearchAttributes.AppendMsgpack(mpack.AppendStr(b, "search_attributes"))
+	}
+	if a.Subject != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, "subject"), a.Subject)
 	}
 	return b
 }
@@ -210,6 +213,8 @@ func decodeAttributes(k Kind, payload []byte) (Attributes, bool) {
 				s.ContinuedFrom = r.Str()
 			case 7:
 				s.SearchAttributes = readAttributeMap(&r)
+			case 8:
+				s.Subject = r.Str()
 			}
 		}
 		a = s
@@ -268,7 +273,7 @@ var (
 	activityScheduledFields  = []string{"name", "input", "retry", "queue", "timeout"}
 	activityCompletedFields  = []string{"result", "attempts"}
 	executionCompletedFields = []string{"output"}
-	executionStartedFields   = []string{"name", "version", "input", "business_key", "parent", "trace", "continued_from", "search_attributes"}
+	executionStartedFields   = []string{"name", "version", "input", "business_key", "parent", "trace", "continued_from", "search_attributes", "subject"}
 
 	searchAttributesUpsertedFields = []string{"attributes"}
 	parentRefFields                = []string{"instance_id", "execution_id", "scheduled_seq"}

@@ -107,7 +107,7 @@ func genAttributes(t *rapid.T) Attributes {
 		return &ExecutionCompleted{Output: genBytes(t, "output")}
 	case 4:
 		a := &ExecutionStarted{Name: genStr(t, "name"), Version: genStr(t, "version"), Input: genBytes(t, "input"),
-			BusinessKey: genStr(t, "key"), Trace: genStr(t, "trace"), ContinuedFrom: genStr(t, "from")}
+			BusinessKey: genStr(t, "key"), Trace: genStr(t, "trace"), ContinuedFrom: genStr(t, "from"), Subject: genStr(t, "subject")}
 		if rapid.Bool().Draw(t, "parent") {
 			a.Parent = &ParentRef{InstanceID: genStr(t, "pid"), ExecutionID: genStr(t, "pexec"), ScheduledSeq: genInt(t, "pseq")}
 		}

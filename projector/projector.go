@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -30,6 +31,9 @@ type Definition struct {
 	Fold func(state any, e *history.Event) (any, error)
 	// Encode encodes a state for storage.
 	Encode func(state any) ([]byte, error)
+	// Seal, when set, seals the encoded state of an instance whose
+	// execution has a data subject.
+	Seal func(subject, instanceID string, data []byte) ([]byte, error)
 	// Workflows, when not empty, limits the projection to the executions
 	// of these workflows: it folds only their events, and is stored only
 	// for an instance that has had one.
@@ -106,6 +110,8 @@ type State struct {
 	// folded an execution of one.
 	workflow string
 	covered  map[string]bool
+	// subject is the data subject of the execution being folded.
+	subject string
 
 	changed map[string]bool
 	events  []provider.TaskEventRecord
@@ -133,7 +139,8 @@ func (s *State) Apply(e *history.Event) error {
 		if err != nil {
 			return err
 		}
-		s.workflow = a.(*history.ExecutionStarted).Name
+		start := a.(*history.ExecutionStarted)
+		s.workflow, s.subject = start.Name, start.Subject
 	}
 	for i := range s.defs {
 		d := &s.defs[i]
@@ -147,6 +154,12 @@ func (s *State) Apply(e *history.Event) error {
 			s.covered[d.Name] = true
 		}
 		next, err := d.Fold(s.Custom[d.Name], e)
+		var erased *history.ErasedError
+		if errors.As(err, &erased) {
+			// The event's payload belongs to an erased data subject: the
+			// state stays as it was, and rounds of the instance go on.
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("projection %s of %s at seq %d: %w", d.Name, s.InstanceID, e.Seq, err)
 		}
@@ -315,6 +328,15 @@ func (s *State) flush() (*round.ProjectOutput, error) {
 			continue
 		}
 		data, err := d.Encode(s.Custom[d.Name])
+		if err == nil && s.subject != "" && d.Seal != nil {
+			data, err = d.Seal(s.subject, s.InstanceID, data)
+		}
+		var erased *history.ErasedError
+		if errors.As(err, &erased) {
+			// An erased subject's state cannot be sealed: the stored one
+			// (unreadable) stays.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("encode projection %s of %s: %w", d.Name, s.InstanceID, err)
 		}

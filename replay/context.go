@@ -153,8 +153,20 @@ func (c *Context) encode(v any) ([]byte, error) {
 	if len(b) > c.x.r.opts.MaxPayloadSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(b), c.x.r.opts.MaxPayloadSize)
 	}
+	return c.seal(b)
+}
+
+// seal seals a payload of the execution when it has a data subject.
+func (c *Context) seal(b []byte) ([]byte, error) {
+	if s := c.x.start.Subject; s != "" && c.x.r.opts.Seal != nil {
+		return c.x.r.opts.Seal(s, c.x.instanceID, b)
+	}
 	return b, nil
 }
+
+// Subject returns the data subject of the execution (StartOptions.Subject,
+// inherited by sub-workflows and continue-as-new), "" when it has none.
+func (c *Context) Subject() string { return c.x.start.Subject }
 
 // RawPayload is a payload already encoded with the engine's codec; it is
 // passed through unchanged.
@@ -193,6 +205,11 @@ func (c *Context) CallActivity(name string, input any, opts *ActivityOptions) Fu
 		priority = c.x.r.opts.QueuePriorities[o.Queue]
 	}
 	payload, err := c.encode(input)
+	if err == nil && payload == nil && c.x.start.Subject != "" {
+		// Sealed even when empty: the worker seals the result for the
+		// subject the input names.
+		payload, err = c.seal(nil)
+	}
 	if err != nil {
 		return c.x.failedFuture(fmt.Errorf("chronicle: activity %s input: %w", name, err))
 	}
@@ -499,6 +516,11 @@ func (c *Context) SetCustomStatus(status any) error {
 		return fmt.Errorf("chronicle: custom status: %w", err)
 	}
 	text, _ := status.(string)
+	if c.x.start.Subject != "" {
+		// The searchable text would be a plaintext copy of a sealed
+		// payload.
+		text = ""
+	}
 	c.x.command(&history.CustomStatusSet{Status: payload, Text: text}, "")
 	return nil
 }

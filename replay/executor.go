@@ -39,6 +39,9 @@ type Options struct {
 	// SearchAttributes declares the search attributes workflow code may
 	// set, by name ([Context.UpsertSearchAttributes]).
 	SearchAttributes map[string]query.Type
+	// Seal, when set, seals every payload a command of an execution with
+	// a data subject records ([Context.Subject]); the Codec opens them.
+	Seal func(subject, instanceID string, payload []byte) ([]byte, error)
 }
 
 // Replayer runs workflow code deterministically against history. Its
@@ -136,6 +139,11 @@ func (r *Replayer) Turn(ctx context.Context, in *round.TurnInput) (out *round.Tu
 			x.Close()
 			return nil, err
 		}
+	case in.Snapshot.Ended:
+		// The execution has ended (terminated, say): no code runs after
+		// its end, so none is replayed — its input may not even decode
+		// any more (an erased data subject's).
+		return &round.TurnOutput{}, nil
 	default:
 		if x, err = r.replay(in.InstanceID, in.History); err != nil {
 			return nil, err

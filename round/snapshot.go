@@ -56,6 +56,9 @@ type Snapshot struct {
 	// Concurrency is the key whose slot the instance holds while its
 	// current execution runs, given with its start.
 	Concurrency *history.Concurrency `msgpack:"concurrency,omitempty"`
+	// Subject is the current execution's data subject, which its
+	// sub-workflows inherit.
+	Subject string `msgpack:"subject,omitempty"`
 	// Activities maps the Seq of each pending ActivityScheduled to its name.
 	Activities map[int64]string `msgpack:"-"`
 	// Timers maps the Seq of each pending TimerCreated to its fire time.
@@ -377,7 +380,7 @@ func (s *Snapshot) Apply(e *history.Event, w *Work) error {
 		s.Executions = append(s.Executions, e.ExecutionID)
 		s.Name, s.Version, s.Status = a.Name, a.Version, provider.StatusRunning
 		s.BusinessKey, s.BusinessParts, s.Parent = a.BusinessKey, a.BusinessParts, a.Parent
-		s.Priority, s.Concurrency = a.Priority, a.Concurrency
+		s.Priority, s.Concurrency, s.Subject = a.Priority, a.Concurrency, a.Subject
 		s.Attributes = nil
 		s.upsert(a.SearchAttributes)
 		if s.CreatedAt.IsZero() {
@@ -623,7 +626,7 @@ func (s *Snapshot) childStart(seq int64, a *history.SubWorkflowScheduled) (provi
 		&history.ExecutionStarted{
 			Name: a.Name, Version: a.Version, Input: a.Input,
 			Parent:   &history.ParentRef{InstanceID: s.InstanceID, ExecutionID: s.ExecutionID, ScheduledSeq: seq},
-			Priority: s.Priority,
+			Priority: s.Priority, Subject: s.Subject, SearchAttributes: history.SubjectAttributes(s.Subject),
 		})
 	if err != nil {
 		return provider.Message{}, fmt.Errorf("start of child %s: %w", a.InstanceID, err)

@@ -20,7 +20,7 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 		s.Status != "", s.Ended, s.BusinessKey != "", len(s.BusinessParts) > 0, s.Parent != nil, len(s.CustomStatus) > 0,
 		s.CustomStatusText != "", len(s.Attributes) > 0,
 		!s.CreatedAt.IsZero(), !s.UpdatedAt.IsZero(), !s.CompletedAt.IsZero(), len(s.Output) > 0, s.Failure != nil,
-		s.LastError != "", len(s.LastHash) > 0, s.Priority != 0, s.Concurrency != nil, len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
+		s.LastError != "", len(s.LastHash) > 0, s.Priority != 0, s.Concurrency != nil, s.Subject != "", len(s.Activities) > 0, len(s.Timers) > 0, len(s.SubWorkflows) > 0, len(s.Signals) > 0, len(s.Tasks) > 0)
 	b = mpack.AppendMapLen(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, "instance"), s.InstanceID)
 	if s.ExecutionID != "" {
@@ -112,6 +112,9 @@ func appendSnapshot(b []byte, s *Snapshot) []byte {
 		b = append(mpack.AppendStr(b, "concurrency"), 0x82)
 		b = mpack.AppendStr(mpack.AppendStr(b, "key"), c.Key)
 		b = mpack.AppendInt(mpack.AppendStr(b, "limit"), int64(c.Limit))
+	}
+	if s.Subject != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, "subject"), s.Subject)
 	}
 	if len(s.Activities) > 0 {
 		b = appendPendingNames(mpack.AppendStr(b, "activities"), s.Activities)
@@ -270,8 +273,10 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 			}
 			s.Concurrency = c
 		case 23:
-			w.Activities = readPendingNames(&r)
+			s.Subject = r.Str()
 		case 24:
+			w.Activities = readPendingNames(&r)
+		case 25:
 			n := r.ArrayLen()
 			if n == 0 || n > len(r.Buf)-r.Off {
 				return false
@@ -287,9 +292,9 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 				}
 				w.Timers[i].At = r.Time()
 			}
-		case 25:
-			w.SubWorkflows = readPendingNames(&r)
 		case 26:
+			w.SubWorkflows = readPendingNames(&r)
+		case 27:
 			w.Signals = readPendingNames(&r)
 		}
 	}
@@ -300,7 +305,7 @@ func decodeSnapshotWire(data []byte, w *snapshotWire) bool {
 var (
 	snapshotFields = []string{"instance", "execution", "execution_start_seq", "executions", "name", "version", "status", "ended",
 		"business_key", "parent", "custom_status", "custom_status_text", "attributes", "created_at", "updated_at", "completed_at", "output", "failure",
-		"last_error", "last_seq", "last_hash", "priority", "concurrency", "activities", "timers", "subworkflows", "signals"}
+		"last_error", "last_seq", "last_hash", "priority", "concurrency", "subject", "activities", "timers", "subworkflows", "signals"}
 	concurrencyFields = []string{"key", "limit"}
 	parentFields      = []string{"instance_id", "execution_id", "scheduled_seq"}
 	failureFields     = []string{"message", "type", "non_retryable", "details"}

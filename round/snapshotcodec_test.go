@@ -124,6 +124,9 @@ func genSnapshot(t *rapid.T) *Snapshot {
 	if rapid.Bool().Draw(t, "concurrency") {
 		s.Concurrency = &history.Concurrency{Key: genString(t, "concurrency key"), Limit: rapid.IntRange(0, 1<<20).Draw(t, "limit")}
 	}
+	if rapid.Bool().Draw(t, "subject") {
+		s.Subject = genString(t, "subject value")
+	}
 	if rapid.Bool().Draw(t, "attributes") {
 		s.Attributes = history.SearchAttributeMap{}
 		for i := rapid.IntRange(0, 10).Draw(t, "attribute count"); i > 0; i-- {

@@ -122,6 +122,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	cronAligned := fs.Bool("cron", false, "with --schedules: every schedule fires on the cron \"* * * * *\", all at the start of each minute, instead of every minute at phases spread over the minute")
 	cacheSize := fs.Int("cache-size", 0, "executors the engine keeps between rounds (0: the engine's default, 1000)")
 	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), from the schedules' first firings")
+	encrypt := fs.Bool("encrypt", false, "start each W1 and BACKLOG workflow with a data subject (one of 1,000), so that its payloads are stored sealed with AES-256-GCM; keys in --keys DIR (made on first use) or else in a temporary directory, made before the run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
@@ -168,6 +169,10 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if len(workloads) == 0 {
 			return nil
 		}
+	}
+	keys, err := c.keyProvider()
+	if err != nil {
+		return err
 	}
 	if *limitKeys < 0 || *activityLimitKeys < 0 {
 		return usagef(cmd, "--limit-keys and --activity-limit-keys must not be negative")
@@ -227,7 +232,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if pg != nil {
 			before = c.dbWork(pg)
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes,
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes, Encrypt: *encrypt, Keys: keys,
 			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys, CacheSize: *cacheSize})
 		var work *bench.DBWork
 		if err == nil && before != nil {

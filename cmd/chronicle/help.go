@@ -57,6 +57,11 @@ global flags:
   --sign-key FILE
                  sign checkpoints with this Ed25519 key ("KEYID BASE64-SEED",
                  made by keygen): checkpoint write, and purge first
+  --keys DIR --kek FILE...
+                 the data subjects' keys (Options.Keys): the directory of
+                 wrapped data keys and the KEK files, the first current
+                 ('keys kek' makes one); payloads of data subjects are
+                 shown opened, or erased; needed by subject erase
   --json         print JSON for machines (also accepted after the command)
 
 The memory store lives only in this process: it is seeded with demo data

@@ -26,11 +26,21 @@ type timelineRow struct {
 }
 
 // decoder renders payloads in timelines with the engine's codec.
+// A payload sealed for a data subject is opened first, and shown as
+// erased when its subject's key is destroyed.
 func (c *cli) decoder() func([]byte) string {
+	decode := timeline.DecodeMsgpack
 	if c.engine.Options().Codec.Name() == "json" {
-		return timeline.DecodeJSON
+		decode = timeline.DecodeJSON
 	}
-	return timeline.DecodeMsgpack
+	e := c.engine
+	return func(b []byte) string {
+		b, err := e.Unseal(b)
+		if err != nil {
+			return chronicle.ErasedText(err)
+		}
+		return decode(b)
+	}
 }
 
 func runHistoryShow(c *cli, cmd *command, args []string) error {

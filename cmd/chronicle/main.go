@@ -98,6 +98,10 @@ type cli struct {
 	json     bool
 	// signKey is the signing key file of checkpoints (--sign-key).
 	signKey string
+	// keysDir and keks are the data keys of data subjects (--keys) and
+	// the KEK files that wrap them (--kek, the first current).
+	keysDir string
+	keks    []string
 	// codec is the codec of the deployment's payloads (--codec).
 	codec string
 	// searchAttrs declares search attributes (--search-attributes).
@@ -134,7 +138,7 @@ var errReported = errors.New("problem reported")
 var codecs = map[string]chronicle.Codec{"msgpack": chronicle.MsgpackCodec{}, "json": chronicle.JSONCodec{}}
 
 // globalUsage is the usage line of the tool.
-const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--search-attributes DECLS] [--sign-key FILE] [--json] COMMAND [ARGS]"
+const globalUsage = "chronicle [--store URL] [--schema NAME] [--codec msgpack|json] [--search-attributes DECLS] [--sign-key FILE] [--keys DIR --kek FILE...] [--json] COMMAND [ARGS]"
 
 func (c *cli) exit(err error) int {
 	var ue *usageError
@@ -169,6 +173,8 @@ func (c *cli) main(args []string) error {
 	fs.StringVar(&c.signKey, "sign-key", "", "")
 	fs.StringVar(&c.codec, "codec", "msgpack", "")
 	fs.StringVar(&c.searchAttrs, "search-attributes", "", "")
+	fs.StringVar(&c.keysDir, "keys", "", "")
+	fs.Var((*listFlag)(&c.keks), "kek", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.help(nil)
@@ -262,6 +268,9 @@ func commands() []*command {
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
+		{"subject erase", "SUBJECT --reason R --by U [--ticket T] (needs --keys, --kek)", "erase a data subject: record it, terminate its running instances, destroy its key; its payloads read as erased everywhere", runSubjectErase},
+		{"keys kek", "--id KEKID --out FILE", "make a key-encryption key (KEK) for the data keys of --keys DIR", runKeysKEK},
+		{"keys rotate", "(needs --keys DIR --kek NEW [--kek OLD]...)", "re-wrap every data key under the first --kek, so older KEKs can be destroyed", runKeysRotate},
 		{"doctor", "[--key FILE]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints contradict", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--preload N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
@@ -431,6 +440,9 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		return c.engine, nil
 	}
 	opts := chronicle.Options{NodeID: "chronicle-cli", Codec: codecs[c.codec], SearchAttributes: decls, Checkpoints: checkpoints}
+	if opts.Keys, err = c.keyProvider(); err != nil {
+		return nil, err
+	}
 	c.engine, err = chronicle.New(store, opts)
 	return c.engine, err
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -80,7 +81,19 @@ type Config struct {
 	// CacheSize bounds the executors the engine keeps between rounds (0:
 	// its default, Options.CacheSize).
 	CacheSize int
+	// Encrypt starts each workflow of W1 and BACKLOG with a data subject
+	// (one of 1,000: [SubjectOf]), so that its payloads are sealed, with
+	// a file key provider in a temporary directory whose keys are made
+	// before the run.
+	Encrypt bool
+	// Keys, with Encrypt, keeps the subjects' keys instead of a
+	// temporary directory: a provider whose keys already exist.
+	Keys chronicle.KeyProvider
 }
+
+// SubjectOf is the data subject of the i-th workflow of a run with
+// Config.Encrypt.
+func SubjectOf(i int) string { return LimitKey(i, 1000) }
 
 // LimitKey is the concurrency key of the i-th workflow of a run with n
 // keys (Config.LimitKeys, Config.ActivityLimitKeys).
@@ -101,8 +114,11 @@ func startRequest(c *Config, i int) chronicle.StartRequest {
 	if c.ActivityLimitKeys > 0 {
 		r.Workflow, r.Input = "sequence-keyed", KeyedInput{N: i, Key: LimitKey(i, c.ActivityLimitKeys)}
 	}
-	if c.Attributes || c.LimitKeys > 0 {
+	if c.Attributes || c.LimitKeys > 0 || c.Encrypt {
 		r.Options = &chronicle.StartOptions{}
+		if c.Encrypt {
+			r.Options.Subject = SubjectOf(i)
+		}
 		if c.Attributes {
 			r.Options.SearchAttributes = StartAttributes(i)
 		}
@@ -235,6 +251,32 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	if c.Attributes {
 		opts.SearchAttributes = PreloadAttributes
+	}
+	if c.Encrypt && c.Keys != nil {
+		opts.Keys = c.Keys
+	} else if c.Encrypt {
+		dir, err := os.MkdirTemp("", "chronicle-bench-keys-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		kek := filepath.Join(dir, "kek")
+		if err := chronicle.GenerateKEK(kek, "bench"); err != nil {
+			return nil, err
+		}
+		keys, err := chronicle.NewFileKeyProvider(filepath.Join(dir, "keys"), kek)
+		if err != nil {
+			return nil, err
+		}
+		// The subjects' keys exist before the run, as those of known
+		// customers do: making one (a file written and synced) is not
+		// the cost measured.
+		for i := range min(c.Instances, 1000) {
+			if _, err := keys.DataKey(ctx, SubjectOf(i), true); err != nil {
+				return nil, err
+			}
+		}
+		opts.Keys = keys
 	}
 	if c.Checkpoints > 0 {
 		_, key, err := ed25519.GenerateKey(rand.Reader)

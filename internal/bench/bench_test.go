@@ -206,3 +206,26 @@ func TestSchedulesWorkloadRuns(t *testing.T) {
 	_, err = bench.RunSchedules(context.Background(), memory.New(memory.Options{}), bench.ScheduleConfig{})
 	require.Error(t, err)
 }
+
+// TestEncryptSealsPayloads runs W1 with data subjects: every workflow
+// completes and its stored input is sealed for its subject.
+func TestEncryptSealsPayloads(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	res, err := bench.Run(context.Background(), store, bench.Config{Workload: bench.W1, Instances: 20, Encrypt: true})
+	require.NoError(t, err)
+	require.Equal(t, 20, res.Workflows)
+	require.Equal(t, int64(60), res.Activities)
+	ids := store.InstanceIDs()
+	require.Len(t, ids, 20)
+	for _, id := range ids {
+		events, err := store.LoadHistory(context.Background(), &provider.LoadHistoryParams{InstanceID: id, FromSeq: 1})
+		require.NoError(t, err)
+		a, err := events[0].Attributes()
+		require.NoError(t, err)
+		start := a.(*history.ExecutionStarted)
+		subject, sealed := chronicle.SealedSubject(start.Input)
+		require.True(t, sealed, "input of %s", id)
+		require.Equal(t, start.Subject, subject)
+	}
+}

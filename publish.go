@@ -242,11 +242,30 @@ type WitnessPublisher struct {
 }
 
 // NewWitnessPublisher returns the publisher of the witness at url (its
-// submission prefix), taking consistency proofs from prover (the
-// [Engine]). With witness set, a cosignature that witness does not verify
-// is an error; hc is the HTTP client (http.DefaultClient when nil).
-func NewWitnessPublisher(url string, prover ConsistencyProver, witness note.Verifier, hc *http.Client) *WitnessPublisher {
-	return &WitnessPublisher{client: tlog.WitnessClient{URL: url, HTTP: hc}, prover: prover, witness: witness}
+// submission prefix). With witness set, a cosignature that witness does
+// not verify is an error; hc is the HTTP client (http.DefaultClient when
+// nil). The consistency proofs come from the engine whose
+// [CheckpointOptions.Publishers] hold it, unless [WitnessPublisher.SetProver]
+// names another source.
+func NewWitnessPublisher(url string, witness note.Verifier, hc *http.Client) *WitnessPublisher {
+	return &WitnessPublisher{client: tlog.WitnessClient{URL: url, HTTP: hc}, witness: witness}
+}
+
+// SetProver sets where the publisher takes its consistency proofs from,
+// for a publisher used without an engine.
+func (w *WitnessPublisher) SetProver(p ConsistencyProver) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prover = p
+}
+
+// defaultProver sets the prover when none is set.
+func (w *WitnessPublisher) defaultProver(p ConsistencyProver) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.prover == nil {
+		w.prover = p
+	}
 }
 
 // Publish implements [Publisher]. It starts from the size the witness
@@ -263,6 +282,9 @@ func (w *WitnessPublisher) Publish(ctx context.Context, signedNote []byte) error
 	for attempt := 0; ; attempt++ {
 		var proof [][]byte
 		if old > 0 && old <= c.Size {
+			if w.prover == nil {
+				return errors.New("chronicle: the witness publisher has no source of consistency proofs")
+			}
 			if proof, err = w.prover.ConsistencyProof(ctx, old, c.Size); err != nil {
 				return err
 			}
@@ -462,6 +484,9 @@ func (e *Engine) Publish(ctx context.Context) error {
 	}
 	var errs []error
 	for _, p := range e.cp.opts.Publishers {
+		if w, ok := p.(*WitnessPublisher); ok {
+			w.defaultProver(e)
+		}
 		if err := e.publishTo(ctx, p, msg, keys); err != nil {
 			errs = append(errs, err)
 		}

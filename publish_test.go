@@ -219,10 +219,9 @@ func TestWitnessPublisher(t *testing.T) {
 	b := setup(t)
 	var wp *chronicle.WitnessPublisher
 	restart := func() {
-		wp = chronicle.NewWitnessPublisher(srv.URL, nil, cos.Verifier(), srv.Client())
+		wp = chronicle.NewWitnessPublisher(srv.URL, cos.Verifier(), srv.Client())
 		b.opts = publishing(s, wp)
 		b.engine = b.newEngine(t)
-		*wp = *chronicle.NewWitnessPublisher(srv.URL, b.engine, cos.Verifier(), srv.Client())
 		register(t, b.engine, "echo", quick)
 	}
 	restart()

@@ -98,6 +98,9 @@ type cli struct {
 	json     bool
 	// signKey is the signing key file of checkpoints (--sign-key).
 	signKey string
+	// origin and publishers go to Options.Checkpoints (checkpoint publish).
+	origin     string
+	publishers []chronicle.Publisher
 	// codec is the codec of the deployment's payloads (--codec).
 	codec string
 	// searchAttrs declares search attributes (--search-attributes).
@@ -227,7 +230,9 @@ func commands() []*command {
 		{"replay", "PATH... | --all", "replay exported histories (files, folders) or every instance of the store against the workflows this binary registers (the demo's); name each divergence", runReplay},
 		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
-		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
+		{"checkpoint publish", "--dir DIR [--origin O]", "publish the newest checkpoint as a signed tlog-checkpoint note to an append-only directory (needs --sign-key)", runCheckpointPublish},
+		{"checkpoint verify", "--published DIR --key KEYRING [--origin O]", "check the store's checkpoints against published notes: truncation, fork", runCheckpointVerify},
+		{"keygen", "--id KEYID --out FILE [--origin O]", "make an Ed25519 signing key for checkpoints and its keyring line (and with --origin its note verifier key)", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
 		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},
 		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned human task", runTaskClaim},
@@ -258,7 +263,7 @@ func commands() []*command {
 		{"projections rebuild", "ID | --all", "rebuild an instance's projections from its history", runProjectionsRebuild},
 		{"projections check", "ID | --all", "compare stored projections with a fold of history", runProjectionsCheck},
 		{"purge", "ID... | --older-than AGE, --by U [--archive DIR]", "delete ended instances, keeping tombstones", runPurge},
-		{"doctor", "[--key FILE]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints contradict", runDoctor},
+		{"doctor", "[--key FILE [--published DIR]]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints (and the published ones) contradict", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--preload N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
@@ -424,7 +429,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: s}
+		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: s, Origin: c.origin, Publishers: c.publishers}
 	}
 	c.engine, err = chronicle.New(store, opts)
 	return c.engine, err

@@ -310,7 +310,7 @@ func ParseAddCheckpoint(body []byte) (oldSize uint64, proof [][]byte, msg []byte
 		if len(proof) == maxProof {
 			return bad("more than 63 proof lines")
 		}
-		h, derr := base64.StdEncoding.DecodeString(string(line))
+		h, derr := base64.StdEncoding.Strict().DecodeString(string(line))
 		if derr != nil || len(h) != HashSize {
 			return bad("a proof line is not a base64 hash")
 		}

@@ -2,7 +2,6 @@ package chronicle_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -207,9 +206,7 @@ func TestWitnessPublisher(t *testing.T) {
 	t.Parallel()
 	s := newSigner(t, "k1")
 	keys := keyringOf(t, s)
-	_, wkey, err := ed25519.GenerateKey(nil)
-	require.NoError(t, err)
-	cos, err := tlog.NewCosigner("witness.example/w1", wkey, nil)
+	cos, err := tlog.NewCosigner("witness.example/w1", newSigner(t, "witness"), nil)
 	require.NoError(t, err)
 	w, err := tlog.NewWitness(tlog.WitnessOptions{Cosigner: cos, Dir: t.TempDir(), Logs: map[string]*chronicle.Keyring{testOrigin: keys}})
 	require.NoError(t, err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chronicleflow/chronicle/history"
 )
 
 // algCosignatureV1 is the signed-note algorithm byte of Ed25519
@@ -35,25 +37,27 @@ func cosignedMessage(t uint64, text []byte) []byte {
 type Cosigner struct {
 	name string
 	hash uint32
-	key  ed25519.PrivateKey
+	s    history.Signer
+	pub  ed25519.PublicKey
 	now  func() time.Time
 }
 
 // NewCosigner returns the cosigner of a witness named name (a
-// schema-less URL such as "witness.example/w1") with key; now gives the
-// time of signing (time.Now when nil).
-func NewCosigner(name string, key ed25519.PrivateKey, now func() time.Time) (*Cosigner, error) {
+// schema-less URL such as "witness.example/w1") signing with s (an
+// Ed25519 key in memory, a KMS, an HSM; a key of its own, never the
+// log's); now gives the time of signing (time.Now when nil).
+func NewCosigner(name string, s history.Signer, now func() time.Time) (*Cosigner, error) {
 	if err := ValidateOrigin(name); err != nil {
 		return nil, fmt.Errorf("tlog: witness name: %w", err)
 	}
-	if len(key) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("tlog: witness key of %d bytes, want %d", len(key), ed25519.PrivateKeySize)
+	pub, ok := s.Public().(ed25519.PublicKey)
+	if !ok || len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("tlog: witness key %s is not an Ed25519 key", s.KeyID())
 	}
 	if now == nil {
 		now = time.Now
 	}
-	pub := key.Public().(ed25519.PublicKey)
-	return &Cosigner{name: name, hash: keyHash(name, algCosignatureV1, pub), key: key, now: now}, nil
+	return &Cosigner{name: name, hash: keyHash(name, algCosignatureV1, pub), s: s, pub: pub, now: now}, nil
 }
 
 // Name implements note.Signer.
@@ -68,13 +72,22 @@ func (c *Cosigner) Sign(msg []byte) ([]byte, error) {
 	if t < 0 {
 		return nil, fmt.Errorf("tlog: cosigning time %d is before 1970", t)
 	}
-	sig := binary.BigEndian.AppendUint64(make([]byte, 0, 8+ed25519.SignatureSize), uint64(t))
-	return append(sig, ed25519.Sign(c.key, cosignedMessage(uint64(t), msg))...), nil
+	sig, err := c.s.Sign(cosignedMessage(uint64(t), msg))
+	if err != nil {
+		return nil, err
+	}
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(sig)), uint64(t)), sig...), nil
 }
 
 // Verifier returns the verifier of the cosigner's signatures.
 func (c *Cosigner) Verifier() note.Verifier {
-	return &cosignatureVerifier{name: c.name, hash: c.hash, pub: c.key.Public().(ed25519.PublicKey)}
+	return &cosignatureVerifier{name: c.name, hash: c.hash, pub: c.pub}
+}
+
+// Key returns the cosigner's verifier key ([CosignerKey]).
+func (c *Cosigner) Key() string {
+	k, _ := CosignerKey(c.name, c.pub)
+	return k
 }
 
 // NewCosignatureVerifier returns the note.Verifier of the cosignatures of

@@ -162,8 +162,10 @@ func TestCosignatureFollowsTheSpec(t *testing.T) {
 	t.Parallel()
 	_, priv, err := ed25519.GenerateKey(nil)
 	require.NoError(t, err)
+	ws, err := history.NewEd25519Signer("w1", priv)
+	require.NoError(t, err)
 	at := time.Unix(1_700_000_000, 0)
-	c, err := tlog.NewCosigner("witness.example/w1", priv, func() time.Time { return at })
+	c, err := tlog.NewCosigner("witness.example/w1", ws, func() time.Time { return at })
 	require.NoError(t, err)
 	text := "example.com/log\n3\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
 	msg, err := note.Sign(&note.Note{Text: text}, c)
@@ -185,6 +187,7 @@ func TestCosignatureFollowsTheSpec(t *testing.T) {
 
 	vkey, err := tlog.CosignerKey("witness.example/w1", pub)
 	require.NoError(t, err)
+	require.Equal(t, vkey, c.Key())
 	require.True(t, strings.HasPrefix(vkey, "witness.example/w1+"))
 	// A plain Ed25519 verifier of the same key does not take it.
 	plain, err := note.NewEd25519VerifierKey("witness.example/w1", pub)
@@ -198,9 +201,8 @@ func TestCosignatureFollowsTheSpec(t *testing.T) {
 func TestWitnessCosignsOnlyWhatExtendsItsLatest(t *testing.T) {
 	t.Parallel()
 	s, keys := newKey(t, "k1")
-	_, wpriv, err := ed25519.GenerateKey(nil)
-	require.NoError(t, err)
-	cos, err := tlog.NewCosigner("witness.example/w1", wpriv, nil)
+	ws, _ := newKey(t, "w1")
+	cos, err := tlog.NewCosigner("witness.example/w1", ws, nil)
 	require.NoError(t, err)
 	w, err := tlog.NewWitness(tlog.WitnessOptions{Cosigner: cos, Dir: t.TempDir(), Logs: map[string]*history.Keyring{origin: keys}})
 	require.NoError(t, err)

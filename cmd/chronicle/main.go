@@ -50,6 +50,9 @@ type hooks struct {
 	// uiServing, when set, is called by ui once the console listens, with
 	// its address and the engine it shows.
 	uiServing func(addr string, e *chronicle.Engine)
+	// witnessServing, when set, is called by witness serve once it
+	// listens, with its address.
+	witnessServing func(addr string)
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
@@ -230,8 +233,9 @@ func commands() []*command {
 		{"replay", "PATH... | --all", "replay exported histories (files, folders) or every instance of the store against the workflows this binary registers (the demo's); name each divergence", runReplay},
 		{"checkpoint write", "", "sign a checkpoint of every head no checkpoint covers yet (needs --sign-key)", runCheckpointWrite},
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
-		{"checkpoint publish", "--dir DIR [--origin O]", "publish the newest checkpoint as a signed tlog-checkpoint note to an append-only directory (needs --sign-key)", runCheckpointPublish},
+		{"checkpoint publish", "--dir DIR [--witness URL]... [--origin O]", "publish the newest checkpoint as a signed tlog-checkpoint note to an append-only directory, and have witnesses cosign it (needs --sign-key)", runCheckpointPublish},
 		{"checkpoint verify", "--published DIR --key KEYRING [--origin O]", "check the store's checkpoints against published notes: truncation, fork", runCheckpointVerify},
+		{"witness serve", "--name NAME --key FILE --dir DIR --log ORIGIN=KEYRING... [--listen HOST:PORT]", "serve a witness that cosigns checkpoint notes only when they extend the last it cosigned (C2SP tlog-witness)", runWitnessServe},
 		{"keygen", "--id KEYID --out FILE [--origin O]", "make an Ed25519 signing key for checkpoints and its keyring line (and with --origin its note verifier key)", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
 		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},

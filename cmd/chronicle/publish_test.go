@@ -66,6 +66,23 @@ func TestCheckpointPublishCommands(t *testing.T) {
 	require.True(t, strings.HasPrefix(n.Text, origin+"\n1\n"))
 
 	pub := key + ".pub"
+	// A witness cosigns it.
+	wkey := filepath.Join(tmp, "w.key")
+	code, _, stderr = cli("keygen", "--id", "w1", "--out", wkey)
+	require.Equal(t, 0, code, stderr)
+	wctx, stopWitness := context.WithCancel(ctx)
+	defer stopWitness()
+	addr, served := make(chan string, 1), make(chan int, 1)
+	var wout, werr bytes.Buffer
+	go func() {
+		served <- runWith(wctx, []string{"witness", "serve", "--listen", "127.0.0.1:0", "--name", "witness.example/w1", "--key", wkey,
+			"--dir", filepath.Join(tmp, "witness"), "--log", origin + "=" + pub}, &wout, &werr, hooks{witnessServing: func(a string) { addr <- a }})
+	}()
+	witness := "http://" + <-addr
+	code, stdout, stderr = cli("--sign-key", key, "checkpoint", "publish", "--dir", dir, "--origin", origin, "--witness", witness)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "\n— witness.example/w1 ")
+
 	code, stdout, _ = cli("checkpoint", "verify", "--published", dir, "--key", pub)
 	require.Equal(t, 0, code, stdout)
 	require.Contains(t, stdout, "ok: the store holds it")
@@ -91,10 +108,15 @@ func TestCheckpointPublishCommands(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	code, stdout, _ = cli("history", "verify", "--all", "--key", pub)
 	require.Equal(t, 0, code, "the re-signed chain verifies on its own: %s", stdout)
-	code, _, stderr = cli("--sign-key", key, "checkpoint", "publish", "--dir", dir, "--origin", origin)
+	code, _, stderr = cli("--sign-key", key, "checkpoint", "publish", "--dir", dir, "--origin", origin, "--witness", witness)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "two histories")
+	require.Contains(t, stderr, "the witness's latest cosigned size is 1")
 	code, stdout, _ = cli("--json", "checkpoint", "verify", "--published", dir, "--key", pub)
 	require.Equal(t, 1, code, stdout)
 	require.Contains(t, stdout, `"problem": "forked"`)
+
+	stopWitness()
+	require.Equal(t, 0, <-served, werr.String())
+	require.Contains(t, wout.String(), "witness.example/w1+")
 }

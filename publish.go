@@ -153,6 +153,10 @@ func (d *DirPublisher) Publish(_ context.Context, signedNote []byte) error {
 		return err
 	}
 	err = os.Link(tmp, path)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		// A file system without hard links: create the name exclusively.
+		err = writeExclusive(path, signedNote)
+	}
 	if !errors.Is(err, os.ErrExist) {
 		return err
 	}
@@ -168,6 +172,16 @@ func (d *DirPublisher) Publish(_ context.Context, signedNote []byte) error {
 		return &ForkError{Size: c.Size, PublishedRoot: hc.Root, HereRoot: c.Root}
 	}
 	return nil
+}
+
+// writeExclusive creates path, which must not exist, with data.
+func writeExclusive(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
 // sizes returns the sizes of the published files, ascending.
@@ -378,7 +392,7 @@ func DefaultOrigin(first []byte) string {
 	return "chronicle/" + short(first)
 }
 
-// origin returns the log's origin.
+// origin returns the log's origin. The caller holds e.cp.log.mu.
 func (e *Engine) origin() string {
 	if e.cp.opts.Origin != "" {
 		return e.cp.opts.Origin
@@ -387,8 +401,8 @@ func (e *Engine) origin() string {
 }
 
 // latestNote brings the engine's log up to the store's newest checkpoint
-// and returns its signed note, with the log; nil when the store holds
-// none. The caller holds e.cp.log.mu.
+// and returns its signed note; nil when the store holds none. The caller
+// holds e.cp.log.mu.
 func (e *Engine) latestNote(ctx context.Context) ([]byte, error) {
 	s, err := e.checkpointStore()
 	if err != nil {
@@ -474,6 +488,7 @@ func (e *Engine) Publish(ctx context.Context) error {
 	defer l.publish.Unlock()
 	l.mu.Lock()
 	msg, err := e.latestNote(ctx)
+	origin := e.origin()
 	l.mu.Unlock()
 	if err != nil || msg == nil {
 		return err
@@ -487,7 +502,7 @@ func (e *Engine) Publish(ctx context.Context) error {
 		if w, ok := p.(*WitnessPublisher); ok {
 			w.defaultProver(e)
 		}
-		if err := e.publishTo(ctx, p, msg, keys); err != nil {
+		if err := e.publishTo(ctx, p, msg, origin, keys); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -496,13 +511,13 @@ func (e *Engine) Publish(ctx context.Context) error {
 
 // publishTo publishes msg to p when the note p holds is a prefix of the
 // engine's log.
-func (e *Engine) publishTo(ctx context.Context, p Publisher, msg []byte, keys *Keyring) error {
+func (e *Engine) publishTo(ctx context.Context, p Publisher, msg []byte, origin string, keys *Keyring) error {
 	prev, err := p.Latest(ctx)
 	if err != nil && !errors.Is(err, ErrNothingPublished) {
 		return err
 	}
 	if prev != nil {
-		pc, _, err := tlog.Open(prev, e.origin(), keys)
+		pc, _, err := tlog.Open(prev, origin, keys)
 		if err != nil {
 			return fmt.Errorf("chronicle: the newest published checkpoint: %w", err)
 		}

@@ -2,6 +2,7 @@ package chronicle_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -249,4 +250,43 @@ func TestWitnessPublisher(t *testing.T) {
 	held2, err := w.Latest(testOrigin)
 	require.NoError(t, err)
 	require.Equal(t, held, held2)
+}
+
+// flaky fails its first n publishes.
+type flaky struct {
+	chronicle.Publisher
+	n int
+}
+
+func (f *flaky) Publish(ctx context.Context, note []byte) error {
+	if f.n > 0 {
+		f.n--
+		return errors.New("the share is offline")
+	}
+	return f.Publisher.Publish(ctx, note)
+}
+
+// A publish that fails is logged, the checkpoint stays stored, and the
+// next checkpoint brings the publisher up to date with the newest.
+func TestPublishFailureIsRetriedWithTheNextCheckpoint(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	dir, err := chronicle.NewDirPublisher(t.TempDir())
+	require.NoError(t, err)
+	b := setup(t, publishing(s, &flaky{Publisher: dir, n: 1}))
+	register(t, b.engine, "echo", quick)
+	c := runEchoes(t, b, "f-1")
+	require.Equal(t, int64(1), c.Number, "the checkpoint is stored though publishing failed")
+	_, err = dir.Latest(b.ctx)
+	require.ErrorIs(t, err, chronicle.ErrNothingPublished)
+	runEchoes(t, b, "f-2")
+	notes, err := dir.All()
+	require.NoError(t, err)
+	require.Len(t, notes, 1)
+	got, err := tlog.Parse(notes[0])
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), got.Size)
+	rep, err := b.engine.VerifyPublished(b.ctx, keyringOf(t, s), testOrigin, notes...)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -117,6 +119,14 @@ type ConsistencyProver interface {
 // host of the auditors). Several engines may share it.
 type DirPublisher struct {
 	dir string
+
+	// mu guards the newest size known and the directory's modification
+	// time when it was known, so that Latest lists the directory only
+	// when it changed.
+	mu     sync.Mutex
+	newest uint64
+	known  bool
+	mtime  time.Time
 }
 
 // NewDirPublisher returns the publisher of dir, creating it.
@@ -156,6 +166,11 @@ func (d *DirPublisher) Publish(_ context.Context, signedNote []byte) error {
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		// A file system without hard links: create the name exclusively.
 		err = writeExclusive(path, signedNote)
+	}
+	if err == nil {
+		_ = os.Remove(tmp) // before wrote: it changes the directory too
+		d.wrote(c.Size)
+		return nil
 	}
 	if !errors.Is(err, os.ErrExist) {
 		return err
@@ -208,17 +223,43 @@ func (d *DirPublisher) read(size uint64) ([]byte, error) {
 	return os.ReadFile(filepath.Join(d.dir, strconv.FormatUint(size, 10)+publishedExt))
 }
 
+// wrote records a file this publisher wrote: the directory changed by it.
+func (d *DirPublisher) wrote(size uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.known {
+		return // the next Latest lists the directory
+	}
+	// Another engine's file added meanwhile is seen at the directory's
+	// next change: Latest may lag it by one publish.
+	if st, err := os.Stat(d.dir); err == nil {
+		d.newest, d.mtime = max(d.newest, size), st.ModTime()
+	} else {
+		d.known = false
+	}
+}
+
 // Latest implements [Publisher]: the note of the largest size in the
-// directory. It lists the directory.
+// directory. It lists the directory the first time and when the
+// directory's modification time changed other than by this publisher.
 func (d *DirPublisher) Latest(context.Context) ([]byte, error) {
-	sizes, err := d.sizes()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, err := os.Stat(d.dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(sizes) == 0 {
-		return nil, fmt.Errorf("%w in %s", ErrNothingPublished, d.dir)
+	if !d.known || !st.ModTime().Equal(d.mtime) {
+		sizes, err := d.sizes()
+		if err != nil {
+			return nil, err
+		}
+		if len(sizes) == 0 {
+			return nil, fmt.Errorf("%w in %s", ErrNothingPublished, d.dir)
+		}
+		d.newest, d.known, d.mtime = sizes[len(sizes)-1], true, st.ModTime()
 	}
-	return d.read(sizes[len(sizes)-1])
+	return d.read(d.newest)
 }
 
 // All returns every note of the directory, by size: what
@@ -345,6 +386,9 @@ type logState struct {
 	tree tlog.Tree
 	// first and last are the hashes of checkpoints 1 and Size.
 	first, last []byte
+	// roots are the roots of the last sizes signed, so that checking a
+	// publisher's newest note needs no walk over every leaf.
+	roots map[uint64][]byte
 	// publish serializes publishing.
 	publish sync.Mutex
 }
@@ -384,6 +428,26 @@ func syncLog(ctx context.Context, s provider.CheckpointStore, tree *tlog.Tree, f
 	}
 }
 
+// keepRoot remembers the root of a size, and only those of the last
+// sizes.
+func (l *logState) keepRoot(size uint64, root []byte) {
+	if l.roots == nil {
+		l.roots = map[uint64][]byte{}
+	}
+	l.roots[size] = root
+	if len(l.roots) > 64 {
+		delete(l.roots, slices.Min(slices.Collect(maps.Keys(l.roots))))
+	}
+}
+
+// root returns the root of a size, from those remembered or computed.
+func (l *logState) root(size uint64) ([]byte, error) {
+	if r, ok := l.roots[size]; ok {
+		return r, nil
+	}
+	return l.tree.Root(size)
+}
+
 // DefaultOrigin returns the origin of a checkpoint log whose first
 // checkpoint has hash first, when [CheckpointOptions.Origin] is empty:
 // "chronicle/" and the first 16 hex digits of the hash, unique to the
@@ -419,6 +483,7 @@ func (e *Engine) latestNote(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.keepRoot(l.tree.Size(), root)
 	ns, err := tlog.NoteSigner(e.origin(), e.cp.opts.Signer)
 	if err != nil {
 		return nil, err
@@ -525,7 +590,7 @@ func (e *Engine) publishTo(ctx context.Context, p Publisher, msg []byte, origin 
 		size := e.cp.log.tree.Size()
 		var root []byte
 		if pc.Size <= size {
-			root, err = e.cp.log.tree.Root(pc.Size)
+			root, err = e.cp.log.root(pc.Size)
 		}
 		e.cp.log.mu.Unlock()
 		switch {

@@ -333,18 +333,24 @@ func (w *WitnessPublisher) Publish(ctx context.Context, signedNote []byte) error
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.prover == nil {
+		return errors.New("chronicle: the witness publisher has no source of consistency proofs")
+	}
 	old := w.size
 	for attempt := 0; ; attempt++ {
 		var proof [][]byte
 		if old > 0 && old <= c.Size {
-			if w.prover == nil {
-				return errors.New("chronicle: the witness publisher has no source of consistency proofs")
-			}
 			if proof, err = w.prover.ConsistencyProof(ctx, old, c.Size); err != nil {
 				return err
 			}
 		}
 		if old > c.Size {
+			// The witness is ahead: another engine published a larger
+			// size, or the store lost checkpoints. A store that holds
+			// the witness's size has a proof up to it.
+			if _, err := w.prover.ConsistencyProof(ctx, c.Size, old); err == nil {
+				return nil
+			}
 			return &TruncatedError{Published: old, Stored: c.Size}
 		}
 		cosig, err := w.client.AddCheckpoint(ctx, old, proof, signedNote)
@@ -588,8 +594,18 @@ func (e *Engine) publishTo(ctx context.Context, p Publisher, msg []byte, origin 
 		}
 		e.cp.log.mu.Lock()
 		size := e.cp.log.tree.Size()
+		if pc.Size > size {
+			// Another engine may have appended and published since:
+			// read the store again before calling it a truncation.
+			var s provider.CheckpointStore
+			if s, err = e.checkpointStore(); err == nil {
+				l := &e.cp.log
+				err = syncLog(ctx, s, &l.tree, &l.first, &l.last)
+				size = l.tree.Size()
+			}
+		}
 		var root []byte
-		if pc.Size <= size {
+		if err == nil && pc.Size <= size {
 			root, err = e.cp.log.root(pc.Size)
 		}
 		e.cp.log.mu.Unlock()

@@ -290,3 +290,48 @@ func TestPublishFailureIsRetriedWithTheNextCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%+v", rep)
 }
+
+// Two engines on one store publish to one directory and one witness: a
+// note of one that another's newer note overtook is no truncation.
+func TestPublishFromTwoEngines(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t, "k1")
+	keys := keyringOf(t, s)
+	cos, err := tlog.NewCosigner("witness.example/w1", newSigner(t, "witness"), nil)
+	require.NoError(t, err)
+	w, err := tlog.NewWitness(tlog.WitnessOptions{Cosigner: cos, Dir: t.TempDir(), Logs: map[string]*chronicle.Keyring{testOrigin: keys}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(w)
+	defer srv.Close()
+	dir, err := chronicle.NewDirPublisher(t.TempDir())
+	require.NoError(t, err)
+
+	wa := chronicle.NewWitnessPublisher(srv.URL, cos.Verifier(), srv.Client())
+	b := setup(t, publishing(s, dir, wa))
+	register(t, b.engine, "echo", quick)
+	a := b.engine
+	runEchoes(t, b, "t-1")
+	stale, err := a.CheckpointNote(b.ctx) // size 1
+	require.NoError(t, err)
+
+	b.opts = publishing(s, dir, chronicle.NewWitnessPublisher(srv.URL, cos.Verifier(), srv.Client()))
+	b.engine = b.newEngine(t)
+	register(t, b.engine, "echo", quick)
+	runEchoes(t, b, "t-2")
+	runEchoes(t, b, "t-3")
+	held, err := w.Latest(testOrigin)
+	require.NoError(t, err)
+	c, _, err := tlog.Open(held, testOrigin, keys, cos.Verifier())
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), c.Size)
+
+	// The first engine's publisher, behind the witness and the directory.
+	require.NoError(t, wa.Publish(b.ctx, stale))
+	require.NoError(t, a.Publish(b.ctx))
+	notes, err := dir.All()
+	require.NoError(t, err)
+	require.Len(t, notes, 3)
+	rep, err := a.VerifyPublished(b.ctx, keys, testOrigin, append(notes, held)...)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/tlog"
 )
 
 // Signer signs checkpoints; see [history.Signer] and [NewEd25519Signer].
@@ -52,6 +53,15 @@ type CheckpointOptions struct {
 	// is always checked. A sweep checks the checkpoints of a key it does
 	// not hold for their shape and chain only. Optional.
 	Keys *Keyring
+	// Publishers receive the signed note of the checkpoint log after
+	// every checkpoint the engine stores (docs/audit.md, "Publishing
+	// checkpoints"); a failure is logged and the next checkpoint
+	// publishes again. Optional.
+	Publishers []Publisher
+	// Origin names the checkpoint log in its notes, e.g.
+	// "chronicle.example/claims-prod". Default: [DefaultOrigin] of the
+	// first checkpoint.
+	Origin string
 }
 
 func (o *CheckpointOptions) validate() error {
@@ -62,6 +72,10 @@ func (o *CheckpointOptions) validate() error {
 		return fmt.Errorf("Checkpoints.Signer has an invalid key id %q", o.Signer.KeyID())
 	case o.Interval < 0 || o.EndDelay < 0 || o.SweepInterval < 0:
 		return errors.New("Checkpoints.Interval, EndDelay and SweepInterval must not be negative")
+	case o.Origin != "" && tlog.ValidateOrigin(o.Origin) != nil:
+		return fmt.Errorf("Checkpoints.Origin: %w", tlog.ValidateOrigin(o.Origin))
+	case slices.Contains(o.Publishers, nil):
+		return errors.New("Checkpoints.Publishers holds a nil publisher")
 	}
 	if _, err := o.keyring(); err != nil {
 		return fmt.Errorf("Checkpoints.Keys: %w", err)
@@ -124,6 +138,9 @@ type checkpointer struct {
 	// sweep is what the sweeps have read of the checkpoint chain.
 	sweepMu sync.Mutex
 	sweep   sweepState
+
+	// log is the checkpoint log the publishers receive.
+	log logState
 }
 
 // sweepState is the checkpoint chain as far as a sweep has read and
@@ -213,6 +230,14 @@ func (e *Engine) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	c, err := e.writeCheckpoint(ctx, s)
+	if c != nil {
+		e.publishLogged(ctx)
+	}
+	return c, err
+}
+
+func (e *Engine) writeCheckpoint(ctx context.Context, s provider.CheckpointStore) (*Checkpoint, error) {
 	e.cp.write.Lock()
 	defer e.cp.write.Unlock()
 	leaves := e.cp.take()
@@ -1048,6 +1073,14 @@ func (e *Engine) writeTombstones(ctx context.Context, tombs []history.Checkpoint
 	if err != nil {
 		return err
 	}
+	if err := e.writeTombstonesLocked(ctx, s, tombs); err != nil {
+		return err
+	}
+	e.publishLogged(ctx)
+	return nil
+}
+
+func (e *Engine) writeTombstonesLocked(ctx context.Context, s provider.CheckpointStore, tombs []history.CheckpointLeaf) error {
 	e.cp.write.Lock()
 	defer e.cp.write.Unlock()
 	pending := e.cp.take()

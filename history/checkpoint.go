@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	merkleproof "github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // Errors of checkpoint verification, compared with errors.Is.
@@ -201,42 +205,29 @@ func LeafHash(l CheckpointLeaf) []byte {
 // purgedMark ends the hashed bytes of a tombstone leaf.
 const purgedMark = "\x00purged"
 
-func nodeHash(left, right []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte{0x01})
-	h.Write(left)
-	h.Write(right)
-	return h.Sum(nil)
-}
-
-// MerkleRoot returns the Merkle tree hash of leaves, in their order.
+// MerkleRoot returns the Merkle tree hash of leaves, in their order: RFC
+// 6962's tree (github.com/transparency-dev/merkle) over [LeafHash]es.
 func MerkleRoot(leaves []CheckpointLeaf) []byte {
 	if len(leaves) == 0 {
-		sum := sha256.Sum256(nil)
-		return sum[:]
+		return rfc6962.DefaultHasher.EmptyRoot()
 	}
-	hashes := make([][]byte, len(leaves))
+	r := merkleRanges.NewEmptyRange(0)
 	for i := range leaves {
-		hashes[i] = LeafHash(leaves[i])
+		_ = r.Append(LeafHash(leaves[i]), nil) // a range from 0 accepts every append
 	}
-	return treeHash(hashes)
+	root, _ := r.GetRootHash(nil) // not empty
+	return root
 }
 
-func treeHash(h [][]byte) []byte {
+var merkleRanges = compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+
+// subtreeHash returns the hash of a perfect subtree of leaf hashes h.
+func subtreeHash(h [][]byte) []byte {
 	if len(h) == 1 {
 		return h[0]
 	}
-	k := split(len(h))
-	return nodeHash(treeHash(h[:k]), treeHash(h[k:]))
-}
-
-// split returns the largest power of two below n (n > 1).
-func split(n int) int {
-	k := 1
-	for k<<1 < n {
-		k <<= 1
-	}
-	return k
+	k := len(h) / 2
+	return rfc6962.DefaultHasher.HashChildren(subtreeHash(h[:k]), subtreeHash(h[k:]))
 }
 
 // InclusionProof proves that a leaf is the Index-th of a tree of Size
@@ -258,47 +249,30 @@ func (c *Checkpoint) Proof(instanceID string) (leaf CheckpointLeaf, proof *Inclu
 	for j := range c.Leaves {
 		hashes[j] = LeafHash(c.Leaves[j])
 	}
-	return leaf, &InclusionProof{Index: i, Size: len(hashes), Path: auditPath(i, hashes)}, true
-}
-
-func auditPath(m int, h [][]byte) [][]byte {
-	if len(h) <= 1 {
-		return nil
+	nodes, err := merkleproof.Inclusion(uint64(i), uint64(len(hashes)))
+	if err != nil {
+		return leaf, nil, false // i < len: never
 	}
-	k := split(len(h))
-	if m < k {
-		return append(auditPath(m, h[:k]), treeHash(h[k:]))
+	path := make([][]byte, len(nodes.IDs))
+	for j, id := range nodes.IDs {
+		begin, end := id.Coverage()
+		path[j] = subtreeHash(hashes[begin:end])
 	}
-	return append(auditPath(m-k, h[k:]), treeHash(h[:k]))
+	if path, err = nodes.Rehash(path, rfc6962.DefaultHasher.HashChildren); err != nil {
+		return leaf, nil, false // as many hashes as nodes: never
+	}
+	return leaf, &InclusionProof{Index: i, Size: len(hashes), Path: path}, true
 }
 
 // VerifyInclusion checks that leaf is in the tree of root with proof (the
-// algorithm of RFC 9162, 2.1.3.2). It returns nil or an error wrapping
+// algorithm of RFC 9162, 2.1.3.2, by github.com/transparency-dev/merkle). It returns nil or an error wrapping
 // ErrMalformedCheckpoint.
 func VerifyInclusion(root []byte, leaf CheckpointLeaf, p *InclusionProof) error {
 	if p == nil || p.Index < 0 || p.Index >= p.Size {
 		return fmt.Errorf("%w: inclusion proof of %s out of range", ErrMalformedCheckpoint, leaf.InstanceID)
 	}
-	fn, sn := p.Index, p.Size-1
-	r := LeafHash(leaf)
-	for _, s := range p.Path {
-		if sn == 0 {
-			return fmt.Errorf("%w: inclusion proof of %s is too long", ErrMalformedCheckpoint, leaf.InstanceID)
-		}
-		if fn&1 == 1 || fn == sn {
-			r = nodeHash(s, r)
-			for fn&1 == 0 && fn != 0 {
-				fn >>= 1
-				sn >>= 1
-			}
-		} else {
-			r = nodeHash(r, s)
-		}
-		fn >>= 1
-		sn >>= 1
-	}
-	if sn != 0 || !bytes.Equal(r, root) {
-		return fmt.Errorf("%w: inclusion proof of %s does not lead to the root", ErrMalformedCheckpoint, leaf.InstanceID)
+	if err := merkleproof.VerifyInclusion(rfc6962.DefaultHasher, uint64(p.Index), uint64(p.Size), LeafHash(leaf), p.Path, root); err != nil {
+		return fmt.Errorf("%w: inclusion proof of %s does not lead to the root: %v", ErrMalformedCheckpoint, leaf.InstanceID, err)
 	}
 	return nil
 }

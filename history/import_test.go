@@ -97,10 +97,12 @@ func TestImportDirection(t *testing.T) {
 		}
 	}
 	// history imports only the standard library, msgpack, uuid,
+	// transparency-dev/merkle (its checkpoints' Merkle trees),
 	// internal/mpack and query; the last two import only the standard
 	// library.
 	for dir, more := range map[string][]string{
-		"history":        {"github.com/vmihailenco/msgpack/v5", "github.com/google/uuid", module + "/internal/mpack", module + "/query"},
+		"history": {"github.com/vmihailenco/msgpack/v5", "github.com/google/uuid", module + "/internal/mpack", module + "/query",
+			"github.com/transparency-dev/merkle/compact", "github.com/transparency-dev/merkle/proof", "github.com/transparency-dev/merkle/rfc6962"},
 		"internal/mpack": nil,
 		"query":          nil,
 	} {

@@ -111,6 +111,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	checkpoints := fs.Duration("checkpoints", 0, "sign checkpoints with a fresh key at this interval (1s, say) while the workloads run; 0: none")
+	publish := fs.String("publish", "", "with --checkpoints, publish every checkpoint's note to this append-only `DIR`")
 	preload := fs.Int("preload", 0, "PostgreSQL: fill each workload's schema with this many ended W1 instances and their histories before it runs (with --schema, ones already there count)")
 	attributes := fs.Bool("attributes", false, "declare search attributes (customer, amount, items, region, express) and start W1, W2 and BACKLOG workflows with a value of each")
 	queries := fs.Bool("query", false, "PostgreSQL: time the search queries (one customer's completed orders in a created_at range, first 50; a count by status) on a schema preloaded (--preload) with attributes; runs no workload unless --workload names some")
@@ -232,7 +233,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if pg != nil {
 			before = c.dbWork(pg)
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Attributes: *attributes, Encrypt: *encrypt, Keys: keys,
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Publish: *publish, Attributes: *attributes, Encrypt: *encrypt, Keys: keys,
 			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys, CacheSize: *cacheSize})
 		var work *bench.DBWork
 		if err == nil && before != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/tlog"
 )
 
 // Key files: keygen writes them in the format chronicle.ReadSigningKey
@@ -25,18 +26,28 @@ type keygenJSON struct {
 	Private string `json:"private_file"`
 	Public  string `json:"public_file"`
 	Line    string `json:"keyring_line"`
+	// VerifierKey and VerifierFile are set with --origin: the signed-note
+	// verifier key of the checkpoint log's notes.
+	VerifierKey  string `json:"verifier_key,omitempty"`
+	VerifierFile string `json:"verifier_file,omitempty"`
 }
 
 func runKeygen(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
-	var id, out string
+	var id, out, origin string
 	fs.StringVar(&id, "id", "", "the key id recorded in checkpoints (required), e.g. 2026-11")
 	fs.StringVar(&out, "out", "", "write the signing key to FILE and its keyring line to FILE.pub (required)")
+	fs.StringVar(&origin, "origin", "", "also write the signed-note verifier key of the checkpoint log `ORIGIN` to FILE.vkey")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
 	if id == "" || out == "" {
 		return usagef(cmd, "--id and --out are required")
+	}
+	if origin != "" {
+		if err := tlog.ValidateOrigin(origin); err != nil {
+			return usagef(cmd, "%v", err)
+		}
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -59,10 +70,22 @@ func runKeygen(c *cli, cmd *command, args []string) error {
 		return err
 	}
 	rep := keygenJSON{KeyID: id, Private: out, Public: out + ".pub", Line: line}
+	if origin != "" {
+		if rep.VerifierKey, err = tlog.VerifierKey(origin, pub); err != nil {
+			return err
+		}
+		rep.VerifierFile = out + ".vkey"
+		if err := os.WriteFile(rep.VerifierFile, []byte(rep.VerifierKey+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	if c.json {
 		return c.printJSON(rep)
 	}
 	c.printf("signing key %s written to %s (keep it secret)\nkeyring line written to %s:\n%s\n", id, out, rep.Public, line)
+	if origin != "" {
+		c.printf("verifier key of the checkpoint notes of %s written to %s:\n%s\n", origin, rep.VerifierFile, rep.VerifierKey)
+	}
 	return nil
 }
 

@@ -30,6 +30,8 @@ type doctorCheckpoints struct {
 	// the chain of checkpoints is broken: the history cannot be trusted.
 	Forged   bool     `json:"forged"`
 	Problems []string `json:"problems"`
+	// Published counts the published notes checked (--published).
+	Published int `json:"published,omitempty"`
 }
 
 type doctorIncident struct {
@@ -67,9 +69,14 @@ type doctorProjections struct {
 func runDoctor(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	var keyFiles listFlag
+	var published string
 	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable): also verify the history against signed checkpoints")
+	fs.StringVar(&published, "published", "", "with --key, also check the checkpoints against the published notes in `DIR`")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
+	}
+	if published != "" && len(keyFiles) == 0 {
+		return usagef(cmd, "--published needs --key")
 	}
 	var keys *chronicle.Keyring
 	if len(keyFiles) > 0 {
@@ -109,6 +116,19 @@ func runDoctor(c *cli, cmd *command, args []string) error {
 		cp, err := doctorVerifyCheckpoints(c, e, keys)
 		if err != nil {
 			return err
+		}
+		if published != "" {
+			pv, err := c.verifyPublished(e, keys, published, "")
+			if err != nil {
+				return err
+			}
+			cp.Published = len(pv.Notes)
+			for _, n := range pv.Notes {
+				if !n.OK {
+					cp.Problems = append(cp.Problems, fmt.Sprintf("published checkpoint %d: %s", n.Size, n.Reason))
+				}
+			}
+			cp.Forged = len(cp.Problems) > 0
 		}
 		out.Checkpoints = cp
 		out.OK = out.OK && !cp.Forged
@@ -199,6 +219,9 @@ func (c *cli) printDoctor(out *doctorJSON) {
 	if cp := out.Checkpoints; cp != nil {
 		if !cp.Forged {
 			c.printf("signed checkpoints: %d (latest %d), every covered history verified\n", cp.Checkpoints, cp.Latest)
+			if cp.Published > 0 {
+				c.printf("published checkpoints: %d, each held by the store\n", cp.Published)
+			}
 		} else {
 			c.printf("signed checkpoints: %d (latest %d); the history contradicts them: %d problems\n", cp.Checkpoints, cp.Latest, len(cp.Problems))
 			for _, p := range cp.Problems {

@@ -50,6 +50,9 @@ type hooks struct {
 	// uiServing, when set, is called by ui once the console listens, with
 	// its address and the engine it shows.
 	uiServing func(addr string, e *chronicle.Engine)
+	// witnessServing, when set, is called by witness serve once it
+	// listens, with its address.
+	witnessServing func(addr string)
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
@@ -102,6 +105,9 @@ type cli struct {
 	// the KEK files that wrap them (--kek, the first current).
 	keysDir string
 	keks    []string
+	// origin and publishers go to Options.Checkpoints (checkpoint publish).
+	origin     string
+	publishers []chronicle.Publisher
 	// codec is the codec of the deployment's payloads (--codec).
 	codec string
 	// searchAttrs declares search attributes (--search-attributes).
@@ -237,7 +243,10 @@ func commands() []*command {
 		{"checkpoint list", "[--after N] [--limit N]", "list signed checkpoints", runCheckpointList},
 		{"audit bundle", "ID... | --all, --out FILE", "write an audit bundle (histories, their signed checkpoint proofs, signed tombstones of purged ones, projections folded from history) that verifies offline", runAuditBundle},
 		{"audit verify", "FILE --key KEYRING...", "verify an audit bundle offline with the public keys alone and print what it proves", runAuditVerify},
-		{"keygen", "--id KEYID --out FILE", "make an Ed25519 signing key for checkpoints and its keyring line", runKeygen},
+		{"checkpoint publish", "--dir DIR [--witness URL]... [--origin O]", "publish the newest checkpoint as a signed tlog-checkpoint note to an append-only directory, and have witnesses cosign it (needs --sign-key)", runCheckpointPublish},
+		{"checkpoint verify", "--published DIR --key KEYRING [--origin O]", "check the store's checkpoints against published notes: truncation, fork", runCheckpointVerify},
+		{"witness serve", "--name NAME --key FILE --dir DIR --log ORIGIN=KEYRING... [--listen HOST:PORT]", "serve a witness that cosigns checkpoint notes only when they extend the last it cosigned (C2SP tlog-witness)", runWitnessServe},
+		{"keygen", "--id KEYID --out FILE [--origin O]", "make an Ed25519 signing key for checkpoints and its keyring line (and with --origin its note verifier key)", runKeygen},
 		{"tasks list", "[--role R]... [--assignee U] [--status S] [--instance ID] [--unassigned] [--after ID] [--limit N]", "list human tasks", runTasksList},
 		{"task show", "TASK", "show a human task and its audit trail", runTaskShow},
 		{"task claim", "TASK --user U --roles R1,R2", "take an unassigned human task", runTaskClaim},
@@ -271,7 +280,7 @@ func commands() []*command {
 		{"subject erase", "SUBJECT --reason R --by U [--ticket T] (needs --keys, --kek)", "erase a data subject: record it, terminate its running instances, destroy its key; its payloads read as erased everywhere", runSubjectErase},
 		{"keys kek", "--id KEKID --out FILE", "make a key-encryption key (KEK) for the data keys of --keys DIR", runKeysKEK},
 		{"keys rotate", "(needs --keys DIR --kek NEW [--kek OLD]...)", "re-wrap every data key under the first --kek, so older KEKs can be destroyed", runKeysRotate},
-		{"doctor", "[--key FILE]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints contradict", runDoctor},
+		{"doctor", "[--key FILE [--published DIR]]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints (and the published ones) contradict", runDoctor},
 		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--preload N] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
@@ -423,7 +432,7 @@ func (c *cli) open() (*chronicle.Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		checkpoints = &chronicle.CheckpointOptions{Signer: s}
+		checkpoints = &chronicle.CheckpointOptions{Signer: s, Origin: c.origin, Publishers: c.publishers}
 	}
 	if mem, ok := store.(*memory.Store); ok {
 		d, err := demodata.SeedWith(c.ctx, mem, demodata.SeedOptions{SearchAttributes: decls, Checkpoints: checkpoints})

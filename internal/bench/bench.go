@@ -63,6 +63,10 @@ type Config struct {
 	// Checkpoints, when positive, has the engine sign checkpoints with a
 	// fresh Ed25519 key at this interval (and EndDelay) while it runs.
 	Checkpoints time.Duration
+	// Publish, with Checkpoints, publishes every checkpoint's note to an
+	// append-only directory (chronicle.DirPublisher), a new one under
+	// that path for each run (each run's key signs a new chain).
+	Publish string
 	// Attributes declares [PreloadAttributes] and starts each workflow of
 	// W1, W2 and BACKLOG with a value of each ([StartAttributes]), so that
 	// every record the rounds write carries them.
@@ -288,6 +292,20 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 			return nil, err
 		}
 		opts.Checkpoints = &chronicle.CheckpointOptions{Signer: signer, Interval: c.Checkpoints, EndDelay: c.Checkpoints}
+		if c.Publish != "" {
+			if err := os.MkdirAll(c.Publish, 0o755); err != nil {
+				return nil, err
+			}
+			path, err := os.MkdirTemp(c.Publish, "run-")
+			if err != nil {
+				return nil, err
+			}
+			dir, err := chronicle.NewDirPublisher(path)
+			if err != nil {
+				return nil, err
+			}
+			opts.Checkpoints.Publishers = []chronicle.Publisher{dir}
+		}
 	}
 	e, err := chronicle.New(store, opts)
 	if err != nil {

@@ -12,8 +12,11 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/projector"
+	"github.com/chronicleflow/chronicle/tlog"
 )
 
 // AuditBundleFormat is the first line of every audit bundle: the bundle's
@@ -53,6 +56,12 @@ type AuditBundleOptions struct {
 	// InstanceIDs are the instances to bundle, stored or purged; each
 	// once, written in id order.
 	InstanceIDs []string
+	// Published, when set, is a checkpoint note published outside the
+	// database (the newest file of a [DirPublisher], a witness's
+	// cosigned note): the bundle carries it, with the proof that each of
+	// its checkpoints up to the note's size is in the log the note signs.
+	// A note the store's log contradicts is an error wrapping ErrForked.
+	Published []byte
 }
 
 // AuditInstanceReport is what an audit bundle proves of one instance.
@@ -86,6 +95,22 @@ type AuditBundleReport struct {
 	// in order; KeyIDs the keys that signed them.
 	Checkpoints []int64
 	KeyIDs      []string
+	// Published describes the published note the bundle carries (nil
+	// without one).
+	Published *AuditPublished
+}
+
+// AuditPublished is what a bundle's published note proves: the log of
+// Origin had Size checkpoints with Root, signed by a key of the keyring,
+// and cosigned by Cosigners (witnesses whose keys the verifier was
+// given); each of the bundle's checkpoints numbered up to Size is in that
+// log (Included). Checkpoints above Size are newer than the note.
+type AuditPublished struct {
+	Origin    string
+	Size      uint64
+	Root      []byte
+	Cosigners []string
+	Included  []int64
 }
 
 // bundleHeader is the first line of a bundle.
@@ -220,6 +245,7 @@ func (e *Engine) WriteAuditBundle(ctx context.Context, w io.Writer, o AuditBundl
 	ids := slices.Clone(o.InstanceIDs)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	var numbers []int64
 	bw := bufio.NewWriter(w)
 	if err := json.NewEncoder(bw).Encode(bundleHeader{Format: AuditBundleFormat}); err != nil {
 		return err
@@ -239,8 +265,66 @@ func (e *Engine) WriteAuditBundle(ctx context.Context, w io.Writer, o AuditBundl
 		if err := writeBundleInstance(bw, id, events, proofs); err != nil {
 			return fmt.Errorf("chronicle: audit bundle of %s: %w", id, err)
 		}
+		for _, p := range proofs {
+			numbers = append(numbers, p.Checkpoint.Number)
+		}
+	}
+	if o.Published != nil {
+		line, err := e.publishedLine(ctx, o.Published, numbers)
+		if err != nil {
+			return err
+		}
+		if err := json.NewEncoder(bw).Encode(line); err != nil {
+			return err
+		}
 	}
 	return bw.Flush()
+}
+
+// bundlePublished is the published line: a signed checkpoint note and
+// the inclusion proof of each bundled checkpoint up to its size.
+type bundlePublished struct {
+	Published publishedLine `json:"published"`
+}
+
+type publishedLine struct {
+	Note      string           `json:"note"`
+	Inclusion []bundleIncluded `json:"inclusion"`
+}
+
+type bundleIncluded struct {
+	Checkpoint int64    `json:"checkpoint"`
+	Proof      [][]byte `json:"proof"`
+}
+
+// publishedLine proves the checkpoints numbered in numbers, up to the
+// note's size, included in the log the note signs.
+func (e *Engine) publishedLine(ctx context.Context, msg []byte, numbers []int64) (*bundlePublished, error) {
+	c, err := tlog.Parse(msg)
+	if err != nil {
+		return nil, err
+	}
+	root, err := e.logRoot(ctx, c.Size)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(root, c.Root) {
+		return nil, &ForkError{Size: c.Size, PublishedRoot: c.Root, HereRoot: root}
+	}
+	slices.Sort(numbers)
+	numbers = slices.Compact(numbers)
+	line := &bundlePublished{Published: publishedLine{Note: string(msg), Inclusion: []bundleIncluded{}}}
+	for _, n := range numbers {
+		if uint64(n) > c.Size {
+			break
+		}
+		p, err := e.inclusionProof(ctx, uint64(n-1), c.Size)
+		if err != nil {
+			return nil, err
+		}
+		line.Published.Inclusion = append(line.Published.Inclusion, bundleIncluded{Checkpoint: n, Proof: p})
+	}
+	return line, nil
 }
 
 // bundleLine is one line of a bundle being read.
@@ -259,7 +343,12 @@ type bundleLine struct {
 // as [Engine.WriteAuditBundle] writes it; an edited byte anywhere fails. It
 // returns an *AuditBundleError (errors.Is ErrAuditBundle) naming the line
 // and instance of the first failure.
-func VerifyAuditBundle(r io.Reader, keys *Keyring) (*AuditBundleReport, error) {
+//
+// A bundle that carries a published note must have it signed by a key of
+// keys under its origin, and every other signature line must verify with
+// one of witnesses (cosignatures, [tlog.NewCosignatureVerifier]): a
+// signature the verifier cannot check is a byte it cannot account for.
+func VerifyAuditBundle(r io.Reader, keys *Keyring, witnesses ...note.Verifier) (*AuditBundleReport, error) {
 	lr := &lastByteReader{r: r}
 	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 0, 64<<10), history.MaxEncodedSize)
@@ -292,6 +381,17 @@ func VerifyAuditBundle(r io.Reader, keys *Keyring) (*AuditBundleReport, error) {
 	prev := ""
 	for i := 1; i < len(lines); {
 		start := lines[i].n
+		if bytes.HasPrefix(lines[i].text, []byte(`{"published":`)) {
+			if i != len(lines)-1 {
+				return fail(start, "", fmt.Errorf("%w: the published note must be the last line", history.ErrCorrupt))
+			}
+			pub, err := verifyPublishedLine(lines[i].text, keys, seen, witnesses)
+			if err != nil {
+				return fail(start, "", err)
+			}
+			rep.Published = pub
+			break
+		}
 		var head bundleInstance
 		dec := json.NewDecoder(bytes.NewReader(lines[i].text))
 		dec.DisallowUnknownFields()
@@ -377,6 +477,59 @@ func (l *lastByteReader) Read(p []byte) (int, error) {
 		l.last = p[n-1]
 	}
 	return n, err
+}
+
+// verifyPublishedLine checks the published line of a bundle against the
+// checkpoints the bundle carries (seen: number to hash).
+func verifyPublishedLine(text []byte, keys *Keyring, seen map[int64][]byte, witnesses []note.Verifier) (*AuditPublished, error) {
+	var line bundlePublished
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&line); err != nil {
+		return nil, fmt.Errorf("%w: published line: %v", history.ErrCorrupt, err)
+	}
+	c, n, err := tlog.Open([]byte(line.Published.Note), "", keys, witnesses...)
+	if err != nil {
+		return nil, err
+	}
+	if len(n.UnverifiedSigs) > 0 {
+		return nil, fmt.Errorf("%w: the published note bears a signature of %s that no key given verifies", tlog.ErrNoteSignature, n.UnverifiedSigs[0].Name)
+	}
+	pub := &AuditPublished{Origin: c.Origin, Size: c.Size, Root: c.Root}
+	for _, s := range n.Sigs {
+		if s.Name != c.Origin {
+			pub.Cosigners = append(pub.Cosigners, s.Name)
+		}
+	}
+	want := 0
+	for num := range seen {
+		if uint64(num) <= c.Size {
+			want++
+		}
+	}
+	if len(line.Published.Inclusion) != want {
+		return nil, fmt.Errorf("%w: the published note proves %d of the bundle's %d checkpoints up to its size", history.ErrCorrupt, len(line.Published.Inclusion), want)
+	}
+	prev := int64(0)
+	for _, in := range line.Published.Inclusion {
+		h, ok := seen[in.Checkpoint]
+		if !ok || in.Checkpoint <= prev || uint64(in.Checkpoint) > c.Size {
+			return nil, fmt.Errorf("%w: the published note proves checkpoint %d, not one of the bundle's in order", history.ErrCorrupt, in.Checkpoint)
+		}
+		prev = in.Checkpoint
+		if err := tlog.VerifyInclusion(h, uint64(in.Checkpoint-1), c.Size, in.Proof, c.Root); err != nil {
+			return nil, fmt.Errorf("%w: checkpoint %d is not in the published log: %v", ErrForked, in.Checkpoint, err)
+		}
+		pub.Included = append(pub.Included, in.Checkpoint)
+	}
+	var again bytes.Buffer
+	if err := json.NewEncoder(&again).Encode(&line); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(again.Bytes(), append(slices.Clone(text), '\n')) {
+		return nil, fmt.Errorf("%w: the published line is not what its note and proofs give", history.ErrCorrupt)
+	}
+	return pub, nil
 }
 
 // firstDiffLine returns the 0-based line where a and b first differ.

@@ -23,6 +23,7 @@ type bundleRig struct {
 	store  *memory.Store
 	engine *chronicle.Engine
 	keys   *chronicle.Keyring
+	dir    *chronicle.DirPublisher
 }
 
 func newBundleRig(t *testing.T) *bundleRig {
@@ -31,7 +32,10 @@ func newBundleRig(t *testing.T) *bundleRig {
 	signer, err := chronicle.NewEd25519Signer("2026-11", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	require.NoError(t, err)
 	store := memory.New(memory.Options{})
-	engine, err := chronicle.New(store, chronicle.Options{NodeID: "bundle", Checkpoints: &chronicle.CheckpointOptions{Signer: signer}})
+	dir, err := chronicle.NewDirPublisher(t.TempDir())
+	require.NoError(t, err)
+	engine, err := chronicle.New(store, chronicle.Options{NodeID: "bundle", Checkpoints: &chronicle.CheckpointOptions{
+		Signer: signer, Origin: "chronicle.example/claims", Publishers: []chronicle.Publisher{dir}}})
 	require.NoError(t, err)
 	t.Cleanup(engine.Close)
 	require.NoError(t, chronicle.RegisterActivity(engine, "score", func(_ context.Context, claim string) (int, error) { return len(claim), nil }))
@@ -43,7 +47,7 @@ func newBundleRig(t *testing.T) *bundleRig {
 		task := ctx.CreateTask("review", score, &chronicle.TaskOptions{TaskID: "review-" + claim, Roles: []string{"adjuster"}})
 		return chronicle.WaitTask[string](ctx, task)
 	}))
-	r := &bundleRig{ctx: ctx, store: store, engine: engine, keys: &chronicle.Keyring{}}
+	r := &bundleRig{ctx: ctx, store: store, engine: engine, keys: &chronicle.Keyring{}, dir: dir}
 	require.NoError(t, r.keys.Add(signer.KeyID(), signer.Public()))
 	for _, id := range []string{"CLM-1", "CLM-2", "CLM-3"} {
 		_, err := engine.Start(ctx, "claim", id, &chronicle.StartOptions{InstanceID: id})
@@ -77,6 +81,17 @@ func (r *bundleRig) bundle(t *testing.T, ids ...string) []byte {
 	return b.Bytes()
 }
 
+// published bundles ids with the newest note the directory holds.
+func (r *bundleRig) published(t *testing.T, ids ...string) []byte {
+	t.Helper()
+	note, err := r.dir.Latest(r.ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, note)
+	var b bytes.Buffer
+	require.NoError(t, r.engine.WriteAuditBundle(r.ctx, &b, chronicle.AuditBundleOptions{InstanceIDs: ids, Published: note}))
+	return b.Bytes()
+}
+
 func TestAuditBundleVerifiesOffline(t *testing.T) {
 	r := newBundleRig(t)
 	b := r.bundle(t, "CLM-3", "CLM-1", "CLM-2", "CLM-1")
@@ -107,9 +122,10 @@ func TestAuditBundleVerifiesOffline(t *testing.T) {
 // and the bundle must be written exactly as the writer writes it.
 func TestAuditBundleFailsOnAnyEditedByte(t *testing.T) {
 	r := newBundleRig(t)
-	b := r.bundle(t, "CLM-1", "CLM-3")
-	_, err := chronicle.VerifyAuditBundle(bytes.NewReader(b), r.keys)
+	b := r.published(t, "CLM-1", "CLM-3")
+	rep, err := chronicle.VerifyAuditBundle(bytes.NewReader(b), r.keys)
 	require.NoError(t, err)
+	require.NotNil(t, rep.Published)
 	// Every byte; under the race detector or -short every 16th, from an
 	// offset drawn from a seed printed here.
 	step, offset := 1, 0
@@ -165,4 +181,41 @@ func TestAuditBundleNeedsCheckpoints(t *testing.T) {
 	defer plain.Close()
 	err = plain.WriteAuditBundle(r.ctx, &bytes.Buffer{}, chronicle.AuditBundleOptions{InstanceIDs: []string{"x"}})
 	require.Error(t, err)
+}
+
+// A bundle carries the note published outside the database; it proves
+// that the bundle's checkpoints are in the log that note signs, and a
+// signature on it that no key given verifies is refused.
+func TestAuditBundleCarriesThePublishedNote(t *testing.T) {
+	r := newBundleRig(t)
+	b := r.published(t, "CLM-1", "CLM-3")
+	rep, err := chronicle.VerifyAuditBundle(bytes.NewReader(b), r.keys)
+	require.NoError(t, err)
+	require.Equal(t, "chronicle.example/claims", rep.Published.Origin)
+	require.Equal(t, uint64(len(rep.Checkpoints)), rep.Published.Size)
+	require.Equal(t, rep.Checkpoints, rep.Published.Included)
+
+	// A checkpoint written after the note is newer than it: not proven.
+	_, err = r.engine.Start(r.ctx, "claim", "CLM-4", &chronicle.StartOptions{InstanceID: "CLM-4"})
+	require.NoError(t, err)
+	r.drain(t)
+	note, err := r.dir.Latest(r.ctx)
+	require.NoError(t, err)
+	_, err = r.engine.Checkpoint(r.ctx)
+	require.NoError(t, err)
+	var older bytes.Buffer
+	require.NoError(t, r.engine.WriteAuditBundle(r.ctx, &older, chronicle.AuditBundleOptions{InstanceIDs: []string{"CLM-4", "CLM-1"}, Published: note}))
+	rep, err = chronicle.VerifyAuditBundle(&older, r.keys)
+	require.NoError(t, err)
+	require.Less(t, rep.Published.Size, uint64(rep.Checkpoints[len(rep.Checkpoints)-1]))
+	require.NotContains(t, rep.Published.Included, rep.Checkpoints[len(rep.Checkpoints)-1])
+
+	// A note with a signature no key given verifies (a cosignature whose
+	// witness key the auditor lacks, or a forged one) is refused.
+	i := bytes.Index(b, []byte(`{"published":`))
+	require.Positive(t, i)
+	forged := bytes.Replace(bytes.Clone(b), []byte(`\n\n`), []byte(`\n\n— witness.example/w1 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n`), 1)
+	require.NotEqual(t, b, forged)
+	_, err = chronicle.VerifyAuditBundle(bytes.NewReader(forged), r.keys)
+	require.ErrorIs(t, err, chronicle.ErrAuditBundle)
 }

@@ -526,8 +526,18 @@ func (e *Engine) ConsistencyProof(ctx context.Context, size1, size2 uint64) ([][
 	}
 	e.cp.log.mu.Lock()
 	defer e.cp.log.mu.Unlock()
+	t, err := e.syncedLog(ctx, size2)
+	if err != nil {
+		return nil, err
+	}
+	return t.ConsistencyProof(size1, size2)
+}
+
+// syncedLog returns the engine's checkpoint log, read from the store up
+// to at least size; the caller holds e.cp.log.mu.
+func (e *Engine) syncedLog(ctx context.Context, size uint64) (*tlog.Tree, error) {
 	l := &e.cp.log
-	if l.tree.Size() < size2 {
+	if l.tree.Size() < size {
 		s, err := e.checkpointStore()
 		if err != nil {
 			return nil, err
@@ -536,7 +546,36 @@ func (e *Engine) ConsistencyProof(ctx context.Context, size1, size2 uint64) ([][
 			return nil, err
 		}
 	}
-	return l.tree.ConsistencyProof(size1, size2)
+	return &l.tree, nil
+}
+
+// logRoot returns the root of the checkpoint log at size.
+func (e *Engine) logRoot(ctx context.Context, size uint64) ([]byte, error) {
+	if e.cp == nil {
+		return nil, ErrCheckpointsOff
+	}
+	e.cp.log.mu.Lock()
+	defer e.cp.log.mu.Unlock()
+	t, err := e.syncedLog(ctx, size)
+	if err != nil {
+		return nil, err
+	}
+	return t.Root(size)
+}
+
+// inclusionProof returns the proof that checkpoint index+1 is in the
+// checkpoint log of size.
+func (e *Engine) inclusionProof(ctx context.Context, index, size uint64) ([][]byte, error) {
+	if e.cp == nil {
+		return nil, ErrCheckpointsOff
+	}
+	e.cp.log.mu.Lock()
+	defer e.cp.log.mu.Unlock()
+	t, err := e.syncedLog(ctx, size)
+	if err != nil {
+		return nil, err
+	}
+	return t.InclusionProof(index, size)
 }
 
 // Publish publishes the note of the store's newest checkpoint

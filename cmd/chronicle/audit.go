@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/tlog"
 )
 
 // auditVerifyJSON is audit verify's JSON output.
@@ -20,6 +24,15 @@ type auditVerifyJSON struct {
 	Checkpoints []int64             `json:"checkpoints,omitempty"`
 	KeyIDs      []string            `json:"key_ids,omitempty"`
 	Instances   []auditInstanceJSON `json:"instances,omitempty"`
+	Published   *auditPublishedJSON `json:"published,omitempty"`
+}
+
+type auditPublishedJSON struct {
+	Origin    string   `json:"origin"`
+	Size      uint64   `json:"size"`
+	Root      string   `json:"root"`
+	Cosigners []string `json:"cosigners,omitempty"`
+	Included  []int64  `json:"included"`
 }
 
 type auditInstanceJSON struct {
@@ -41,6 +54,8 @@ func runAuditBundle(c *cli, cmd *command, args []string) error {
 	var out string
 	fs.BoolVar(&all, "all", false, "bundle every instance of the store")
 	fs.StringVar(&out, "out", "", "write the bundle to `FILE` (required; never overwritten)")
+	var published string
+	fs.StringVar(&published, "published", "", "carry the checkpoint note of `FILE` (a published directory's newest file, a witness's cosigned note) and prove the bundle's checkpoints in its log")
 	pos, err := c.parse(cmd, fs, args, 0, -1)
 	if err != nil {
 		return err
@@ -76,7 +91,15 @@ func runAuditBundle(c *cli, cmd *command, args []string) error {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	err = e.WriteAuditBundle(c.ctx, w, chronicle.AuditBundleOptions{InstanceIDs: ids})
+	o := chronicle.AuditBundleOptions{InstanceIDs: ids}
+	if published != "" {
+		if o.Published, err = os.ReadFile(published); err != nil {
+			_ = f.Close()
+			_ = os.Remove(out)
+			return err
+		}
+	}
+	err = e.WriteAuditBundle(c.ctx, w, o)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -99,6 +122,8 @@ func runAuditVerify(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	var keyFiles listFlag
 	fs.Var(&keyFiles, "key", "keyring `FILE` of public keys (\"KEYID BASE64-KEY\" lines; repeatable; required)")
+	var witnessFlags listFlag
+	fs.Var(&witnessFlags, "witness", "`NAME=FILE`: a witness's name and the keyring file of its public key, to check its cosignature on the published note (repeatable)")
 	pos, err := c.parse(cmd, fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -110,11 +135,30 @@ func runAuditVerify(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	var witnesses []note.Verifier
+	for _, w := range witnessFlags {
+		name, file, ok := strings.Cut(w, "=")
+		if !ok || name == "" {
+			return usagef(cmd, "--witness %q: give NAME=FILE", w)
+		}
+		ring, err := chronicle.ReadKeyring(file)
+		if err != nil {
+			return err
+		}
+		for _, id := range ring.KeyIDs() {
+			pub, _ := ring.Key(id)
+			v, err := tlog.NewCosignatureVerifier(name, pub)
+			if err != nil {
+				return err
+			}
+			witnesses = append(witnesses, v)
+		}
+	}
 	f, err := os.Open(pos[0])
 	if err != nil {
 		return err
 	}
-	rep, verr := chronicle.VerifyAuditBundle(f, keys)
+	rep, verr := chronicle.VerifyAuditBundle(f, keys, witnesses...)
 	_ = f.Close() // read-only
 	out := auditVerifyJSON{OK: verr == nil, File: pos[0]}
 	var be *chronicle.AuditBundleError
@@ -125,6 +169,9 @@ func runAuditVerify(c *cli, cmd *command, args []string) error {
 		return verr
 	default:
 		out.Checkpoints, out.KeyIDs = rep.Checkpoints, rep.KeyIDs
+		if p := rep.Published; p != nil {
+			out.Published = &auditPublishedJSON{Origin: p.Origin, Size: p.Size, Root: base64.StdEncoding.EncodeToString(p.Root), Cosigners: p.Cosigners, Included: p.Included}
+		}
 		for _, in := range rep.Instances {
 			out.Instances = append(out.Instances, auditInstanceJSON{InstanceID: in.InstanceID, Events: in.Events, LastSeq: in.LastSeq,
 				CoveredSeq: in.CoveredSeq, Checkpoint: in.Checkpoint, Checkpoints: in.Checkpoints, Purged: in.Purged,
@@ -169,10 +216,23 @@ func (c *cli) printAuditReport(out *auditVerifyJSON) {
 				in.InstanceID, in.Workflow, in.Status, in.Events, in.CoveredSeq, in.Checkpoint, in.CoveredSeq+1, in.LastSeq, plural(in.Tasks, "human task"))
 		}
 	}
+	if p := out.Published; p != nil {
+		cos := "no witness cosignature checked"
+		if len(p.Cosigners) > 0 {
+			cos = "cosigned by " + strings.Join(p.Cosigners, ", ")
+		}
+		c.printf("The published note of %s (size %d, root %s, %s) holds checkpoints %s of the bundle.\n",
+			p.Origin, p.Size, p.Root, cos, numbers(p.Included))
+	}
 	c.printf("It proves: each covered history is byte for byte what the engine holding the key recorded (hash chains\n")
 	c.printf("and inclusion proofs in signed checkpoints), each purge was signed before the history was deleted, and\n")
 	c.printf("the status and human tasks shown are those the histories fold into. It does not prove that nothing\n")
-	c.printf("newer than these checkpoints exists: compare them with the checkpoints published outside the database.\n")
+	if out.Published == nil {
+		c.printf("newer than these checkpoints exists: compare them with the checkpoints published outside the database.\n")
+	} else {
+		c.printf("newer than these checkpoints exists; that these checkpoints are in the published log, which the\n")
+		c.printf("database administrator cannot rewrite, it does.\n")
+	}
 }
 
 // plural says "1 human task", "2 human tasks".

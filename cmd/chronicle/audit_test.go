@@ -80,3 +80,21 @@ func TestAuditBundleOfTheDemo(t *testing.T) {
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stdout, "FAILED: $TMP/edited.bundle does not verify (line ")
 }
+
+// The demo's checkpoint, published to a directory by one command, is
+// carried by a bundle another command writes and proven in its log.
+func TestAuditBundleWithThePublishedNote(t *testing.T) {
+	tmp := t.TempDir()
+	writeTestKey(t, tmp)
+	r := runTool(t, tmp, hooks{}, "--sign-key", "$TMP/2026-11.key", "checkpoint", "publish", "--dir", "$TMP/published", "--origin", "chronicle.example/demo")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	notes, err := filepath.Glob(filepath.Join(tmp, "published", "*.checkpoint"))
+	require.NoError(t, err)
+	require.Len(t, notes, 1)
+	r = runTool(t, tmp, hooks{}, "--sign-key", "$TMP/2026-11.key", "audit", "bundle", "CLM-1001", "LOAN-2001", "--published", notes[0], "--out", "$TMP/b.bundle")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	r = runTool(t, tmp, hooks{}, "audit", "verify", "$TMP/b.bundle", "--key", "$TMP/2026-11.key.pub")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "The published note of chronicle.example/demo (size 1, root ")
+	require.Contains(t, r.stdout, "holds checkpoints 1 of the bundle")
+}

@@ -88,7 +88,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
-		Rates: slices.Clone(opts.RateLimits),
+		Rates: slices.Clone(opts.RateLimits), Rounds: e.runner,
 	})
 	if err != nil {
 		return nil, err
@@ -362,6 +362,11 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 	rep, err := e.worker.RunOnce(ctx)
 	if rep == nil {
 		return false, err
+	}
+	if len(rep.Rounds) > 0 {
+		// The rounds that ran in the completion's transaction are
+		// reported as an orchestration worker's are.
+		e.observeRounds(ctx, rep.Rounds, time.Since(start), rep.RoundErr)
 	}
 	if o := e.opts.Observer; o != nil {
 		o.Activity(ActivityStats{Name: rep.Name, InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),

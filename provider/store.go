@@ -446,6 +446,32 @@ type TxFlusher interface {
 	Flush(ctx context.Context) error
 }
 
+// ActivityTx is a [Tx] that can complete an activity task: an activity
+// worker completes a task and runs the next round of its instance in one
+// transaction (round.Runner.CompleteActivity).
+type ActivityTx interface {
+	Tx
+	// CompleteActivity is [Store.CompleteActivity] inside the
+	// transaction: the task is removed, while Token is its current token
+	// (ErrLeaseLost otherwise, changing nothing), and its result enqueued,
+	// both kept only when the transaction commits. A later DequeueInstance
+	// of the transaction sees the result as a queued message: the round
+	// it dequeues consumes it and acks it with the others, and a round
+	// abandoned inside the transaction leaves it queued, counted and held
+	// with them. Call it before the transaction dequeues an instance: an
+	// abandon undoes what was written after the dequeue.
+	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
+}
+
+// ActivityTxStore is a [TxStore] whose transactions implement
+// [ActivityTx].
+type ActivityTxStore interface {
+	TxStore
+	// CompletesInRound reports whether the Tx of RunRound implements
+	// ActivityTx; a wrapper answers for the store it wraps.
+	CompletesInRound() bool
+}
+
 // LeaseStore is a Store whose rounds run in peek-lock mode.
 type LeaseStore interface {
 	Store

@@ -118,6 +118,13 @@ type ActivityWorkerOptions struct {
 	Jitter func() float64
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Rounds, when set, completes tasks with [Runner.CompleteActivity]
+	// where its store can ([Runner.CompletesActivities]): the round of the
+	// task's instance runs in the completion's transaction, and the
+	// report's Rounds tell what it did. Nil, or a store that cannot,
+	// completes tasks with [provider.Store.CompleteActivity], leaving the
+	// round to an orchestration worker.
+	Rounds *Runner
 }
 
 // ActivityWorker claims activity tasks and settles them: complete, retry
@@ -181,6 +188,12 @@ type ActivityReport struct {
 	Err error
 	// RetryAt is when a retried task becomes visible.
 	RetryAt time.Time
+	// Rounds are the reports of the rounds that ran in the completion's
+	// transaction (see ActivityWorkerOptions.Rounds), and RoundErr their
+	// errors as [Runner.RunGroup] returns them; the worker reports and
+	// logs nothing of them itself.
+	Rounds   []*Report
+	RoundErr error
 }
 
 // RunOnce claims one visible task, runs it and settles it. It returns a nil
@@ -292,8 +305,39 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *provider.ActivityLea
 	if err != nil {
 		return rep, err
 	}
-	if err := w.store.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}); err != nil {
-		return w.lost(lease, err)
+	p := &provider.CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}
+	done := false
+	if w.opts.Rounds != nil {
+		var err error
+		rep.Rounds, done, err = w.opts.Rounds.CompleteActivity(ctx, p)
+		switch {
+		case done:
+			rep.RoundErr = err
+		case err == nil:
+			// The store cannot: complete it on its own below.
+		case IsCrash(err):
+			// The process died: the task stays claimed until its claim
+			// runs out, and is tried again.
+			rep.RoundErr = err
+			return rep, err
+		case errors.Is(err, provider.ErrLeaseLost):
+			lost, lerr := w.lost(lease, err)
+			lost.Rounds, lost.RoundErr = rep.Rounds, err
+			return lost, lerr
+		default:
+			// The transaction failed, the completion with it: the task is
+			// still claimed, so completing it alone is safe.
+			rep.RoundErr = err
+			w.opts.Logger.WarnContext(ctx, "activity completion with its round failed; completing alone", slog.String("task_id", task.ID),
+				slog.String("instance_id", task.InstanceID), slog.Any("error", err))
+		}
+	}
+	if !done {
+		if err := w.store.CompleteActivity(ctx, p); err != nil {
+			lost, lerr := w.lost(lease, err)
+			lost.Rounds, lost.RoundErr = rep.Rounds, rep.RoundErr
+			return lost, lerr
+		}
 	}
 	rep.Outcome = OutcomeCompleted
 	if failure != nil {

@@ -304,16 +304,41 @@ type member struct {
 }
 
 func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
+	reps, _, err := r.runTxGroup(ctx, nil)
+	return reps, err
+}
+
+// runTxGroup runs a transactional group. With c set the transaction first
+// completes that activity task, then runs the round of its instance alone
+// when no other round holds it. committed tells whether the transaction
+// committed (a round abandoned inside it included).
+func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityParams) (_ []*Report, committed bool, _ error) {
 	now := roundNow(r.opts.Clock)
 	var (
 		group []*member
 		// culprit is the member whose error ended the transaction.
 		culprit *member
 	)
+	size, dp := r.opts.GroupSize, provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit}
+	if c != nil {
+		size, dp.InstanceID = 1, c.Result.InstanceID
+	}
 	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 		group, culprit = group[:0], nil
-		for len(group) < r.opts.GroupSize {
-			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
+		if c != nil {
+			at, ok := tx.(provider.ActivityTx)
+			if !ok {
+				return errNoActivityTx
+			}
+			if err := at.CompleteActivity(ctx, c); err != nil {
+				return err
+			}
+			if err := r.opts.Hooks.crash(ctx, AfterCompletion, c.Result.InstanceID); err != nil {
+				return err
+			}
+		}
+		for len(group) < size {
+			b, err := tx.DequeueInstance(ctx, &dp)
 			if err != nil || b == nil {
 				return err
 			}
@@ -356,10 +381,10 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 		return nil
 	})
 	if len(group) == 0 {
-		if err != nil {
-			return nil, fmt.Errorf("dequeue: %w", err)
+		if err != nil && c == nil {
+			return nil, false, fmt.Errorf("dequeue: %w", err)
 		}
-		return nil, nil
+		return nil, err == nil, err
 	}
 	reps := make([]*Report, 0, len(group))
 	var errs []error
@@ -371,7 +396,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				for _, o := range group[i:] {
 					o.entry.close()
 				}
-				return append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true}), cerr
+				return append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true}), true, cerr
 			}
 		}
 		switch {
@@ -401,7 +426,49 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			reps = append(reps, m.rep)
 		}
 	}
-	return reps, errors.Join(errs...)
+	return reps, err == nil, errors.Join(errs...)
+}
+
+// errNoActivityTx: the store's transactions cannot complete activities.
+var errNoActivityTx = errors.New("round: the store's transactions do not complete activity tasks")
+
+// CompletesActivities reports whether [Runner.CompleteActivity] can
+// complete activity tasks on the runner's store: a transactional store
+// whose transactions implement [provider.ActivityTx].
+func (r *Runner) CompletesActivities() bool {
+	a, ok := r.tx.(provider.ActivityTxStore)
+	return ok && a.CompletesInRound()
+}
+
+// CompleteActivity completes a claimed activity task as
+// [provider.Store.CompleteActivity] does and, in the same transaction,
+// runs the next round of the task's instance when it can take the
+// instance at once: not held, and not locked by another round (it never
+// waits for one). The round is the one [Runner.RunOnce] would run, with
+// the result among its messages: appended, projected, enqueued and acked
+// with one commit, or, when it fails, abandoned (held and retried) while
+// the completion still commits. When the instance cannot be taken the
+// completion commits alone and the result waits for a round as usual.
+//
+// It returns the reports of the rounds it ran (none when it ran none) and
+// whether the completion committed. done is false, with a nil error, when
+// the store cannot complete tasks in its transactions
+// ([Runner.CompletesActivities]); with an error when the transaction did
+// not commit: [provider.ErrLeaseLost] when the claim is no longer the
+// task's, a [CrashError] when a crash hook stopped it (after
+// [AfterCompletion] or in the round), another error when the store
+// failed, after which the caller may complete the task on its own. err
+// joins, with done true, the errors of the rounds that failed, as
+// [Runner.RunGroup] returns them.
+func (r *Runner) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) (reps []*Report, done bool, err error) {
+	if !r.CompletesActivities() {
+		return nil, false, nil
+	}
+	reps, done, err = r.runTxGroup(ctx, p)
+	if errors.Is(err, errNoActivityTx) {
+		return reps, false, nil
+	}
+	return reps, done, err
 }
 
 func (r *Runner) runLease(ctx context.Context) (*Report, error) {

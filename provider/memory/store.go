@@ -153,10 +153,12 @@ type Store struct {
 }
 
 var (
-	_ provider.TxStore    = (*Store)(nil)
-	_ provider.LeaseStore = (*Store)(nil)
-	_ provider.FullStore  = (*Store)(nil)
-	_ provider.Notifier   = (*Store)(nil)
+	_ provider.TxStore         = (*Store)(nil)
+	_ provider.ActivityTxStore = (*Store)(nil)
+	_ provider.ActivityTx      = (*tx)(nil)
+	_ provider.LeaseStore      = (*Store)(nil)
+	_ provider.FullStore       = (*Store)(nil)
+	_ provider.Notifier        = (*Store)(nil)
 )
 
 // New returns an empty store.

@@ -97,12 +97,55 @@ type roundTx struct {
 	wakeOnEnd                       bool
 	// pending are the writes deferred until the next flush (see Flush).
 	pending *pgx.Batch
+	// results maps the instances whose activity results CompleteActivity
+	// queued to those results' ids, until a dequeue returns them to the
+	// round: what is left is announced after the commit.
+	results map[string]string
 }
 
 var (
-	_ provider.Tx        = (*roundTx)(nil)
-	_ provider.TxFlusher = (*roundTx)(nil)
+	_ provider.Tx              = (*roundTx)(nil)
+	_ provider.TxFlusher       = (*roundTx)(nil)
+	_ provider.ActivityTx      = (*roundTx)(nil)
+	_ provider.ActivityTxStore = (*Store)(nil)
 )
+
+// CompletesInRound implements provider.ActivityTxStore.
+func (s *Store) CompletesInRound() bool { return true }
+
+// CompleteActivity implements provider.ActivityTx, deferred (see Flush):
+// the statements of [Store.CompleteActivity] (the result's instance
+// locked FOR KEY SHARE, then the task deleted while the token matches
+// and the result inserted only then) join the round's next round trip,
+// which a dequeue of the instance is; a task whose token no longer
+// matches fails that call with ErrLeaseLost.
+func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	return t.step(func() error {
+		a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
+		if err != nil {
+			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+		}
+		b := deferred{t}.batch()
+		b.Queue(t.s.sql.lockInstances, a.instances)
+		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
+			var done, inserted int64
+			if err := row.Scan(&done, &inserted); err != nil {
+				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
+			}
+			if done == 0 {
+				return leaseLost(p.TaskID)
+			}
+			if inserted > 0 {
+				if t.results == nil {
+					t.results = map[string]string{}
+				}
+				t.results[p.Result.InstanceID] = p.Result.ID
+			}
+			return nil
+		})
+		return nil
+	})
+}
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where
@@ -186,7 +229,7 @@ func (t *roundTx) end(committed bool) {
 	t.closed = true
 	locked := t.locked
 	enqueued := committed || t.wakeOnEnd
-	msgs, tasks := enqueued && t.enqueuedMessages, enqueued && t.enqueuedTasks
+	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
 	t.mu.Unlock()
 	s := t.s
 	if len(locked) > 0 {
@@ -266,6 +309,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				return err
 			}
 			if len(msgs) > 0 {
+				if r, ok := t.results[id]; ok && slices.ContainsFunc(msgs, func(m provider.Message) bool { return m.ID == r }) {
+					delete(t.results, id) // the round takes it
+				}
 				batch = &provider.Batch{InstanceID: id, Messages: msgs, Head: head}
 				t.batches++
 				t.atDequeue = [2]bool{t.enqueuedMessages, t.enqueuedTasks}

@@ -95,6 +95,8 @@ type rigStats struct {
 	completed, failed, parked, refused                                             int
 	purged, purgeRefused, deadWorkers, leaseLost, leaseRenewed                     int
 	midStep, midPurge, midZombies                                                  int
+	// inline counts rounds run in an activity completion's transaction.
+	inline int
 	purgeStats
 	// groups counts transactions that ran the rounds of several instances;
 	// groupFailures those in which one round failed and another committed.
@@ -130,6 +132,7 @@ func (s *rigStats) add(o *rigStats) {
 	s.purgeStats.add(&o.purgeStats)
 	s.groups += o.groups
 	s.groupFailures += o.groupFailures
+	s.inline += o.inline
 }
 
 var (
@@ -171,6 +174,11 @@ func (r *rig) addNode(t *rapid.T, name string, ro round.RunnerOptions, wo round.
 	var err error
 	if n.runner, err = round.NewRunner(r.faulty, ro); err != nil {
 		t.Fatal(err)
+	}
+	// A node's worker may run the round of a completed task's instance in
+	// the completion's transaction (where the store can).
+	if rapid.Bool().Draw(t, name+" completes with the round") {
+		wo.Rounds = n.runner
 	}
 	if n.worker, err = round.NewActivityWorker(r.faulty, wo); err != nil {
 		t.Fatal(err)
@@ -378,20 +386,54 @@ func (r *rig) restartNode(t *rapid.T) {
 // crash between two record writes planned.
 func (r *rig) activity(t *rapid.T) {
 	n := rapid.SampledFrom(r.nodes).Draw(t, "node")
-	r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity")
+	if r.mode == provider.ModeTransactional {
+		// A completion that runs its instance's round may crash there or
+		// meet a fault of the round's steps.
+		points := append([]round.CrashPoint{"", "", "", round.AfterCompletion}, round.CrashPoints()...)
+		n.mu.Lock()
+		n.crashAt = rapid.SampledFrom(points).Draw(t, "crash at")
+		n.mu.Unlock()
+		r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity", "RunRound", "DequeueInstance", "AppendHistory", "AckMessages")
+	} else {
+		r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity")
+	}
 	if r.mode == provider.ModePeekLock {
 		r.mid.plan(t, midStepActivityOps)
 	}
 	rep, err := n.worker.RunOnce(r.ctx)
 	r.clearFault()
 	r.mid.clear()
+	n.mu.Lock()
+	n.crashAt = ""
+	n.mu.Unlock()
 	if errors.Is(err, errMidStep) {
 		r.counts.midStep++
+	}
+	r.countInline(t, n, rep)
+	if round.IsCrash(err) {
+		r.counts.crashes++
+		n.runner.Forget() // the process restarts with an empty cache
+		return
 	}
 	if err != nil && !errors.Is(err, providertest.ErrInjected) {
 		t.Fatalf("activity on %s: %v", n.name, err)
 	}
 	r.countActivity(t, rep)
+}
+
+// countInline counts the rounds an activity worker ran with its
+// completion, and checks that they failed only as a round may.
+func (r *rig) countInline(t *rapid.T, n *node, rep *round.ActivityReport) {
+	if rep == nil {
+		return
+	}
+	for _, rr := range rep.Rounds {
+		r.count(rr)
+		r.counts.inline++
+	}
+	if !round.IsCrash(rep.RoundErr) && !r.allowedRoundError(rep.RoundErr) {
+		t.Fatalf("round with a completion on %s: %v", n.name, rep.RoundErr)
+	}
 }
 
 func (r *rig) advance(t *rapid.T) {
@@ -763,6 +805,7 @@ func (r *rig) deadWorker(t *rapid.T) {
 		if err != nil {
 			t.Fatalf("activity on %s: %v", n.name, err)
 		}
+		r.countInline(t, n, rep)
 		r.countActivity(t, rep)
 	}
 }
@@ -784,6 +827,8 @@ func (r *rig) drain(t *rapid.T) (failed bool) {
 			if err != nil {
 				t.Fatalf("drain activity on %s: %v", n.name, err)
 			}
+			r.countInline(t, n, arep)
+			failed = failed || (arep != nil && r.expectedFailure(arep.RoundErr))
 			r.countActivity(t, arep)
 			busy = busy || rep != nil || arep != nil || err != nil
 		}

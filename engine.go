@@ -363,14 +363,14 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 	if rep == nil {
 		return false, err
 	}
-	if len(rep.Rounds) > 0 {
-		// The rounds that ran in the completion's transaction are
-		// reported as an orchestration worker's are.
-		e.observeRounds(ctx, rep.Rounds, time.Since(start), rep.RoundErr)
-	}
 	if o := e.opts.Observer; o != nil {
 		o.Activity(ActivityStats{Name: rep.Name, InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
 			RetryAt: rep.RetryAt, Duration: time.Since(start), Err: rep.Err})
+	}
+	if len(rep.Rounds) > 0 {
+		// The rounds that ran in the completion's transaction are
+		// reported as an orchestration worker's are, after the attempt.
+		e.observeRounds(ctx, rep.Rounds, time.Since(start), rep.RoundErr)
 	}
 	if rep.Err != nil {
 		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.String("task_id", rep.TaskID), slog.Int("attempt", rep.Attempt),

@@ -138,7 +138,9 @@ type RoundStats struct {
 	// name one and the same, and empty otherwise.
 	ExecutionID string
 	// Duration is how long the round took; rounds committed together in
-	// one transaction (Options.RoundGroup) each report the group's.
+	// one transaction (Options.RoundGroup) each report the group's, and a
+	// round run in an activity completion's transaction reports the
+	// attempt's and the round's together.
 	Duration   time.Duration
 	Appended   int
 	Processed  int

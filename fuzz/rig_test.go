@@ -95,8 +95,9 @@ type rigStats struct {
 	completed, failed, parked, refused                                             int
 	purged, purgeRefused, deadWorkers, leaseLost, leaseRenewed                     int
 	midStep, midPurge, midZombies                                                  int
-	// inline counts rounds run in an activity completion's transaction.
-	inline int
+	// inline counts rounds run in an activity completion's transaction,
+	// eager the tasks handed over claimed that ran.
+	inline, eager int
 	purgeStats
 	// groups counts transactions that ran the rounds of several instances;
 	// groupFailures those in which one round failed and another committed.
@@ -133,6 +134,7 @@ func (s *rigStats) add(o *rigStats) {
 	s.groups += o.groups
 	s.groupFailures += o.groupFailures
 	s.inline += o.inline
+	s.eager += o.eager
 }
 
 var (
@@ -179,6 +181,7 @@ func (r *rig) addNode(t *rapid.T, name string, ro round.RunnerOptions, wo round.
 	// the completion's transaction (where the store can).
 	if rapid.Bool().Draw(t, name+" completes with the round") {
 		wo.Rounds = n.runner
+		wo.Eager = rapid.Bool().Draw(t, name+" takes the next task claimed")
 	}
 	if n.worker, err = round.NewActivityWorker(r.faulty, wo); err != nil {
 		t.Fatal(err)
@@ -419,6 +422,22 @@ func (r *rig) activity(t *rapid.T) {
 		t.Fatalf("activity on %s: %v", n.name, err)
 	}
 	r.countActivity(t, rep)
+	// A task handed over claimed runs now, or its worker dies holding it.
+	for rep != nil && rep.Next != nil {
+		if !rapid.Bool().Draw(t, "run the task handed over") {
+			r.counts.deadWorkers++
+			return
+		}
+		r.counts.eager++
+		r.planFault(t, "CompleteActivity", "RetryActivity", "HeartbeatActivity", "RunRound", "DequeueInstance", "AppendHistory", "AckMessages")
+		rep, err = n.worker.RunLease(r.ctx, rep.Next)
+		r.clearFault()
+		r.countInline(t, n, rep)
+		if err != nil && !errors.Is(err, providertest.ErrInjected) {
+			t.Fatalf("activity handed over on %s: %v", n.name, err)
+		}
+		r.countActivity(t, rep)
+	}
 }
 
 // countInline counts the rounds an activity worker ran with its
@@ -807,6 +826,7 @@ func (r *rig) deadWorker(t *rapid.T) {
 		}
 		r.countInline(t, n, rep)
 		r.countActivity(t, rep)
+		// A task it was handed over claimed is left to run out.
 	}
 }
 
@@ -830,6 +850,15 @@ func (r *rig) drain(t *rapid.T) (failed bool) {
 			r.countInline(t, n, arep)
 			failed = failed || (arep != nil && r.expectedFailure(arep.RoundErr))
 			r.countActivity(t, arep)
+			for next := arep; next != nil && next.Next != nil; {
+				next, err = n.worker.RunLease(r.ctx, next.Next)
+				if err != nil {
+					t.Fatalf("drain activity handed over on %s: %v", n.name, err)
+				}
+				r.countInline(t, n, next)
+				failed = failed || r.expectedFailure(next.RoundErr)
+				r.countActivity(t, next)
+			}
 			busy = busy || rep != nil || arep != nil || err != nil
 		}
 		if !busy {

@@ -463,6 +463,32 @@ type ActivityTx interface {
 	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
 }
 
+// ClaimingTx is an [ActivityTx] that can enqueue an activity task
+// already claimed: the worker whose completion ran a round takes a task
+// that round scheduled without a claim of its own (eager dispatch).
+type ClaimingTx interface {
+	ActivityTx
+	// EnqueueClaimedActivity is [Steps.EnqueueActivities] of one task
+	// that is inserted claimed: Token, Owner and LockedUntil are set as
+	// [Store.ClaimActivity] would set them (the claim counts as a live
+	// claim from then on), and the task keeps its Attempt. It is a no-op,
+	// as an enqueue is, when the task's id is known; the claim is then
+	// not the task's, and its settlement returns ErrLeaseLost. The claim
+	// takes no rate-limit token and is not checked against a concurrency
+	// limit: callers pass only tasks without a ConcurrencyKey that no
+	// rate limit of theirs matches.
+	EnqueueClaimedActivity(ctx context.Context, p *EnqueueClaimedActivityParams) error
+}
+
+// EnqueueClaimedActivityParams are the params of EnqueueClaimedActivity.
+type EnqueueClaimedActivityParams struct {
+	Task        ActivityTask
+	Now         time.Time
+	Token       string
+	Owner       string
+	LockedUntil time.Time
+}
+
 // ActivityTxStore is a [TxStore] whose transactions implement
 // [ActivityTx].
 type ActivityTxStore interface {

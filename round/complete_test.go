@@ -232,3 +232,101 @@ func TestCompleteActivityOnPeekLockCompletesAlone(t *testing.T) {
 	require.NoError(t, scripted.Drain(b.ctx, b.runner, w, 100))
 	require.Equal(t, twoActivities, kinds(b.history(t, "i")))
 }
+
+// eagerWorker returns an inline worker of b that takes the next task
+// claimed.
+func eagerWorker(t *testing.T, b *bundle) *round.ActivityWorker {
+	t.Helper()
+	w, err := round.NewActivityWorker(b.store, round.ActivityWorkerOptions{
+		Node: "n1", Resolve: scripted.Resolve, Clock: b.clock, Jitter: func() float64 { return 0 }, Rounds: b.runner, Eager: true,
+	})
+	require.NoError(t, err)
+	return w
+}
+
+// TestEagerHandsOverTheNextTask: the round run with a completion enqueues
+// the activity it schedules claimed by the worker, which runs it without
+// a claim of its own.
+func TestEagerHandsOverTheNextTask(t *testing.T) {
+	t.Parallel()
+	var claims atomic.Int64
+	b := setup(t, provider.ModeTransactional, memory.Options{Fault: func(op memory.Op) *memory.Fault {
+		if op == memory.OpClaimActivity {
+			claims.Add(1)
+		}
+		return nil
+	}}, round.Hooks{})
+	w := eagerWorker(t, b)
+	b.start(t, "i", scripted.Step{Kind: scripted.Activity, Name: "a"}, scripted.Step{Kind: scripted.Activity, Name: "b"})
+	_, err := b.runner.RunOnce(b.ctx)
+	require.NoError(t, err)
+	arep, err := w.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, arep.Rounds, 1)
+	next := arep.Next
+	require.NotNil(t, next, "the round's activity is handed over")
+	queued := b.store.QueuedActivities()
+	require.Len(t, queued, 1)
+	require.Equal(t, next.Task.ID, queued[0].Task.ID)
+	require.Equal(t, "n1", queued[0].Owner, "stored claimed by the worker")
+	require.Equal(t, next.LockedUntil, queued[0].LockedUntil)
+	other, err := b.store.ClaimActivity(b.ctx, &provider.ClaimActivityParams{Owner: "n2", Now: b.clock.Now(), LockedUntil: b.clock.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Nil(t, other, "no other worker claims it")
+	arep, err = w.RunLease(b.ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, round.OutcomeCompleted, arep.Outcome)
+	require.Len(t, arep.Rounds, 1)
+	require.Nil(t, arep.Next, "the workflow ended")
+	require.Equal(t, provider.StatusCompleted, b.status(t, "i"))
+	require.Equal(t, twoActivities, kinds(b.history(t, "i")))
+	require.Equal(t, int64(2), claims.Load(), "the first activity's claim and the other node's empty one")
+}
+
+// TestEagerTaskLeftUnrunRunsOut: a worker that dies holding a task handed
+// over leaves it claimed until its claim runs out; the next claim counts
+// the lost attempt and the workflow goes on.
+func TestEagerTaskLeftUnrunRunsOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, provider.ModeTransactional, memory.Options{}, round.Hooks{})
+	w := eagerWorker(t, b)
+	b.start(t, "i", scripted.Step{Kind: scripted.Activity, Name: "a"}, scripted.Step{Kind: scripted.Activity, Name: "b"})
+	_, err := b.runner.RunOnce(b.ctx)
+	require.NoError(t, err)
+	arep, err := w.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.NotNil(t, arep.Next)
+	arep, err = w.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Nil(t, arep, "the task is claimed")
+	b.clock.Advance(time.Minute) // the claim runs out
+	arep, err = w.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, round.OutcomeRetry, arep.Outcome, "the lost attempt is counted")
+	b.clock.Advance(time.Minute)
+	require.NoError(t, scripted.Drain(b.ctx, b.runner, w, 100))
+	require.Equal(t, provider.StatusCompleted, b.status(t, "i"))
+	require.Equal(t, twoActivities, kinds(b.history(t, "i")))
+}
+
+// TestEagerSkipsTasksItMustNotClaim: a task of a queue the worker does not
+// serve is enqueued unclaimed.
+func TestEagerSkipsTasksItMustNotClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, provider.ModeTransactional, memory.Options{}, round.Hooks{})
+	w, err := round.NewActivityWorker(b.store, round.ActivityWorkerOptions{
+		Node: "n1", Resolve: scripted.Resolve, Clock: b.clock, Rounds: b.runner, Eager: true, Queues: []string{"", "other"},
+		Rates: []provider.RateLimit{{Key: "b", Activity: "b", Tokens: 10, Interval: time.Second}},
+	})
+	require.NoError(t, err)
+	b.start(t, "i", scripted.Step{Kind: scripted.Activity, Name: "a"}, scripted.Step{Kind: scripted.Activity, Name: "b"})
+	_, err = b.runner.RunOnce(b.ctx)
+	require.NoError(t, err)
+	arep, err := w.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, arep.Rounds, 1)
+	require.Nil(t, arep.Next, "a rate limit of the worker matches the task")
+	queued := b.store.QueuedActivities()
+	require.Len(t, queued, 1)
+	require.Empty(t, queued[0].Owner, "enqueued unclaimed")
+}

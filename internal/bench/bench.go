@@ -59,6 +59,8 @@ type Config struct {
 	StartMany bool
 	// RoundGroup sizes the engine's group commit (0: its default).
 	RoundGroup int
+	// EagerActivities is the engine's option of that name.
+	EagerActivities bool
 	// Checkpoints, when positive, has the engine sign checkpoints with a
 	// fresh Ed25519 key at this interval (and EndDelay) while it runs.
 	Checkpoints time.Duration
@@ -228,7 +230,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	opts := chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
-		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup,
+		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup, EagerActivities: c.EagerActivities,
 	}
 	if c.Attributes {
 		opts.SearchAttributes = PreloadAttributes

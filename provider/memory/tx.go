@@ -40,10 +40,12 @@ type tx struct {
 	// first at commit; their results are seen by a dequeue of their
 	// instance.
 	completions []provider.CompleteActivityParams
+	// claimed are tasks enqueued claimed (EnqueueClaimedActivity).
+	claimed []provider.EnqueueClaimedActivityParams
 }
 
 // txMark records the lengths of a tx's staged lists.
-type txMark struct{ projs, msgs, tasks, cancels, resets, parks, wakes, slotSaves int }
+type txMark struct{ projs, msgs, tasks, cancels, resets, parks, wakes, slotSaves, claimed int }
 
 var errTxClosed = errors.New("memory: transaction already ended")
 
@@ -161,6 +163,9 @@ func (t *tx) commit() error {
 	for _, p := range t.tasks {
 		s.enqueueActivities(p.Tasks, p.Now)
 	}
+	for i := range t.claimed {
+		s.enqueueClaimed(&t.claimed[i])
+	}
 	for i := range t.cancels {
 		s.cancelActivities(&t.cancels[i])
 	}
@@ -210,7 +215,7 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 		in.lockedBy = t
 		s.reindex(in)
 		t.locked = append(t.locked, in)
-		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets), len(t.parks), len(t.wakes), len(t.slotSaves)}
+		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets), len(t.parks), len(t.wakes), len(t.slotSaves), len(t.claimed)}
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
@@ -366,7 +371,7 @@ func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesPar
 		delete(t.acks, in)
 		m := t.mark
 		t.projs, t.msgs, t.tasks, t.cancels, t.resets = t.projs[:m.projs], t.msgs[:m.msgs], t.tasks[:m.tasks], t.cancels[:m.cancels], t.resets[:m.resets]
-		t.parks, t.wakes = t.parks[:m.parks], t.wakes[:m.wakes]
+		t.parks, t.wakes, t.claimed = t.parks[:m.parks], t.wakes[:m.wakes], t.claimed[:m.claimed]
 		t.s.mu.Lock()
 		t.restoreSlots(m.slotSaves)
 		t.s.mu.Unlock()
@@ -414,4 +419,29 @@ func (t *tx) completed(in *instance, now time.Time, limit int) []provider.Messag
 		out = append(out, *m)
 	}
 	return out
+}
+
+// EnqueueClaimedActivity implements provider.ClaimingTx: the task is
+// enqueued and claimed at commit, after the round's other enqueues.
+func (t *tx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	return t.step(ctx, OpEnqueueActivities, func() error {
+		t.claimed = append(t.claimed, *p)
+		return nil
+	})
+}
+
+// enqueueClaimed enqueues a task claimed, unless its id is known;
+// callers hold s.mu.
+func (s *Store) enqueueClaimed(p *provider.EnqueueClaimedActivityParams) {
+	if s.taskIDs[p.Task.ID] {
+		return
+	}
+	task := p.Task
+	task.SetDefaults(p.Now)
+	s.taskIDs[task.ID] = true
+	s.taskInstance[task.ID] = task.InstanceID
+	s.insertTask(task)
+	tk := s.tasks[task.ID]
+	tk.token, tk.owner, tk.until = p.Token, p.Owner, p.LockedUntil
+	s.taskHeap(task.Queue).fix(tk)
 }

@@ -107,6 +107,7 @@ var (
 	_ provider.Tx              = (*roundTx)(nil)
 	_ provider.TxFlusher       = (*roundTx)(nil)
 	_ provider.ActivityTx      = (*roundTx)(nil)
+	_ provider.ClaimingTx      = (*roundTx)(nil)
 	_ provider.ActivityTxStore = (*Store)(nil)
 )
 
@@ -482,6 +483,27 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 				return fmt.Errorf("enqueue %d activity tasks: %w", len(p.Tasks), err)
 			}
 			t.enqueuedTasks = t.enqueuedTasks || inserted > 0
+			return nil
+		})
+		return nil
+	})
+}
+
+// EnqueueClaimedActivity implements provider.ClaimingTx, deferred (see
+// Flush): the task is inserted with its claim, its id remembered as any
+// enqueued task's.
+func (t *roundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	return t.step(func() error {
+		args, err := activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
+		if err != nil {
+			return err
+		}
+		args = append(args, p.Token, p.Owner, p.LockedUntil)
+		deferred{t}.batch().Queue(t.s.sql.enqueueClaimed, args...).QueryRow(func(row pgx.Row) error {
+			var inserted int64
+			if err := row.Scan(&inserted); err != nil {
+				return fmt.Errorf("enqueue claimed activity task %s: %w", p.Task.ID, err)
+			}
 			return nil
 		})
 		return nil

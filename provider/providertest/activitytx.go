@@ -106,6 +106,54 @@ func testActivityTx(t *testing.T, factory Factory) {
 		b.complete(t, l, at(3*time.Second))
 	})
 
+	t.Run("EnqueueClaimed", func(t *testing.T) {
+		t.Parallel()
+		b, l, res := setupCompletion(t)
+		task := activity("inst-a", execID, 3, "")
+		var enqueue func(ctx context.Context, tx provider.Tx, abandon bool) error
+		enqueue = func(ctx context.Context, tx provider.Tx, abandon bool) error {
+			ct, ok := tx.(provider.ClaimingTx)
+			if !ok {
+				t.Skip("providertest: SKIPPED: the store's Tx does not implement provider.ClaimingTx")
+			}
+			if err := complete(ctx, tx, l, l.Token, res); err != nil {
+				return err
+			}
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: at(2 * time.Second), Owner: node, Limit: 10, InstanceID: "inst-a"})
+			if err != nil {
+				return err
+			}
+			require.NotNil(t, batch)
+			if err := ct.EnqueueClaimedActivity(ctx, &provider.EnqueueClaimedActivityParams{
+				Task: task, Now: at(2 * time.Second), Token: "tok-eager", Owner: "eager", LockedUntil: at(time.Minute),
+			}); err != nil {
+				return err
+			}
+			if abandon {
+				return tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "inst-a", VisibleAt: at(2 * time.Second)})
+			}
+			return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "inst-a", MessageIDs: messageIDs(batch.Messages)})
+		}
+		// An abandon of the instance undoes it.
+		require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error { return enqueue(ctx, tx, true) }))
+		require.Nil(t, b.claim(t, at(2*time.Hour)), "the abandoned round's task is not there")
+		require.Equal(t, []string{"m-1", res.ID}, messageIDs(b.drain(t, at(time.Hour))))
+
+		b, l, res = setupCompletion(t)
+		require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error { return enqueue(ctx, tx, false) }))
+		require.Nil(t, b.claim(t, at(30*time.Second)), "claimed until LockedUntil")
+		res3, err := provider.ActivityOutcome(&task, []byte(`"eager"`), nil)
+		require.NoError(t, err)
+		require.NoError(t, b.store.CompleteActivity(t.Context(), &provider.CompleteActivityParams{
+			TaskID: task.ID, Token: "tok-eager", Result: res3, Now: at(3 * time.Second),
+		}), "the claim is the task's")
+		require.Equal(t, []string{res3.ID}, messageIDs(b.drain(t, at(time.Hour))))
+		require.Nil(t, b.claim(t, at(2*time.Hour)))
+		// Its id is known: enqueued again, it is not.
+		b.enqueueTasks(t, at(2*time.Hour), task)
+		require.Nil(t, b.claim(t, at(2*time.Hour)))
+	})
+
 	t.Run("AbandonKeepsTheCompletion", func(t *testing.T) {
 		t.Parallel()
 		b, l, res := setupCompletion(t)

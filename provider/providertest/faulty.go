@@ -339,6 +339,17 @@ func (w faultyRoundTx) CompleteActivity(ctx context.Context, p *provider.Complet
 	return w.f.do(ctx, "CompleteActivity", func() error { return a.CompleteActivity(ctx, p) })
 }
 
+// EnqueueClaimedActivity injects faults around the wrapped call (as an
+// enqueue of activities); a wrapped Tx without it answers
+// provider.ErrUnsupported.
+func (w faultyRoundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	c, ok := w.tx.(provider.ClaimingTx)
+	if !ok {
+		return fmt.Errorf("EnqueueClaimedActivity: %w", provider.ErrUnsupported)
+	}
+	return w.f.do(ctx, "EnqueueActivities", func() error { return c.EnqueueClaimedActivity(ctx, p) })
+}
+
 // DeadLetterMessages injects faults around the wrapped call.
 func (w faultyRoundTx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetterMessagesParams) error {
 	return w.f.do(ctx, "DeadLetterMessages", func() error { return w.tx.DeadLetterMessages(ctx, p) })
@@ -411,6 +422,7 @@ var (
 	_ provider.TxStore         = faultyTx{}
 	_ provider.ActivityTxStore = faultyTx{}
 	_ provider.ActivityTx      = faultyRoundTx{}
+	_ provider.ClaimingTx      = faultyRoundTx{}
 	_ provider.LeaseStore      = faultyLease{}
 )
 

@@ -458,8 +458,11 @@ type ActivityTx interface {
 	// of the transaction sees the result as a queued message: the round
 	// it dequeues consumes it and acks it with the others, and a round
 	// abandoned inside the transaction leaves it queued, counted and held
-	// with them. Call it before the transaction dequeues an instance: an
-	// abandon undoes what was written after the dequeue.
+	// with them. While the task's instance has other activity tasks
+	// queued or claimed, a DequeueInstance of it by id returns nil,
+	// locking nothing: the round waits for the last of them, and takes
+	// all their results at once. Call it before the transaction dequeues
+	// an instance: an abandon undoes what was written after the dequeue.
 	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
 }
 

@@ -207,6 +207,9 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 			if in == nil || in.lockedBy != nil || in.holdUntil.After(p.Now) || len(visible(in, p.Now, 1))+len(t.completed(in, p.Now, 1)) == 0 {
 				return nil
 			}
+			if n := t.completedTasks(in.id); n > 0 && s.openTasks[in.id] > n {
+				return nil // other activities of the instance are open
+			}
 		} else {
 			if in = s.next(p.Now); in == nil {
 				return nil
@@ -401,6 +404,17 @@ func (t *tx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityP
 		t.completions = append(t.completions, c)
 		return nil
 	})
+}
+
+// completedTasks counts the tasks of instance id the round completed.
+func (t *tx) completedTasks(id string) int {
+	n := 0
+	for i := range t.completions {
+		if t.completions[i].Result.InstanceID == id {
+			n++
+		}
+	}
+	return n
 }
 
 // completed returns the results of the round's completions for in that

@@ -101,6 +101,9 @@ type roundTx struct {
 	// queued to those results' ids, until a dequeue returns them to the
 	// round: what is left is announced after the commit.
 	results map[string]string
+	// busy are the instances of completed tasks that have other activity
+	// tasks open: a dequeue of one by id leaves it to a later round.
+	busy map[string]bool
 }
 
 var (
@@ -144,9 +147,26 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			}
 			return nil
 		})
+		b.Queue(t.s.sql.openActivities, p.Result.InstanceID).QueryRow(func(row pgx.Row) error {
+			var open bool
+			if err := row.Scan(&open); err != nil {
+				return fmt.Errorf("complete activity task %s: open activities: %w", p.TaskID, err)
+			}
+			if open {
+				if t.busy == nil {
+					t.busy = map[string]bool{}
+				}
+				t.busy[p.Result.InstanceID] = true
+			}
+			return nil
+		})
 		return nil
 	})
 }
+
+// openActivitiesSQL tells whether an instance has activity tasks queued
+// or claimed (a probe of the index on instance_id).
+const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE instance_id = $1)`
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where
@@ -285,6 +305,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		}
 		if err := t.flush(ctx); err != nil {
 			return err
+		}
+		if p.InstanceID != "" && t.busy[p.InstanceID] {
+			return nil
 		}
 		skip := slices.Clone(t.locked)
 		for {

@@ -154,6 +154,21 @@ func testActivityTx(t *testing.T, factory Factory) {
 		require.Nil(t, b.claim(t, at(2*time.Hour)))
 	})
 
+	t.Run("OtherOpenTasksLeaveTheRound", func(t *testing.T) {
+		t.Parallel()
+		b, l, res := setupCompletion(t)
+		b.enqueueTasks(t, base, activity("inst-a", execID, 3, ""))
+		require.NoError(t, b.tx.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			if err := complete(ctx, tx, l, l.Token, res); err != nil {
+				return err
+			}
+			batch, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: at(2 * time.Second), Owner: node, Limit: 10, InstanceID: "inst-a"})
+			require.Nil(t, batch, "another task of the instance is open")
+			return err
+		}))
+		require.Equal(t, []string{"m-1", res.ID}, messageIDs(b.drain(t, at(time.Hour))), "the completion committed alone")
+	})
+
 	t.Run("AbandonKeepsTheCompletion", func(t *testing.T) {
 		t.Parallel()
 		b, l, res := setupCompletion(t)

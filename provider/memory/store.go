@@ -133,8 +133,8 @@ type Store struct {
 	taskInstance map[string]string
 	// openTasks counts the queued and claimed tasks of each instance.
 	openTasks map[string]int
-	taskHeaps    map[string]*taskHeap
-	letters      map[string]*provider.DeadLetter
+	taskHeaps map[string]*taskHeap
+	letters   map[string]*provider.DeadLetter
 	// taskOwner maps human task ids to their instance.
 	taskOwner map[string]string
 	// tombstones keeps every purge's tombstone of an id, oldest first.
@@ -173,7 +173,7 @@ func New(opts Options) *Store {
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
 		openTasks: map[string]int{},
-		letters: map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
+		letters:   map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
 		keyed: map[string]map[*task]bool{}, rates: map[string]*rateWindow{}, slots: map[string]*slotSet{},
 	}
 	s.slotsFree = sync.NewCond(&s.mu)

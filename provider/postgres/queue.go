@@ -377,9 +377,6 @@ func (s *Store) lockedInstances() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.locked))
-	if len(s.locked) > 0 {
-		s.lockSkips++
-	}
 	for id := range s.locked {
 		ids = append(ids, id)
 	}

@@ -104,10 +104,6 @@ type roundTx struct {
 	// busy are the instances of completed tasks that have other activity
 	// tasks open: a dequeue of one by id leaves it to a later round.
 	busy map[string]bool
-	// inline is set by CompleteActivity; skipsAtLock is the store's
-	// lockSkips when the round took its first lock.
-	inline      bool
-	skipsAtLock uint64
 }
 
 var (
@@ -133,7 +129,6 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		if err != nil {
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
-		t.inline = true
 		b := deferred{t}.batch()
 		b.Queue(t.s.sql.lockInstances, a.instances)
 		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
@@ -258,7 +253,6 @@ func (t *roundTx) end(committed bool) {
 	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
 	t.mu.Unlock()
 	s := t.s
-	looked := true
 	if len(locked) > 0 {
 		s.mu.Lock()
 		for _, id := range locked {
@@ -266,16 +260,12 @@ func (t *roundTx) end(committed bool) {
 				delete(s.locked, id)
 			}
 		}
-		// A completion's round wakes nobody unless a worker of this store
-		// looked for work while it held the instance: its release alone
-		// would wake a worker to an empty round.
-		looked = !t.inline || s.lockSkips != t.skipsAtLock
 		s.mu.Unlock()
 	}
 	switch {
 	case msgs:
 		s.announce(provider.QueueOrchestration)
-	case len(locked) > 0 && looked:
+	case len(locked) > 0:
 		// Released instances may have work only this process's workers
 		// skipped while the round held them.
 		s.wake(provider.QueueOrchestration)
@@ -332,15 +322,6 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
-				if p.InstanceID == "" {
-					// It may have skipped an instance a round of this
-					// store holds: that round wakes a worker at its end.
-					t.s.mu.Lock()
-					if len(t.s.locked) > 0 {
-						t.s.lockSkips++
-					}
-					t.s.mu.Unlock()
-				}
 				return nil
 			}
 			if err != nil {
@@ -373,9 +354,6 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 func (t *roundTx) lock(id string) {
 	t.locked = append(t.locked, id)
 	t.s.mu.Lock()
-	if len(t.locked) == 1 {
-		t.skipsAtLock = t.s.lockSkips
-	}
 	t.s.locked[id]++
 	t.s.mu.Unlock()
 }

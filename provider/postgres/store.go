@@ -36,14 +36,9 @@ type Store struct {
 	// locked counts the open rounds of this store holding each instance;
 	// NextVisibleAt leaves those instances out, as it cannot see the
 	// row locks of other sessions without taking locks itself.
-	locked map[string]int
-	// lockSkips counts the looks for orchestration work (a dequeue that
-	// found none, a next-visible time) made while rounds of this store
-	// held instances: a round that ends with none made since its lock
-	// wakes no worker for the instances it releases.
-	lockSkips uint64
-	listener  *listener
-	closed    bool
+	locked   map[string]int
+	listener *listener
+	closed   bool
 	// announced are the queues whose new work the notifier has yet to
 	// NOTIFY; kick wakes the notifier.
 	announced      map[provider.Queue]bool

@@ -110,8 +110,7 @@ func testActivityTx(t *testing.T, factory Factory) {
 		t.Parallel()
 		b, l, res := setupCompletion(t)
 		task := activity("inst-a", execID, 3, "")
-		var enqueue func(ctx context.Context, tx provider.Tx, abandon bool) error
-		enqueue = func(ctx context.Context, tx provider.Tx, abandon bool) error {
+		enqueue := func(ctx context.Context, tx provider.Tx, abandon bool) error {
 			ct, ok := tx.(provider.ClaimingTx)
 			if !ok {
 				t.Skip("providertest: SKIPPED: the store's Tx does not implement provider.ClaimingTx")

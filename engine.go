@@ -103,7 +103,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
-		Rates: slices.Clone(opts.RateLimits),
+		Rates: slices.Clone(opts.RateLimits), Rounds: e.runner, Eager: opts.EagerActivities,
 	})
 	if err != nil {
 		return nil, err
@@ -393,15 +393,35 @@ func (e *Engine) runActivity(ctx context.Context) (bool, error) {
 	if rep == nil {
 		return false, err
 	}
+	for {
+		e.observeActivity(ctx, rep, start)
+		// A task the completion's round scheduled, claimed for this
+		// worker, is an attempt in flight: it runs now.
+		if rep.Next == nil || err != nil {
+			return true, err
+		}
+		start = time.Now()
+		rep, err = e.worker.RunLease(ctx, rep.Next)
+	}
+}
+
+// observeActivity tells the observer and the log about an activity
+// attempt that ran since start, and about the rounds that ran with its
+// completion.
+func (e *Engine) observeActivity(ctx context.Context, rep *round.ActivityReport, start time.Time) {
 	if o := e.opts.Observer; o != nil {
 		o.Activity(ActivityStats{Name: rep.Name, InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, TaskID: rep.TaskID, Attempt: rep.Attempt, Outcome: string(rep.Outcome),
 			RetryAt: rep.RetryAt, Duration: time.Since(start), Err: rep.Err})
+	}
+	if len(rep.Rounds) > 0 {
+		// The rounds that ran in the completion's transaction are
+		// reported as an orchestration worker's are, after the attempt.
+		e.observeRounds(ctx, rep.Rounds, time.Since(start), rep.RoundErr)
 	}
 	if rep.Err != nil {
 		e.log.InfoContext(ctx, "activity attempt failed", slog.String("activity", rep.Name), slog.String("task_id", rep.TaskID), slog.Int("attempt", rep.Attempt),
 			slog.String("instance_id", rep.InstanceID), slog.String("execution_id", rep.ExecutionID), slog.String("outcome", string(rep.Outcome)), slog.Any("error", rep.Err))
 	}
-	return true, err
 }
 
 // queueState is what the workers of one queue share: the wake-up of one

@@ -55,6 +55,16 @@ type Options struct {
 	// and retried. Default 8; 1 gives every round its own transaction.
 	// Peek-lock stores ignore it.
 	RoundGroup int
+	// EagerActivities, on a store that can (memory, PostgreSQL), hands
+	// the worker that completed an activity, and ran the round its result
+	// woke, the activity that round scheduled, already claimed: the
+	// workflow's next activity runs at once on that worker, without a
+	// claim of its own (a task of a queue the worker serves, without a
+	// concurrency key or a rate limit). It goes ahead of older work:
+	// queued activities of other workflows, and rounds waiting for an
+	// orchestration worker (a schedule's firing may then find the
+	// previous firing's instance still running). Default off.
+	EagerActivities bool
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.
 	MaxDeliveries int
@@ -151,7 +161,9 @@ type RoundStats struct {
 	// name one and the same, and empty otherwise.
 	ExecutionID string
 	// Duration is how long the round took; rounds committed together in
-	// one transaction (Options.RoundGroup) each report the group's.
+	// one transaction (Options.RoundGroup) each report the group's, and a
+	// round run in an activity completion's transaction reports the
+	// attempt's and the round's together.
 	Duration   time.Duration
 	Appended   int
 	Processed  int

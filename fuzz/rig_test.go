@@ -95,6 +95,9 @@ type rigStats struct {
 	completed, failed, parked, refused                                             int
 	purged, purgeRefused, deadWorkers, leaseLost, leaseRenewed                     int
 	midStep, midPurge, midZombies                                                  int
+	// inline counts rounds run in an activity completion's transaction,
+	// eager the tasks handed over claimed that ran.
+	inline, eager int
 	purgeStats
 	// groups counts transactions that ran the rounds of several instances;
 	// groupFailures those in which one round failed and another committed.
@@ -130,6 +133,8 @@ func (s *rigStats) add(o *rigStats) {
 	s.purgeStats.add(&o.purgeStats)
 	s.groups += o.groups
 	s.groupFailures += o.groupFailures
+	s.inline += o.inline
+	s.eager += o.eager
 }
 
 var (
@@ -171,6 +176,12 @@ func (r *rig) addNode(t *rapid.T, name string, ro round.RunnerOptions, wo round.
 	var err error
 	if n.runner, err = round.NewRunner(r.faulty, ro); err != nil {
 		t.Fatal(err)
+	}
+	// A node's worker may run the round of a completed task's instance in
+	// the completion's transaction (where the store can).
+	if rapid.Bool().Draw(t, name+" completes with the round") {
+		wo.Rounds = n.runner
+		wo.Eager = rapid.Bool().Draw(t, name+" takes the next task claimed")
 	}
 	if n.worker, err = round.NewActivityWorker(r.faulty, wo); err != nil {
 		t.Fatal(err)
@@ -378,20 +389,70 @@ func (r *rig) restartNode(t *rapid.T) {
 // crash between two record writes planned.
 func (r *rig) activity(t *rapid.T) {
 	n := rapid.SampledFrom(r.nodes).Draw(t, "node")
-	r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity")
+	if r.mode == provider.ModeTransactional {
+		// A completion that runs its instance's round may crash there or
+		// meet a fault of the round's steps.
+		points := append([]round.CrashPoint{"", "", "", round.AfterCompletion}, round.CrashPoints()...)
+		n.mu.Lock()
+		n.crashAt = rapid.SampledFrom(points).Draw(t, "crash at")
+		n.mu.Unlock()
+		r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity", "RunRound", "DequeueInstance", "AppendHistory", "AckMessages")
+	} else {
+		r.planFault(t, "ClaimActivity", "CompleteActivity", "RetryActivity", "HeartbeatActivity")
+	}
 	if r.mode == provider.ModePeekLock {
 		r.mid.plan(t, midStepActivityOps)
 	}
 	rep, err := n.worker.RunOnce(r.ctx)
 	r.clearFault()
 	r.mid.clear()
+	n.mu.Lock()
+	n.crashAt = ""
+	n.mu.Unlock()
 	if errors.Is(err, errMidStep) {
 		r.counts.midStep++
+	}
+	r.countInline(t, n, rep)
+	if round.IsCrash(err) {
+		r.counts.crashes++
+		n.runner.Forget() // the process restarts with an empty cache
+		return
 	}
 	if err != nil && !errors.Is(err, providertest.ErrInjected) {
 		t.Fatalf("activity on %s: %v", n.name, err)
 	}
 	r.countActivity(t, rep)
+	// A task handed over claimed runs now, or its worker dies holding it.
+	for rep != nil && rep.Next != nil {
+		if !rapid.Bool().Draw(t, "run the task handed over") {
+			r.counts.deadWorkers++
+			return
+		}
+		r.counts.eager++
+		r.planFault(t, "CompleteActivity", "RetryActivity", "HeartbeatActivity", "RunRound", "DequeueInstance", "AppendHistory", "AckMessages")
+		rep, err = n.worker.RunLease(r.ctx, rep.Next)
+		r.clearFault()
+		r.countInline(t, n, rep)
+		if err != nil && !errors.Is(err, providertest.ErrInjected) {
+			t.Fatalf("activity handed over on %s: %v", n.name, err)
+		}
+		r.countActivity(t, rep)
+	}
+}
+
+// countInline counts the rounds an activity worker ran with its
+// completion, and checks that they failed only as a round may.
+func (r *rig) countInline(t *rapid.T, n *node, rep *round.ActivityReport) {
+	if rep == nil {
+		return
+	}
+	for _, rr := range rep.Rounds {
+		r.count(rr)
+		r.counts.inline++
+	}
+	if !round.IsCrash(rep.RoundErr) && !r.allowedRoundError(rep.RoundErr) {
+		t.Fatalf("round with a completion on %s: %v", n.name, rep.RoundErr)
+	}
 }
 
 func (r *rig) advance(t *rapid.T) {
@@ -763,7 +824,9 @@ func (r *rig) deadWorker(t *rapid.T) {
 		if err != nil {
 			t.Fatalf("activity on %s: %v", n.name, err)
 		}
+		r.countInline(t, n, rep)
 		r.countActivity(t, rep)
+		// A task it was handed over claimed is left to run out.
 	}
 }
 
@@ -784,7 +847,18 @@ func (r *rig) drain(t *rapid.T) (failed bool) {
 			if err != nil {
 				t.Fatalf("drain activity on %s: %v", n.name, err)
 			}
+			r.countInline(t, n, arep)
+			failed = failed || (arep != nil && r.expectedFailure(arep.RoundErr))
 			r.countActivity(t, arep)
+			for next := arep; next != nil && next.Next != nil; {
+				next, err = n.worker.RunLease(r.ctx, next.Next)
+				if err != nil {
+					t.Fatalf("drain activity handed over on %s: %v", n.name, err)
+				}
+				r.countInline(t, n, next)
+				failed = failed || r.expectedFailure(next.RoundErr)
+				r.countActivity(t, next)
+			}
 			busy = busy || rep != nil || arep != nil || err != nil
 		}
 		if !busy {

@@ -61,6 +61,8 @@ func testRapidRounds(t *testing.T, mode provider.Mode) {
 	if mode == provider.ModeTransactional {
 		require.Positive(t, total.groups, "no transaction ran the rounds of several instances")
 		require.Positive(t, total.groupFailures, "no round failed inside a group whose other rounds committed")
+		require.Positive(t, total.inline, "no round ran with an activity's completion")
+		require.Positive(t, total.eager, "no task handed over claimed ran")
 	}
 	if mode == provider.ModePeekLock {
 		require.Positive(t, total.midStep, "no crash between two record writes of a step")
@@ -79,9 +81,9 @@ func testRapidRounds(t *testing.T, mode provider.Mode) {
 func (s *rigStats) String() string {
 	return fmt.Sprintf("%d rounds, %d crashes, %d injected faults, %d zombie rounds (%d rejected), %d duplicates and %d stale messages dropped; %d zombie activity claims (%d late settlements rejected); instances: %d completed, %d failed or terminated, %d parked; "+
 		"%d purged and their ids reused (%d purges refused, %d crashed half-way), %d child starts refused (id taken), %d workers died holding a claim, %d paused rounds lost their lease and %d renewed it, "+
-		"%d crashes and %d zombie rounds between two record writes; %d transactions of several instances' rounds (%d with a failed round)",
+		"%d crashes and %d zombie rounds between two record writes; %d transactions of several instances' rounds (%d with a failed round); %d rounds with an activity's completion, %d tasks handed over claimed",
 		s.rounds, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale, s.zombieTasks, s.zombieTasksRejected, s.completed, s.failed, s.parked,
-		s.purged, s.purgeRefused, s.midPurge, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed, s.midStep, s.midZombies, s.groups, s.groupFailures)
+		s.purged, s.purgeRefused, s.midPurge, s.refused, s.deadWorkers, s.leaseLost, s.leaseRenewed, s.midStep, s.midZombies, s.groups, s.groupFailures, s.inline, s.eager)
 }
 
 // machine drives scripted turns (internal/scripted), without the replayer,

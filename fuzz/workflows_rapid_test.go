@@ -96,6 +96,8 @@ func testRapidWorkflows(t *testing.T, backend *wfBackend) {
 	if backend.mode == provider.ModeTransactional {
 		require.Positive(t, total.groups, "no transaction ran the rounds of several instances")
 		require.Positive(t, total.groupFailures, "no round failed inside a group whose other rounds committed")
+		require.Positive(t, total.inline, "no round ran with an activity's completion")
+		require.Positive(t, total.eager, "no task handed over claimed ran")
 	}
 	require.Positive(t, total.restartPurges, "no purge of a restarted instance")
 	require.Positive(t, total.orphans, "no signal to an id never started")
@@ -164,14 +166,14 @@ func (s *wfStats) String() string {
 		"%d instances purged and their ids reused (%d purges refused), %d child starts refused (id taken), %d projection folds panicked, "+
 		"%d workers died holding a claim, %d paused rounds lost their lease and %d renewed it; "+
 		"%d crashes and %d zombie rounds between two record writes of a step, %d purges crashed half-way and finished again; "+
-		"%d transactions of several instances' rounds (%d with a failed round)",
+		"%d transactions of several instances' rounds (%d with a failed round); %d rounds with an activity's completion, %d tasks handed over claimed",
 		s.rounds, s.cold, s.crashes, s.faults, s.zombieRounds, s.zombieRejected, s.duplicates, s.stale,
 		s.activities, s.retries, s.zombieTasks, s.zombieTasksRejected,
 		s.completed, s.children, s.terminated, s.failed, s.parked, s.continued, s.restarted,
 		s.signalled, s.timeouts, s.racesSignal, s.racesTimer, s.carried, s.turns,
 		s.tasks, s.tasksCompleted, s.taskTimeouts, s.escalations, s.taskMoves, s.taskRaces, s.rejected, s.projections,
 		s.purged, s.purgeRefused, s.refused, s.panics, s.deadWorkers, s.leaseLost, s.leaseRenewed,
-		s.midStep, s.midZombies, s.midPurge, s.groups, s.groupFailures)
+		s.midStep, s.midZombies, s.midPurge, s.groups, s.groupFailures, s.inline, s.eager)
 }
 
 // wfMachine drives real workflow code on the rig.

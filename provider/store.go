@@ -450,6 +450,61 @@ type TxFlusher interface {
 	Flush(ctx context.Context) error
 }
 
+// ActivityTx is a [Tx] that can complete an activity task: an activity
+// worker completes a task and runs the next round of its instance in one
+// transaction (round.Runner.CompleteActivity).
+type ActivityTx interface {
+	Tx
+	// CompleteActivity is [Store.CompleteActivity] inside the
+	// transaction: the task is removed, while Token is its current token
+	// (ErrLeaseLost otherwise, changing nothing), and its result enqueued,
+	// both kept only when the transaction commits. A later DequeueInstance
+	// of the transaction sees the result as a queued message: the round
+	// it dequeues consumes it and acks it with the others, and a round
+	// abandoned inside the transaction leaves it queued, counted and held
+	// with them. While the task's instance has other activity tasks
+	// queued or claimed, a DequeueInstance of it by id returns nil,
+	// locking nothing: the round waits for the last of them, and takes
+	// all their results at once. Call it before the transaction dequeues
+	// an instance: an abandon undoes what was written after the dequeue.
+	CompleteActivity(ctx context.Context, p *CompleteActivityParams) error
+}
+
+// ClaimingTx is an [ActivityTx] that can enqueue an activity task
+// already claimed: the worker whose completion ran a round takes a task
+// that round scheduled without a claim of its own (eager dispatch).
+type ClaimingTx interface {
+	ActivityTx
+	// EnqueueClaimedActivity is [Steps.EnqueueActivities] of one task
+	// that is inserted claimed: Token, Owner and LockedUntil are set as
+	// [Store.ClaimActivity] would set them (the claim counts as a live
+	// claim from then on), and the task keeps its Attempt. It is a no-op,
+	// as an enqueue is, when the task's id is known; the claim is then
+	// not the task's, and its settlement returns ErrLeaseLost. The claim
+	// takes no rate-limit token and is not checked against a concurrency
+	// limit: callers pass only tasks without a ConcurrencyKey that no
+	// rate limit of theirs matches.
+	EnqueueClaimedActivity(ctx context.Context, p *EnqueueClaimedActivityParams) error
+}
+
+// EnqueueClaimedActivityParams are the params of EnqueueClaimedActivity.
+type EnqueueClaimedActivityParams struct {
+	Task        ActivityTask
+	Now         time.Time
+	Token       string
+	Owner       string
+	LockedUntil time.Time
+}
+
+// ActivityTxStore is a [TxStore] whose transactions implement
+// [ActivityTx].
+type ActivityTxStore interface {
+	TxStore
+	// CompletesInRound reports whether the Tx of RunRound implements
+	// ActivityTx; a wrapper answers for the store it wraps.
+	CompletesInRound() bool
+}
+
 // LeaseStore is a Store whose rounds run in peek-lock mode.
 type LeaseStore interface {
 	Store

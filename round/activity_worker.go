@@ -118,6 +118,21 @@ type ActivityWorkerOptions struct {
 	Jitter func() float64
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Rounds, when set, completes tasks with [Runner.CompleteActivity]
+	// where its store can ([Runner.CompletesActivities]): the round of the
+	// task's instance runs in the completion's transaction, and the
+	// report's Rounds tell what it did. Nil, or a store that cannot,
+	// completes tasks with [provider.Store.CompleteActivity], leaving the
+	// round to an orchestration worker.
+	Rounds *Runner
+	// Eager, with Rounds, asks for an activity task that the round run
+	// with a completion schedules to be enqueued already claimed by this
+	// worker, when the store can ([provider.ClaimingTx]) and the task is
+	// of a served queue, due, without a concurrency key and matched by
+	// none of Rates: the report's Next, which the caller runs with
+	// [ActivityWorker.RunLease]. The workflow's next activity then needs
+	// no claim of its own, and goes ahead of older tasks of the queue.
+	Eager bool
 }
 
 // ActivityWorker claims activity tasks and settles them: complete, retry
@@ -181,6 +196,18 @@ type ActivityReport struct {
 	Err error
 	// RetryAt is when a retried task becomes visible.
 	RetryAt time.Time
+	// Rounds are the reports of the rounds that ran in the completion's
+	// transaction (see ActivityWorkerOptions.Rounds), and RoundErr their
+	// errors as [Runner.RunGroup] returns them; the worker reports and
+	// logs nothing of them itself.
+	Rounds   []*Report
+	RoundErr error
+	// Next is a task the completion's round scheduled, claimed for this
+	// worker (ActivityWorkerOptions.Eager): an attempt in flight, which
+	// the caller runs with [ActivityWorker.RunLease]. Left unrun, it
+	// stays claimed until its claim runs out and that attempt counts as
+	// lost, as a dead worker's does.
+	Next *provider.ActivityLease
 }
 
 // RunOnce claims one visible task, runs it and settles it. It returns a nil
@@ -206,6 +233,36 @@ func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 		}
 	}
 	return w.run(ctx, lease)
+}
+
+// RunLease runs a task already claimed for this worker (an
+// [ActivityReport]'s Next) and settles it, as RunOnce does after its
+// claim.
+func (w *ActivityWorker) RunLease(ctx context.Context, lease *provider.ActivityLease) (*ActivityReport, error) {
+	return w.run(ctx, lease)
+}
+
+// eager returns the claim of ActivityWorkerOptions.Eager, or nil.
+func (w *ActivityWorker) eager() *EagerClaim {
+	if !w.opts.Eager {
+		return nil
+	}
+	return &EagerClaim{Owner: w.opts.Node, LeaseFor: w.leaseFor, Accept: w.accepts}
+}
+
+// accepts reports whether the worker may take a task claimed without a
+// claim of its own: one of its queues, and no rate limit of its.
+func (w *ActivityWorker) accepts(t *provider.ActivityTask) bool {
+	served := len(w.opts.Queues) == 0 && t.Queue == "" || slices.Contains(w.opts.Queues, t.Queue)
+	if !served {
+		return false
+	}
+	for i := range w.opts.Rates {
+		if w.opts.Rates[i].Matches(t) {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *ActivityWorker) leaseFor(task *provider.ActivityTask) time.Duration {
@@ -292,8 +349,43 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *provider.ActivityLea
 	if err != nil {
 		return rep, err
 	}
-	if err := w.store.CompleteActivity(ctx, &provider.CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}); err != nil {
-		return w.lost(lease, err)
+	p := &provider.CompleteActivityParams{TaskID: task.ID, Token: lease.Token, Result: msg, Now: now}
+	done := false
+	if w.opts.Rounds != nil {
+		c, err := w.opts.Rounds.CompleteActivity(ctx, p, w.eager())
+		rep.Rounds, done, rep.Next = c.Reports, c.Done, c.Next
+		switch {
+		case IsCrash(err):
+			// The process died: before the commit the task stays claimed
+			// until its claim runs out, and is tried again; after it, a
+			// task claimed for the worker is left to run out.
+			rep.RoundErr, rep.Next = err, nil
+			if done {
+				rep.Outcome = OutcomeCompleted
+			}
+			return rep, err
+		case done:
+			rep.RoundErr = err
+		case err == nil:
+			// The store cannot: complete it on its own below.
+		case errors.Is(err, provider.ErrLeaseLost):
+			lost, lerr := w.lost(lease, err)
+			lost.Rounds, lost.RoundErr = rep.Rounds, err
+			return lost, lerr
+		default:
+			// The transaction failed, the completion with it: the task is
+			// still claimed, so completing it alone is safe.
+			rep.RoundErr = err
+			w.opts.Logger.WarnContext(ctx, "activity completion with its round failed; completing alone", slog.String("task_id", task.ID),
+				slog.String("instance_id", task.InstanceID), slog.Any("error", err))
+		}
+	}
+	if !done {
+		if err := w.store.CompleteActivity(ctx, p); err != nil {
+			lost, lerr := w.lost(lease, err)
+			lost.Rounds, lost.RoundErr = rep.Rounds, rep.RoundErr
+			return lost, lerr
+		}
 	}
 	rep.Outcome = OutcomeCompleted
 	if failure != nil {

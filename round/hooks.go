@@ -18,6 +18,11 @@ const (
 	AfterEnqueue CrashPoint = "AfterEnqueue"
 	BeforeAck    CrashPoint = "BeforeAck"
 	AfterCommit  CrashPoint = "AfterCommit"
+	// AfterCompletion follows the completion of an activity task inside
+	// the transaction of [Runner.CompleteActivity], before the round of
+	// its instance: a crash there loses the completion with the round,
+	// and the task is retried once its claim runs out.
+	AfterCompletion CrashPoint = "AfterCompletion"
 )
 
 // CrashPoints lists every crash point in order.

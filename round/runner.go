@@ -2,9 +2,12 @@ package round
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -304,16 +307,41 @@ type member struct {
 }
 
 func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
+	reps, _, err := r.runTxGroup(ctx, nil, nil)
+	return reps, err
+}
+
+// runTxGroup runs a transactional group. With c set the transaction first
+// completes that activity task, then runs the round of its instance alone
+// when no other round holds it. committed tells whether the transaction
+// committed (a round abandoned inside it included).
+func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityParams, e *eagerClaim) (_ []*Report, committed bool, _ error) {
 	now := roundNow(r.opts.Clock)
 	var (
 		group []*member
 		// culprit is the member whose error ended the transaction.
 		culprit *member
 	)
+	size, dp := r.opts.GroupSize, provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit}
+	if c != nil {
+		size, dp.InstanceID = 1, c.Result.InstanceID
+	}
 	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 		group, culprit = group[:0], nil
-		for len(group) < r.opts.GroupSize {
-			b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit})
+		if c != nil {
+			at, ok := tx.(provider.ActivityTx)
+			if !ok {
+				return errNoActivityTx
+			}
+			if err := at.CompleteActivity(ctx, c); err != nil {
+				return err
+			}
+			if err := r.opts.Hooks.crash(ctx, AfterCompletion, c.Result.InstanceID); err != nil {
+				return err
+			}
+		}
+		for len(group) < size {
+			b, err := tx.DequeueInstance(ctx, &dp)
 			if err != nil || b == nil {
 				return err
 			}
@@ -323,7 +351,12 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			if err := r.opts.Hooks.crash(ctx, AfterDequeue, b.InstanceID); err != nil {
 				return err
 			}
-			m.entry, m.rep, err = r.process(ctx, txOps{tx}, b.InstanceID, b.Messages, b.Head, now)
+			var ops roundOps = txOps{tx}
+			if ct, ok := tx.(provider.ClaimingTx); ok && e != nil {
+				e.lease = nil
+				ops = eagerOps{txOps{tx}, ct, e}
+			}
+			m.entry, m.rep, err = r.process(ctx, ops, b.InstanceID, b.Messages, b.Head, now)
 			if f, ok := tx.(provider.TxFlusher); ok && err == nil {
 				// The round's deferred writes fail as the round's own.
 				if err = f.Flush(ctx); err != nil {
@@ -356,10 +389,10 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 		return nil
 	})
 	if len(group) == 0 {
-		if err != nil {
-			return nil, fmt.Errorf("dequeue: %w", err)
+		if err != nil && c == nil {
+			return nil, false, fmt.Errorf("dequeue: %w", err)
 		}
-		return nil, nil
+		return nil, err == nil, err
 	}
 	reps := make([]*Report, 0, len(group))
 	var errs []error
@@ -371,7 +404,7 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 				for _, o := range group[i:] {
 					o.entry.close()
 				}
-				return append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true}), cerr
+				return append(reps, &Report{InstanceID: m.batch.InstanceID, ExecutionID: batchExecution(m.batch.Messages), Failed: true}), true, cerr
 			}
 		}
 		switch {
@@ -401,7 +434,145 @@ func (r *Runner) runTx(ctx context.Context) ([]*Report, error) {
 			reps = append(reps, m.rep)
 		}
 	}
-	return reps, errors.Join(errs...)
+	if e != nil && (err != nil || len(group) != 1 || group[0].failed != nil) {
+		e.lease = nil // the claimed task did not commit
+	}
+	return reps, err == nil, errors.Join(errs...)
+}
+
+// errNoActivityTx: the store's transactions cannot complete activities.
+var errNoActivityTx = errors.New("round: the store's transactions do not complete activity tasks")
+
+// CompletesActivities reports whether [Runner.CompleteActivity] can
+// complete activity tasks on the runner's store: a transactional store
+// whose transactions implement [provider.ActivityTx].
+func (r *Runner) CompletesActivities() bool {
+	a, ok := r.tx.(provider.ActivityTxStore)
+	return ok && a.CompletesInRound()
+}
+
+// CompleteActivity completes a claimed activity task as
+// [provider.Store.CompleteActivity] does and, in the same transaction,
+// runs the next round of the task's instance when it can take the
+// instance at once: not held, and not locked by another round (it never
+// waits for one). The round is the one [Runner.RunOnce] would run, with
+// the result among its messages: appended, projected, enqueued and acked
+// with one commit, or, when it fails, abandoned (held and retried) while
+// the completion still commits. When the instance cannot be taken the
+// completion commits alone and the result waits for a round as usual.
+//
+// With claim set, an activity task that the round schedules and
+// claim.Accept takes is enqueued already claimed by claim.Owner, on a
+// store whose transactions can ([provider.ClaimingTx]), and handed back
+// in Completion.Next once the transaction committed.
+//
+// Completion.Done is false, with a nil error, when the store cannot
+// complete tasks in its transactions ([Runner.CompletesActivities]);
+// with an error when the transaction did not commit:
+// [provider.ErrLeaseLost] when the claim is no longer the task's, a
+// [CrashError] when a crash hook stopped it (after [AfterCompletion] or
+// in the round), another error when the store failed, after which the
+// caller may complete the task on its own. With Done true the error
+// joins those of the rounds that failed, as [Runner.RunGroup] returns
+// them.
+func (r *Runner) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams, claim *EagerClaim) (*Completion, error) {
+	if !r.CompletesActivities() {
+		return &Completion{}, nil
+	}
+	var e *eagerClaim
+	if claim != nil && claim.Accept != nil && claim.LeaseFor != nil {
+		e = &eagerClaim{EagerClaim: *claim}
+	}
+	reps, done, err := r.runTxGroup(ctx, p, e)
+	if errors.Is(err, errNoActivityTx) {
+		return &Completion{Reports: reps}, nil
+	}
+	c := &Completion{Reports: reps, Done: done}
+	if done && e != nil {
+		c.Next = e.lease
+	}
+	return c, err
+}
+
+// Completion is what [Runner.CompleteActivity] did.
+type Completion struct {
+	// Reports are those of the rounds it ran (none when it ran none).
+	Reports []*Report
+	// Done is true when the completion committed.
+	Done bool
+	// Next is a task the round scheduled, claimed for the caller (see
+	// EagerClaim): an attempt in flight from the commit on, which the
+	// caller runs and settles with its Token as if it had claimed it. A
+	// caller that does not leaves the task claimed until LockedUntil,
+	// after which the attempt counts as lost, as a worker's that died.
+	Next *provider.ActivityLease
+}
+
+// EagerClaim asks [Runner.CompleteActivity] to hand back, claimed, an
+// activity task that the round it runs schedules (eager dispatch): the
+// worker runs the workflow's next activity without a claim of its own.
+type EagerClaim struct {
+	// Owner is the claimer's name.
+	Owner string
+	// Accept reports whether the worker takes a task: one of its queues,
+	// and no concurrency key or rate limit, whose claims the store
+	// counts (an eager claim bypasses them).
+	Accept func(task *provider.ActivityTask) bool
+	// LeaseFor is the claim's duration for a task.
+	LeaseFor func(task *provider.ActivityTask) time.Duration
+}
+
+// eagerClaim is an EagerClaim during one transaction.
+type eagerClaim struct {
+	EagerClaim
+	lease *provider.ActivityLease
+}
+
+// eagerOps enqueues the first task of a round that the claim accepts
+// claimed (provider.ClaimingTx), the others as txOps does.
+type eagerOps struct {
+	txOps
+	ct provider.ClaimingTx
+	e  *eagerClaim
+}
+
+func (o eagerOps) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
+	if o.e.lease != nil {
+		return o.txOps.EnqueueActivities(ctx, p)
+	}
+	for i := range p.Tasks {
+		t := p.Tasks[i]
+		t.SetDefaults(p.Now)
+		if t.VisibleAt.After(p.Now) || t.ConcurrencyKey != "" || !o.e.Accept(&t) {
+			continue
+		}
+		until := p.Now.Add(o.e.LeaseFor(&t))
+		token := eagerToken()
+		err := o.ct.EnqueueClaimedActivity(ctx, &provider.EnqueueClaimedActivityParams{Task: t, Now: p.Now, Token: token, Owner: o.e.Owner, LockedUntil: until})
+		if errors.Is(err, provider.ErrUnsupported) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		o.e.lease = &provider.ActivityLease{Task: t, Token: token, Owner: o.e.Owner, LockedUntil: until}
+		rest := slices.Delete(slices.Clone(p.Tasks), i, i+1)
+		if len(rest) == 0 {
+			return nil
+		}
+		q := *p
+		q.Tasks = rest
+		return o.txOps.EnqueueActivities(ctx, &q)
+	}
+	return o.txOps.EnqueueActivities(ctx, p)
+}
+
+// eagerToken returns a claim token no store hands out: "e-" and 128
+// random bits.
+func eagerToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "e-" + hex.EncodeToString(b[:])
 }
 
 func (r *Runner) runLease(ctx context.Context) (*Report, error) {

@@ -86,6 +86,7 @@ func openChronicle(ctx context.Context, url string, c Config) (system, error) {
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: "compare", Observer: obs,
 		OrchestrationWorkers: c.ChronicleOrchestrationWorkers, ActivityWorkers: c.ChronicleActivityWorkers,
+		EagerActivities: c.ChronicleEagerActivities,
 	})
 	if err == nil {
 		err = bench.Register(e)

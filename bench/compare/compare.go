@@ -34,6 +34,8 @@ type Config struct {
 	// ChronicleOrchestrationWorkers and ChronicleActivityWorkers size
 	// Chronicle's engine; 0 takes the engine's defaults.
 	ChronicleOrchestrationWorkers, ChronicleActivityWorkers int
+	// ChronicleEagerActivities sets chronicle.Options.EagerActivities.
+	ChronicleEagerActivities bool
 	// Progress, when set, is told of each run as it ends.
 	Progress io.Writer
 	// Statements, when set, gets the statements Chronicle's store sent in

@@ -40,6 +40,7 @@ func run(args []string) error {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the runs' databases")
 	fs.IntVar(&c.ChronicleOrchestrationWorkers, "chronicle-orchestration-workers", 0, "Chronicle's orchestration workers (0: the engine's default)")
 	fs.IntVar(&c.ChronicleActivityWorkers, "chronicle-activity-workers", 0, "Chronicle's activity workers (0: the engine's default)")
+	fs.BoolVar(&c.ChronicleEagerActivities, "chronicle-eager-activities", false, "Chronicle hands a workflow's next activity to the worker that completed the one before, claimed (Options.EagerActivities)")
 	statements := fs.Bool("statements", false, "count the statements Chronicle's store sends in each run, by kind, and write them to standard error")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file (- for standard output, instead of the text)")
 	if err := fs.Parse(args); err != nil {

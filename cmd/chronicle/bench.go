@@ -108,6 +108,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 	orch := fs.Int("orchestration-workers", 4, "rounds run at once")
 	act := fs.Int("activity-workers", 8, "activities run at once")
 	group := fs.Int("round-group", 0, "instances a round transaction takes at most (group commit); 0 takes the engine's default")
+	eager := fs.Bool("eager-activities", false, "hand a workflow's next activity to the worker that completed the one before, claimed (Options.EagerActivities)")
 	keep := fs.Bool("keep", false, "keep the benchmark's PostgreSQL schema instead of dropping it")
 	startMany := fs.Bool("start-many", false, "start W1, W2 and BACKLOG workflows with one StartMany call instead of a Start call each")
 	checkpoints := fs.Duration("checkpoints", 0, "sign checkpoints with a fresh key at this interval (1s, say) while the workloads run; 0: none")
@@ -233,7 +234,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 		if pg != nil {
 			before = c.dbWork(pg)
 		}
-		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, Checkpoints: *checkpoints, Publish: *publish, Attributes: *attributes, Encrypt: *encrypt, Keys: keys,
+		res, err := bench.Run(c.ctx, store, bench.Config{Workload: w, Instances: *instances, OrchestrationWorkers: *orch, ActivityWorkers: *act, StartMany: *startMany, RoundGroup: *group, EagerActivities: *eager, Checkpoints: *checkpoints, Publish: *publish, Attributes: *attributes, Encrypt: *encrypt, Keys: keys,
 			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys, CacheSize: *cacheSize})
 		var work *bench.DBWork
 		if err == nil && before != nil {

@@ -60,6 +60,8 @@ type Config struct {
 	StartMany bool
 	// RoundGroup sizes the engine's group commit (0: its default).
 	RoundGroup int
+	// EagerActivities is the engine's option of that name.
+	EagerActivities bool
 	// Checkpoints, when positive, has the engine sign checkpoints with a
 	// fresh Ed25519 key at this interval (and EndDelay) while it runs.
 	Checkpoints time.Duration
@@ -251,7 +253,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	}
 	opts := chronicle.Options{
 		NodeID: "bench", OrchestrationWorkers: c.OrchestrationWorkers, ActivityWorkers: c.ActivityWorkers,
-		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup, CacheSize: c.CacheSize,
+		Observer: obs, SafetyPoll: time.Second, RoundGroup: c.RoundGroup, CacheSize: c.CacheSize, EagerActivities: c.EagerActivities,
 	}
 	if c.Attributes {
 		opts.SearchAttributes = PreloadAttributes

@@ -77,6 +77,9 @@ func work(node, url, schema string) error {
 	e, err := chronicle.New(store, chronicle.Options{
 		NodeID: node, OrchestrationWorkers: 2, ActivityWorkers: 4, SafetyPoll: 200 * time.Millisecond,
 		ActivityLease: 2 * time.Second, Logger: discard(),
+		// Half the workers take a workflow's next activity claimed, and
+		// are killed holding it too.
+		EagerActivities: node == "w1" || node == "w3",
 	})
 	if err != nil {
 		return err

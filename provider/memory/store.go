@@ -138,8 +138,10 @@ type Store struct {
 	// taskInstance maps every known activity task id to its instance, so
 	// a purge forgets them.
 	taskInstance map[string]string
-	taskHeaps    map[string]*taskHeap
-	letters      map[string]*provider.DeadLetter
+	// openTasks counts the queued and claimed tasks of each instance.
+	openTasks map[string]int
+	taskHeaps map[string]*taskHeap
+	letters   map[string]*provider.DeadLetter
 	// taskOwner maps human task ids to their instance.
 	taskOwner map[string]string
 	// tombstones keeps every purge's tombstone of an id, oldest first.
@@ -160,10 +162,12 @@ type Store struct {
 }
 
 var (
-	_ provider.TxStore    = (*Store)(nil)
-	_ provider.LeaseStore = (*Store)(nil)
-	_ provider.FullStore  = (*Store)(nil)
-	_ provider.Notifier   = (*Store)(nil)
+	_ provider.TxStore         = (*Store)(nil)
+	_ provider.ActivityTxStore = (*Store)(nil)
+	_ provider.ActivityTx      = (*tx)(nil)
+	_ provider.LeaseStore      = (*Store)(nil)
+	_ provider.FullStore       = (*Store)(nil)
+	_ provider.Notifier        = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -175,7 +179,8 @@ func New(opts Options) *Store {
 		mode: opts.Mode, fault: opts.Fault, between: opts.BetweenWrites,
 		instances: map[string]*instance{}, messages: map[string]*message{},
 		tasks: map[string]*task{}, taskIDs: map[string]bool{}, taskInstance: map[string]string{}, taskHeaps: map[string]*taskHeap{},
-		letters: map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
+		openTasks: map[string]int{},
+		letters:   map[string]*provider.DeadLetter{}, taskOwner: map[string]string{}, tombstones: map[string][]provider.Tombstone{},
 		keyed: map[string]map[*task]bool{}, rates: map[string]*rateWindow{}, slots: map[string]*slotSet{},
 	}
 	s.slotsFree = sync.NewCond(&s.mu)
@@ -736,6 +741,7 @@ func (s *Store) insertTask(t provider.ActivityTask) {
 	s.nextSeq++
 	tk := &task{t: t, seq: s.nextSeq, heapIndex: -1}
 	s.tasks[t.ID] = tk
+	s.openTasks[t.InstanceID]++
 	s.taskHeap(t.Queue).push(tk)
 	if t.Priority != 0 {
 		s.prioritized++
@@ -760,6 +766,9 @@ func (s *Store) taskHeap(q string) *taskHeap {
 func (s *Store) removeTask(t *task) {
 	s.taskHeap(t.t.Queue).remove(t)
 	delete(s.tasks, t.t.ID)
+	if s.openTasks[t.t.InstanceID]--; s.openTasks[t.t.InstanceID] <= 0 {
+		delete(s.openTasks, t.t.InstanceID)
+	}
 	if t.t.Priority != 0 {
 		s.prioritized--
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
@@ -35,12 +36,22 @@ type tx struct {
 	wakes     []string
 	slotLocks []*slotSet
 	slotSaves []slotSave
+	// completions are the activity completions of the round, applied
+	// first at commit; their results are seen by a dequeue of their
+	// instance.
+	completions []provider.CompleteActivityParams
+	// claimed are tasks enqueued claimed (EnqueueClaimedActivity).
+	claimed []provider.EnqueueClaimedActivityParams
 }
 
 // txMark records the lengths of a tx's staged lists.
-type txMark struct{ projs, msgs, tasks, cancels, resets, parks, wakes, slotSaves int }
+type txMark struct{ projs, msgs, tasks, cancels, resets, parks, wakes, slotSaves, claimed int }
 
 var errTxClosed = errors.New("memory: transaction already ended")
+
+// CompletesInRound implements provider.ActivityTxStore: a transactional
+// store's rounds complete activity tasks.
+func (s *Store) CompletesInRound() bool { return s.mode == provider.ModeTransactional }
 
 // RunRound implements provider.TxStore.
 func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx provider.Tx) error) (err error) {
@@ -109,6 +120,12 @@ func (t *tx) commit() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer t.unlock()
+	// A claim may have been taken over since CompleteActivity.
+	for i := range t.completions {
+		if _, err := s.claimed(t.completions[i].TaskID, t.completions[i].Token); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
 	for in, events := range t.appends {
 		skip, err := appendCheck(in, nil, events)
 		if err != nil {
@@ -122,6 +139,13 @@ func (t *tx) commit() error {
 	for _, p := range t.projs {
 		if err := s.takenTaskID(p); err != nil {
 			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	for i := range t.completions {
+		c := &t.completions[i]
+		s.enqueueMessages([]provider.Message{c.Result}, c.Now)
+		if tk, err := s.claimed(c.TaskID, c.Token); err == nil {
+			s.removeTask(tk)
 		}
 	}
 	for in, events := range t.appends {
@@ -138,6 +162,9 @@ func (t *tx) commit() error {
 	}
 	for _, p := range t.tasks {
 		s.enqueueActivities(p.Tasks, p.Now)
+	}
+	for i := range t.claimed {
+		s.enqueueClaimed(&t.claimed[i])
 	}
 	for i := range t.cancels {
 		s.cancelActivities(&t.cancels[i])
@@ -177,8 +204,11 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 		var in *instance
 		if p.InstanceID != "" {
 			in = s.instances[p.InstanceID]
-			if in == nil || in.lockedBy != nil || in.holdUntil.After(p.Now) || len(visible(in, p.Now, 1)) == 0 {
+			if in == nil || in.lockedBy != nil || in.holdUntil.After(p.Now) || len(visible(in, p.Now, 1))+len(t.completed(in, p.Now, 1)) == 0 {
 				return nil
+			}
+			if n := t.completedTasks(in.id); n > 0 && s.openTasks[in.id] > n {
+				return nil // other activities of the instance are open
 			}
 		} else {
 			if in = s.next(p.Now); in == nil {
@@ -188,8 +218,16 @@ func (t *tx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*p
 		in.lockedBy = t
 		s.reindex(in)
 		t.locked = append(t.locked, in)
-		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets), len(t.parks), len(t.wakes), len(t.slotSaves)}
-		b = &provider.Batch{InstanceID: in.id, Messages: visible(in, p.Now, p.Limit), Head: &provider.Head{}}
+		t.mark = txMark{len(t.projs), len(t.msgs), len(t.tasks), len(t.cancels), len(t.resets), len(t.parks), len(t.wakes), len(t.slotSaves), len(t.claimed)}
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		msgs := visible(in, p.Now, limit)
+		if p.InstanceID != "" {
+			msgs = append(msgs, t.completed(in, p.Now, limit-len(msgs))...)
+		}
+		b = &provider.Batch{InstanceID: in.id, Messages: msgs, Head: &provider.Head{}}
 		if n := len(in.events); n > 0 {
 			b.Head.Seq, b.Head.Hash = in.events[n-1].Seq, in.events[n-1].Hash
 		}
@@ -336,7 +374,7 @@ func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesPar
 		delete(t.acks, in)
 		m := t.mark
 		t.projs, t.msgs, t.tasks, t.cancels, t.resets = t.projs[:m.projs], t.msgs[:m.msgs], t.tasks[:m.tasks], t.cancels[:m.cancels], t.resets[:m.resets]
-		t.parks, t.wakes = t.parks[:m.parks], t.wakes[:m.wakes]
+		t.parks, t.wakes, t.claimed = t.parks[:m.parks], t.wakes[:m.wakes], t.claimed[:m.claimed]
 		t.s.mu.Lock()
 		t.restoreSlots(m.slotSaves)
 		t.s.mu.Unlock()
@@ -348,4 +386,76 @@ func (t *tx) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesPar
 		}
 		return nil
 	})
+}
+
+// CompleteActivity implements provider.ActivityTx: the claim is checked
+// now and again at commit, which removes the task and enqueues its result
+// before the round's other writes.
+func (t *tx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	return t.step(ctx, OpCompleteActivity, func() error {
+		t.s.mu.Lock()
+		_, err := t.s.claimed(p.TaskID, p.Token)
+		t.s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		c := *p
+		c.Result.SetDefaults(p.Now)
+		t.completions = append(t.completions, c)
+		return nil
+	})
+}
+
+// completedTasks counts the tasks of instance id the round completed.
+func (t *tx) completedTasks(id string) int {
+	n := 0
+	for i := range t.completions {
+		if t.completions[i].Result.InstanceID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// completed returns the results of the round's completions for in that
+// are visible at now and not queued already, at most limit (none when
+// limit is below 1); callers hold s.mu.
+func (t *tx) completed(in *instance, now time.Time, limit int) []provider.Message {
+	var out []provider.Message
+	for i := range t.completions {
+		m := &t.completions[i].Result
+		if len(out) >= limit {
+			break
+		}
+		if _, queued := t.s.messages[m.ID]; m.InstanceID != in.id || queued || m.VisibleAt.After(now) {
+			continue
+		}
+		out = append(out, *m)
+	}
+	return out
+}
+
+// EnqueueClaimedActivity implements provider.ClaimingTx: the task is
+// enqueued and claimed at commit, after the round's other enqueues.
+func (t *tx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	return t.step(ctx, OpEnqueueActivities, func() error {
+		t.claimed = append(t.claimed, *p)
+		return nil
+	})
+}
+
+// enqueueClaimed enqueues a task claimed, unless its id is known;
+// callers hold s.mu.
+func (s *Store) enqueueClaimed(p *provider.EnqueueClaimedActivityParams) {
+	if s.taskIDs[p.Task.ID] {
+		return
+	}
+	task := p.Task
+	task.SetDefaults(p.Now)
+	s.taskIDs[task.ID] = true
+	s.taskInstance[task.ID] = task.InstanceID
+	s.insertTask(task)
+	tk := s.tasks[task.ID]
+	tk.token, tk.owner, tk.until = p.Token, p.Owner, p.LockedUntil
+	s.taskHeap(task.Queue).fix(tk)
 }

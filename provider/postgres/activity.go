@@ -41,6 +41,34 @@ WITH input AS (
 )
 SELECT count(*) FROM inserted`
 
+// enqueueClaimedSQL is enqueueActivitiesSQL for tasks inserted claimed
+// with token $12 by owner $13 until $14, as claimActivitySQL leaves a
+// claimed row (ready_at and order_at at the claim's end).
+const enqueueClaimedSQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[],
+            $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
+        WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope,
+            priority, order_at, name, concurrency_key, concurrency_limit, ord)
+), known AS (
+    INSERT INTO {{schema}}.activity_task_ids (id, instance_id)
+    SELECT id, instance_id FROM input ORDER BY ord
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), inserted AS (
+    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+        priority, order_at, name, concurrency_key, concurrency_limit, token, owner, locked_until)
+    SELECT id, instance_id, execution_id, queue, $14::timestamptz, envelope,
+        priority, $14::timestamptz - make_interval(mins => priority), name,
+        nullif(concurrency_key, ''), CASE WHEN concurrency_key <> '' THEN concurrency_limit END,
+        $12::text, $13::text, $14::timestamptz
+    FROM input
+    WHERE id IN (SELECT id FROM known)
+    ORDER BY ord
+    RETURNING 1
+)
+SELECT count(*) FROM inserted`
+
 // claimableSQL is the WHERE clause of the claimable tasks of queue $1 at
 // $2 whose order key is at most $2: every claimable task of priority >= 0
 // (order_at <= ready_at <= $2), and so a range of the index on (queue,

@@ -97,12 +97,76 @@ type roundTx struct {
 	wakeOnEnd                       bool
 	// pending are the writes deferred until the next flush (see Flush).
 	pending *pgx.Batch
+	// results maps the instances whose activity results CompleteActivity
+	// queued to those results' ids, until a dequeue returns them to the
+	// round: what is left is announced after the commit.
+	results map[string]string
+	// busy are the instances of completed tasks that have other activity
+	// tasks open: a dequeue of one by id leaves it to a later round.
+	busy map[string]bool
 }
 
 var (
-	_ provider.Tx        = (*roundTx)(nil)
-	_ provider.TxFlusher = (*roundTx)(nil)
+	_ provider.Tx              = (*roundTx)(nil)
+	_ provider.TxFlusher       = (*roundTx)(nil)
+	_ provider.ActivityTx      = (*roundTx)(nil)
+	_ provider.ClaimingTx      = (*roundTx)(nil)
+	_ provider.ActivityTxStore = (*Store)(nil)
 )
+
+// CompletesInRound implements provider.ActivityTxStore.
+func (s *Store) CompletesInRound() bool { return true }
+
+// CompleteActivity implements provider.ActivityTx, deferred (see Flush):
+// the statements of [Store.CompleteActivity] (the result's instance
+// locked FOR KEY SHARE, then the task deleted while the token matches
+// and the result inserted only then) join the round's next round trip,
+// which a dequeue of the instance is; a task whose token no longer
+// matches fails that call with ErrLeaseLost.
+func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	return t.step(func() error {
+		a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
+		if err != nil {
+			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+		}
+		b := deferred{t}.batch()
+		b.Queue(t.s.sql.lockInstances, a.instances)
+		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
+			var done, inserted int64
+			if err := row.Scan(&done, &inserted); err != nil {
+				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
+			}
+			if done == 0 {
+				return leaseLost(p.TaskID)
+			}
+			if inserted > 0 {
+				if t.results == nil {
+					t.results = map[string]string{}
+				}
+				t.results[p.Result.InstanceID] = p.Result.ID
+			}
+			return nil
+		})
+		b.Queue(t.s.sql.openActivities, p.Result.InstanceID).QueryRow(func(row pgx.Row) error {
+			var open bool
+			if err := row.Scan(&open); err != nil {
+				return fmt.Errorf("complete activity task %s: open activities: %w", p.TaskID, err)
+			}
+			if open {
+				if t.busy == nil {
+					t.busy = map[string]bool{}
+				}
+				t.busy[p.Result.InstanceID] = true
+			}
+			return nil
+		})
+		return nil
+	})
+}
+
+// openActivitiesSQL tells whether an instance has activity tasks queued
+// or claimed (a probe of the index on instance_id).
+const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE instance_id = $1)`
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where
@@ -186,7 +250,7 @@ func (t *roundTx) end(committed bool) {
 	t.closed = true
 	locked := t.locked
 	enqueued := committed || t.wakeOnEnd
-	msgs, tasks := enqueued && t.enqueuedMessages, enqueued && t.enqueuedTasks
+	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
 	t.mu.Unlock()
 	s := t.s
 	if len(locked) > 0 {
@@ -242,6 +306,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
+		if p.InstanceID != "" && t.busy[p.InstanceID] {
+			return nil
+		}
 		skip := slices.Clone(t.locked)
 		for {
 			var (
@@ -266,6 +333,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				return err
 			}
 			if len(msgs) > 0 {
+				if r, ok := t.results[id]; ok && slices.ContainsFunc(msgs, func(m provider.Message) bool { return m.ID == r }) {
+					delete(t.results, id) // the round takes it
+				}
 				batch = &provider.Batch{InstanceID: id, Messages: msgs, Head: head}
 				t.batches++
 				t.atDequeue = [2]bool{t.enqueuedMessages, t.enqueuedTasks}
@@ -436,6 +506,27 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 				return fmt.Errorf("enqueue %d activity tasks: %w", len(p.Tasks), err)
 			}
 			t.enqueuedTasks = t.enqueuedTasks || inserted > 0
+			return nil
+		})
+		return nil
+	})
+}
+
+// EnqueueClaimedActivity implements provider.ClaimingTx, deferred (see
+// Flush): the task is inserted with its claim, its id remembered as any
+// enqueued task's.
+func (t *roundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	return t.step(func() error {
+		args, err := activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
+		if err != nil {
+			return err
+		}
+		args = append(args, p.Token, p.Owner, p.LockedUntil)
+		deferred{t}.batch().Queue(t.s.sql.enqueueClaimed, args...).QueryRow(func(row pgx.Row) error {
+			var inserted int64
+			if err := row.Scan(&inserted); err != nil {
+				return fmt.Errorf("enqueue claimed activity task %s: %w", p.Task.ID, err)
+			}
 			return nil
 		})
 		return nil

@@ -199,6 +199,7 @@ type statements struct {
 	getTask, listTasks, listTaskEvents, getCustom              string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
+	enqueueClaimed, openActivities                             string
 	claimOrder, claimCandidate, claimTask, lockFlowKey         string
 	countClaims, takeToken                                     string
 	parkInstance, wakeInstances                                string
@@ -246,7 +247,7 @@ func newStatements(schema string) *statements {
 		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL), getCustom: q(getCustomSQL),
 		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),
-		enqueueActivities: q(enqueueActivitiesSQL), claimActivity: q(claimActivitySQL), claimOrder: q(claimOrderSQL),
+		enqueueActivities: q(enqueueActivitiesSQL), enqueueClaimed: q(enqueueClaimedSQL), openActivities: q(openActivitiesSQL), claimActivity: q(claimActivitySQL), claimOrder: q(claimOrderSQL),
 		claimCandidate: q(claimCandidateSQL), claimTask: q(claimTaskSQL), lockFlowKey: lockFlowKeySQL,
 		countClaims: q(countClaimsSQL), takeToken: q(takeTokenSQL),
 		parkInstance: q(parkInstanceSQL), wakeInstances: q(wakeInstancesSQL),

@@ -51,6 +51,7 @@ func Exercise(t *testing.T, factory Factory) {
 		t.Run("Transactional", func(t *testing.T) { t.Parallel(); testTransactional(t, factory) })
 		t.Run("AbandonInRound", func(t *testing.T) { t.Parallel(); testAbandonInRound(t, factory) })
 		t.Run("TxFlusher", func(t *testing.T) { t.Parallel(); testTxFlusher(t, factory) })
+		t.Run("ActivityTx", func(t *testing.T) { t.Parallel(); testActivityTx(t, factory) })
 	case provider.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}

@@ -310,6 +310,12 @@ func (w faultyTx) RunRound(ctx context.Context, fn func(ctx context.Context, tx 
 	})
 }
 
+// CompletesInRound answers for the wrapped store.
+func (w faultyTx) CompletesInRound() bool {
+	a, ok := w.tx.(provider.ActivityTxStore)
+	return ok && a.CompletesInRound()
+}
+
 type faultyRoundTx struct {
 	faultySteps
 	tx provider.Tx
@@ -321,6 +327,27 @@ func (w faultyRoundTx) DequeueInstance(ctx context.Context, p *provider.DequeueP
 	var v *provider.Batch
 	err := w.f.do(ctx, "DequeueInstance", func() (err error) { v, err = w.tx.DequeueInstance(ctx, p); return err })
 	return v, err
+}
+
+// CompleteActivity injects faults around the wrapped call; a wrapped Tx
+// without it answers provider.ErrUnsupported.
+func (w faultyRoundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
+	a, ok := w.tx.(provider.ActivityTx)
+	if !ok {
+		return fmt.Errorf("CompleteActivity in a round: %w", provider.ErrUnsupported)
+	}
+	return w.f.do(ctx, "CompleteActivity", func() error { return a.CompleteActivity(ctx, p) })
+}
+
+// EnqueueClaimedActivity injects faults around the wrapped call (as an
+// enqueue of activities); a wrapped Tx without it answers
+// provider.ErrUnsupported.
+func (w faultyRoundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
+	c, ok := w.tx.(provider.ClaimingTx)
+	if !ok {
+		return fmt.Errorf("EnqueueClaimedActivity: %w", provider.ErrUnsupported)
+	}
+	return w.f.do(ctx, "EnqueueActivities", func() error { return c.EnqueueClaimedActivity(ctx, p) })
 }
 
 // DeadLetterMessages injects faults around the wrapped call.
@@ -392,8 +419,11 @@ func (w faultyLease) PinMessages(ctx context.Context, p *provider.PinMessagesPar
 }
 
 var (
-	_ provider.TxStore    = faultyTx{}
-	_ provider.LeaseStore = faultyLease{}
+	_ provider.TxStore         = faultyTx{}
+	_ provider.ActivityTxStore = faultyTx{}
+	_ provider.ActivityTx      = faultyRoundTx{}
+	_ provider.ClaimingTx      = faultyRoundTx{}
+	_ provider.LeaseStore      = faultyLease{}
 )
 
 // The wrapped store's optional capabilities: a missing one answers every

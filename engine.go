@@ -100,10 +100,16 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With EagerActivities an activity's completion runs the round it
+	// wakes in its own transaction (off by default: see Options).
+	var rounds *round.Runner
+	if opts.EagerActivities {
+		rounds = e.runner
+	}
 	e.worker, err = round.NewActivityWorker(store, round.ActivityWorkerOptions{
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
-		Rates: slices.Clone(opts.RateLimits), Rounds: e.runner, Eager: opts.EagerActivities,
+		Rates: slices.Clone(opts.RateLimits), Rounds: rounds, Eager: opts.EagerActivities,
 	})
 	if err != nil {
 		return nil, err

@@ -55,15 +55,19 @@ type Options struct {
 	// and retried. Default 8; 1 gives every round its own transaction.
 	// Peek-lock stores ignore it.
 	RoundGroup int
-	// EagerActivities, on a store that can (memory, PostgreSQL), hands
-	// the worker that completed an activity, and ran the round its result
-	// woke, the activity that round scheduled, already claimed: the
-	// workflow's next activity runs at once on that worker, without a
-	// claim of its own (a task of a queue the worker serves, without a
-	// concurrency key or a rate limit). It goes ahead of older work:
-	// queued activities of other workflows, and rounds waiting for an
-	// orchestration worker (a schedule's firing may then find the
-	// previous firing's instance still running). Default off.
+	// EagerActivities, on a store that can (memory, PostgreSQL), has the
+	// worker that completes an activity run the round its result wakes in
+	// the completion's transaction (one commit instead of two, when it
+	// can lock the instance without waiting), and hands it the activity
+	// that round scheduled, already claimed: the workflow's next activity
+	// runs at once on that worker, without a claim of its own (a task of
+	// a queue the worker serves, without a concurrency key or a rate
+	// limit). It goes ahead of older work: queued activities of other
+	// workflows, and rounds waiting for an orchestration worker (a
+	// schedule's firing may then find the previous firing's instance
+	// still running). Default off: on PostgreSQL W1 it costs more commits
+	// per workflow today, not fewer (empty round transactions of idle
+	// orchestration workers it wakes; docs/benchmarks.md).
 	EagerActivities bool
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.

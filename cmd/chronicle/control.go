@@ -33,25 +33,55 @@ func runInstanceResume(c *cli, cmd *command, args []string) error {
 	return c.control(cmd, args, "resumed", history.KindExecutionResumed, (*chronicle.Engine).Resume)
 }
 
+// operatorUsage are the usage lines of an operator action's --reason,
+// --by and --ticket.
+type operatorUsage struct{ reason, by, ticket string }
+
+// operatorArgs parses the one positional argument of an operator action
+// and its required --reason and --by and optional --ticket.
+func (c *cli) operatorArgs(cmd *command, args []string, u operatorUsage) (pos []string, reason, by, ticket string, err error) {
+	fs := c.flags(cmd)
+	fs.StringVar(&reason, "reason", "", u.reason)
+	fs.StringVar(&by, "by", "", u.by)
+	fs.StringVar(&ticket, "ticket", "", u.ticket)
+	if pos, err = c.parse(cmd, fs, args, 1, 1); err != nil {
+		return nil, "", "", "", err
+	}
+	switch {
+	case reason == "":
+		return nil, "", "", "", usagef(cmd, "--reason is required")
+	case by == "":
+		return nil, "", "", "", usagef(cmd, "--by is required")
+	}
+	return pos, reason, by, ticket, nil
+}
+
+// lastRecorded returns the instance's newest event of kind, as a
+// one-event slice (none when there is none).
+func (c *cli) lastRecorded(e *chronicle.Engine, id string, kind history.Kind) ([]history.Event, error) {
+	events, err := e.History(c.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind == kind {
+			return events[i : i+1], nil
+		}
+	}
+	return nil, nil
+}
+
 // control runs one of the instance control commands: it takes the action
 // as --by with --reason and the optional --ticket and, where the tool
 // applies the work itself (the memory store), prints the event recorded.
 func (c *cli) control(cmd *command, args []string, verb string, kind history.Kind,
 	act func(e *chronicle.Engine, ctx context.Context, id, reason string, opts *chronicle.ControlOptions) error) error {
-	fs := c.flags(cmd)
-	var reason, by, ticket string
-	fs.StringVar(&reason, "reason", "", "why, recorded in the instance's history (required)")
-	fs.StringVar(&by, "by", "", "the operator, recorded as the event's actor (required)")
-	fs.StringVar(&ticket, "ticket", "", "a ticket or change reference, recorded with the reason")
-	pos, err := c.parse(cmd, fs, args, 1, 1)
+	pos, reason, by, ticket, err := c.operatorArgs(cmd, args, operatorUsage{
+		reason: "why, recorded in the instance's history (required)",
+		by:     "the operator, recorded as the event's actor (required)",
+		ticket: "a ticket or change reference, recorded with the reason"})
 	if err != nil {
 		return err
-	}
-	switch {
-	case reason == "":
-		return usagef(cmd, "--reason is required")
-	case by == "":
-		return usagef(cmd, "--by is required")
 	}
 	e, err := c.open()
 	if err != nil {
@@ -73,15 +103,8 @@ func (c *cli) control(cmd *command, args []string, verb string, kind history.Kin
 			return err
 		}
 		rep.InstanceStatus = in.Status
-		events, err := e.History(c.ctx, id)
-		if err != nil {
+		if recorded, err = c.lastRecorded(e, id, kind); err != nil {
 			return err
-		}
-		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Kind == kind {
-				recorded = events[i : i+1]
-				break
-			}
 		}
 	}
 	if c.json {
@@ -200,20 +223,12 @@ func runInstanceRelease(c *cli, cmd *command, args []string) error { return c.ho
 // the optional --ticket and, where the tool applies the work itself (the
 // memory store), prints the event recorded.
 func (c *cli) hold(cmd *command, args []string, place bool) error {
-	fs := c.flags(cmd)
-	var reason, by, ticket string
-	fs.StringVar(&reason, "reason", "", "why, recorded in the instance's history (required)")
-	fs.StringVar(&by, "by", "", "the operator, recorded as the event's actor (required)")
-	fs.StringVar(&ticket, "ticket", "", "a case or ticket reference, recorded with the reason")
-	pos, err := c.parse(cmd, fs, args, 1, 1)
+	pos, reason, by, ticket, err := c.operatorArgs(cmd, args, operatorUsage{
+		reason: "why, recorded in the instance's history (required)",
+		by:     "the operator, recorded as the event's actor (required)",
+		ticket: "a case or ticket reference, recorded with the reason"})
 	if err != nil {
 		return err
-	}
-	switch {
-	case reason == "":
-		return usagef(cmd, "--reason is required")
-	case by == "":
-		return usagef(cmd, "--by is required")
 	}
 	e, err := c.open()
 	if err != nil {
@@ -250,15 +265,8 @@ func (c *cli) hold(cmd *command, args []string, place bool) error {
 	}
 	var recorded []history.Event
 	if rep.Applied {
-		events, err := e.History(c.ctx, id)
-		if err != nil {
+		if recorded, err = c.lastRecorded(e, id, kind); err != nil {
 			return err
-		}
-		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Kind == kind {
-				recorded = events[i : i+1]
-				break
-			}
 		}
 	}
 	if c.json {

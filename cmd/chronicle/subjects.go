@@ -33,21 +33,14 @@ type eraseJSON struct {
 }
 
 func runSubjectErase(c *cli, cmd *command, args []string) error {
-	fs := c.flags(cmd)
-	var reason, by, ticket string
-	fs.StringVar(&reason, "reason", "", "why, recorded with the erasure (required)")
-	fs.StringVar(&by, "by", "", "who erases, recorded as the erasure's actor (required)")
-	fs.StringVar(&ticket, "ticket", "", "the request's reference, recorded with the reason")
-	pos, err := c.parse(cmd, fs, args, 1, 1)
+	pos, reason, by, ticket, err := c.operatorArgs(cmd, args, operatorUsage{
+		reason: "why, recorded with the erasure (required)",
+		by:     "who erases, recorded as the erasure's actor (required)",
+		ticket: "the request's reference, recorded with the reason"})
 	if err != nil {
 		return err
 	}
-	switch {
-	case reason == "":
-		return usagef(cmd, "--reason is required")
-	case by == "":
-		return usagef(cmd, "--by is required")
-	case c.keysDir == "":
+	if c.keysDir == "" {
 		return usagef(cmd, "subject erase needs the deployment's keys: --keys DIR --kek FILE")
 	}
 	e, err := c.open()

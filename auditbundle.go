@@ -203,8 +203,9 @@ func derive(id string, events []Event) (*bundleDerived, *projector.View, error) 
 }
 
 // writeBundleInstance writes the lines of one instance, exactly as a
-// verifier writes them again.
-func writeBundleInstance(w io.Writer, id string, events []Event, proofs []CheckpointProof) error {
+// verifier writes them again; d is the derived line of its events (nil
+// when there are none).
+func writeBundleInstance(w io.Writer, id string, events []Event, proofs []CheckpointProof, d *bundleDerived) error {
 	enc := json.NewEncoder(w)
 	if err := enc.Encode(bundleInstance{Instance: id, Events: len(events), Proofs: len(proofs)}); err != nil {
 		return err
@@ -215,12 +216,8 @@ func writeBundleInstance(w io.Writer, id string, events []Event, proofs []Checkp
 	if err := history.WriteCheckpointsJSONL(w, proofs); err != nil {
 		return err
 	}
-	if len(events) == 0 {
+	if d == nil {
 		return nil
-	}
-	d, _, err := derive(id, events)
-	if err != nil {
-		return err
 	}
 	return enc.Encode(d)
 }
@@ -262,7 +259,13 @@ func (e *Engine) WriteAuditBundle(ctx context.Context, w io.Writer, o AuditBundl
 		if len(events) == 0 && len(proofs) == 0 {
 			return fmt.Errorf("%w: %s", ErrInstanceNotFound, id)
 		}
-		if err := writeBundleInstance(bw, id, events, proofs); err != nil {
+		var d *bundleDerived
+		if len(events) > 0 {
+			if d, _, err = derive(id, events); err != nil {
+				return fmt.Errorf("chronicle: audit bundle of %s: %w", id, err)
+			}
+		}
+		if err := writeBundleInstance(bw, id, events, proofs, d); err != nil {
 			return fmt.Errorf("chronicle: audit bundle of %s: %w", id, err)
 		}
 		for _, p := range proofs {
@@ -428,7 +431,7 @@ func VerifyAuditBundle(r io.Reader, keys *Keyring, witnesses ...note.Verifier) (
 		if len(events) != head.Events || len(proofs) != head.Proofs {
 			return fail(start, id, fmt.Errorf("%w: the instance line announces %d events and %d proofs, the lines hold %d and %d", history.ErrCorrupt, head.Events, head.Proofs, len(events), len(proofs)))
 		}
-		ir, err := verifyBundleInstance(id, events, proofs, keys)
+		ir, d, err := verifyBundleInstance(id, events, proofs, keys)
 		if err != nil {
 			return fail(start, id, err)
 		}
@@ -441,7 +444,7 @@ func VerifyAuditBundle(r io.Reader, keys *Keyring, witnesses ...note.Verifier) (
 			keyIDs[c.KeyID] = true
 		}
 		var again bytes.Buffer
-		if err := writeBundleInstance(&again, id, events, proofs); err != nil {
+		if err := writeBundleInstance(&again, id, events, proofs, d); err != nil {
 			return fail(start, id, err)
 		}
 		if !bytes.Equal(again.Bytes(), raw.Bytes()) {
@@ -545,57 +548,58 @@ func firstDiffLine(a, b []byte) int {
 
 // verifyBundleInstance checks one instance of a bundle: its chain, its
 // proofs and their coverage, as [VerifyExport] does; an instance without
-// events must be explained by signed tombstones alone.
-func verifyBundleInstance(id string, events []Event, proofs []CheckpointProof, keys *Keyring) (*AuditInstanceReport, error) {
+// events must be explained by signed tombstones alone. It returns the
+// derived line its events fold into (nil without events).
+func verifyBundleInstance(id string, events []Event, proofs []CheckpointProof, keys *Keyring) (*AuditInstanceReport, *bundleDerived, error) {
 	ir := &AuditInstanceReport{InstanceID: id, Events: len(events)}
 	for i := range events {
 		if events[i].InstanceID != id {
-			return nil, fmt.Errorf("%w: event %d is of instance %s", history.ErrCorrupt, events[i].Seq, events[i].InstanceID)
+			return nil, nil, fmt.Errorf("%w: event %d is of instance %s", history.ErrCorrupt, events[i].Seq, events[i].InstanceID)
 		}
 	}
 	if len(proofs) == 0 {
-		return nil, fmt.Errorf("%w: the bundle carries no checkpoint of %s", ErrNotCovered, id)
+		return nil, nil, fmt.Errorf("%w: the bundle carries no checkpoint of %s", ErrNotCovered, id)
 	}
 	if err := history.Verify(events); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cov := make([]covered, 0, len(proofs))
 	for i := range proofs {
 		p := &proofs[i]
 		if err := p.Verify(keys); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if p.Leaf.InstanceID != id {
-			return nil, fmt.Errorf("%w: checkpoint %d proves a leaf of %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID)
+			return nil, nil, fmt.Errorf("%w: checkpoint %d proves a leaf of %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID)
 		}
 		if i > 0 && p.Checkpoint.Number <= proofs[i-1].Checkpoint.Number {
-			return nil, fmt.Errorf("%w: checkpoints of %s not in order, or one twice", history.ErrMalformedCheckpoint, id)
+			return nil, nil, fmt.Errorf("%w: checkpoints of %s not in order, or one twice", history.ErrMalformedCheckpoint, id)
 		}
 		cov = append(cov, covered{number: p.Checkpoint.Number, seq: p.Leaf.Seq, hash: p.Leaf.Hash, purged: p.Leaf.Purged})
 		ir.Checkpoints = append(ir.Checkpoints, p.Checkpoint.Number)
 	}
 	var res CheckpointResult
 	if m := checkCoverage(id, events, cov, &res); m != nil {
-		return nil, m
+		return nil, nil, m
 	}
 	ir.CoveredSeq, ir.Checkpoint, ir.Purged = res.CoveredSeq, res.Checkpoint, res.Purged
 	if len(events) == 0 {
 		if !res.Purged {
-			return nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number, Deleted: true}
+			return nil, nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number, Deleted: true}
 		}
-		return ir, nil
+		return ir, nil, nil
 	}
 	if res.CoveredSeq == 0 {
-		return nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number}
+		return nil, nil, &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number}
 	}
 	ir.LastSeq = events[len(events)-1].Seq
-	_, v, err := derive(id, events)
+	d, v, err := derive(id, events)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if v.Instance != nil {
 		ir.Status, ir.Workflow = v.Instance.Status, v.Instance.Name
 	}
 	ir.Tasks = len(v.Tasks)
-	return ir, nil
+	return ir, d, nil
 }

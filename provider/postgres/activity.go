@@ -13,12 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// enqueueActivitiesSQL records the task ids never seen before and queues
-// those tasks, in the slice's order; the caller announces them after
-// commit. Each row carries the task's priority and order key
-// (provider.OrderAt of its VisibleAt), its name, and its concurrency key
-// and limit (NULL without a key).
-const enqueueActivitiesSQL = `
+// newTasksSQL opens both enqueues of tasks: the input rows ($1–$11, in
+// the slice's order) and the task ids never seen before, recorded; the
+// enqueue's own "inserted" CTE follows.
+const newTasksSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[],
             $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
@@ -29,7 +27,14 @@ WITH input AS (
     SELECT id, instance_id FROM input ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id
-), inserted AS (
+), inserted AS (`
+
+// enqueueActivitiesSQL records the task ids never seen before and queues
+// those tasks, in the slice's order; the caller announces them after
+// commit. Each row carries the task's priority and order key
+// (provider.OrderAt of its VisibleAt), its name, and its concurrency key
+// and limit (NULL without a key).
+const enqueueActivitiesSQL = newTasksSQL + `
     INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
         priority, order_at, name, concurrency_key, concurrency_limit)
     SELECT id, instance_id, execution_id, queue, ready_at, envelope,
@@ -44,18 +49,7 @@ SELECT count(*) FROM inserted`
 // enqueueClaimedSQL is enqueueActivitiesSQL for tasks inserted claimed
 // with token $12 by owner $13 until $14, as claimActivitySQL leaves a
 // claimed row (ready_at and order_at at the claim's end).
-const enqueueClaimedSQL = `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[],
-            $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
-        WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope,
-            priority, order_at, name, concurrency_key, concurrency_limit, ord)
-), known AS (
-    INSERT INTO {{schema}}.activity_task_ids (id, instance_id)
-    SELECT id, instance_id FROM input ORDER BY ord
-    ON CONFLICT DO NOTHING
-    RETURNING id
-), inserted AS (
+const enqueueClaimedSQL = newTasksSQL + `
     INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
         priority, order_at, name, concurrency_key, concurrency_limit, token, owner, locked_until)
     SELECT id, instance_id, execution_id, queue, $14::timestamptz, envelope,

@@ -563,24 +563,15 @@ func verifyBundleInstance(id string, events []Event, proofs []CheckpointProof, k
 	if err := history.Verify(events); err != nil {
 		return nil, nil, err
 	}
-	cov := make([]covered, 0, len(proofs))
 	for i := range proofs {
-		p := &proofs[i]
-		if err := p.Verify(keys); err != nil {
-			return nil, nil, err
-		}
-		if p.Leaf.InstanceID != id {
-			return nil, nil, fmt.Errorf("%w: checkpoint %d proves a leaf of %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID)
-		}
-		if i > 0 && p.Checkpoint.Number <= proofs[i-1].Checkpoint.Number {
+		if i > 0 && proofs[i].Checkpoint.Number <= proofs[i-1].Checkpoint.Number {
 			return nil, nil, fmt.Errorf("%w: checkpoints of %s not in order, or one twice", history.ErrMalformedCheckpoint, id)
 		}
-		cov = append(cov, covered{number: p.Checkpoint.Number, seq: p.Leaf.Seq, hash: p.Leaf.Hash, purged: p.Leaf.Purged})
-		ir.Checkpoints = append(ir.Checkpoints, p.Checkpoint.Number)
+		ir.Checkpoints = append(ir.Checkpoints, proofs[i].Checkpoint.Number)
 	}
-	var res CheckpointResult
-	if m := checkCoverage(id, events, cov, &res); m != nil {
-		return nil, nil, m
+	res, cov, err := proofCoverage(id, events, proofs, keys)
+	if err != nil {
+		return nil, nil, err
 	}
 	ir.CoveredSeq, ir.Checkpoint, ir.Purged = res.CoveredSeq, res.Checkpoint, res.Purged
 	if len(events) == 0 {

@@ -955,21 +955,9 @@ func VerifyExport(events []Event, proofs []CheckpointProof, keys *Keyring) error
 	if len(proofs) == 0 {
 		return fmt.Errorf("%w: the export of %s carries no checkpoint", ErrNotCovered, id)
 	}
-	cov := make([]covered, 0, len(proofs))
-	for i := range proofs {
-		p := &proofs[i]
-		if err := p.Verify(keys); err != nil {
-			return err
-		}
-		if p.Leaf.InstanceID != id {
-			return fmt.Errorf("%w: checkpoint %d proves a leaf of %s, the export holds %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID, id)
-		}
-		cov = append(cov, covered{number: p.Checkpoint.Number, seq: p.Leaf.Seq, hash: p.Leaf.Hash, purged: p.Leaf.Purged})
-	}
-	sort.SliceStable(cov, func(i, j int) bool { return cov[i].number < cov[j].number })
-	var res CheckpointResult
-	if m := checkCoverage(id, events, cov, &res); m != nil {
-		return m
+	res, cov, err := proofCoverage(id, events, proofs, keys)
+	if err != nil {
+		return err
 	}
 	if res.CoveredSeq == 0 {
 		// Every leaf is explained as an earlier incarnation's: nothing
@@ -977,6 +965,30 @@ func VerifyExport(events []Event, proofs []CheckpointProof, keys *Keyring) error
 		return &CheckpointMismatchError{InstanceID: id, Seq: cov[0].seq, Checkpoint: cov[0].number}
 	}
 	return nil
+}
+
+// proofCoverage checks proofs of instance id offline (each signature and
+// inclusion, each leaf of id) and the history (chain verified) against
+// their leaves in checkpoint order, as [checkCoverage] does. It returns
+// the result and the leaves, in checkpoint order.
+func proofCoverage(id string, events []Event, proofs []CheckpointProof, keys *Keyring) (CheckpointResult, []covered, error) {
+	res := CheckpointResult{InstanceID: id, Events: len(events)}
+	cov := make([]covered, 0, len(proofs))
+	for i := range proofs {
+		p := &proofs[i]
+		if err := p.Verify(keys); err != nil {
+			return res, nil, err
+		}
+		if p.Leaf.InstanceID != id {
+			return res, nil, fmt.Errorf("%w: checkpoint %d proves a leaf of %s, the history is of %s", history.ErrMalformedCheckpoint, p.Checkpoint.Number, p.Leaf.InstanceID, id)
+		}
+		cov = append(cov, covered{number: p.Checkpoint.Number, seq: p.Leaf.Seq, hash: p.Leaf.Hash, purged: p.Leaf.Purged})
+	}
+	sort.SliceStable(cov, func(i, j int) bool { return cov[i].number < cov[j].number })
+	if m := checkCoverage(id, events, cov, &res); m != nil {
+		return res, nil, m
+	}
+	return res, cov, nil
 }
 
 // proofsKey keys the checkpoint proofs Purge hands its archive callback.

@@ -14,3 +14,12 @@ func StartRetention(e *Engine, ctx context.Context) error { return e.startRetent
 
 // CheckNotHeld is checkNotHeld, which an erasure calls.
 func CheckNotHeld(e *Engine, ctx context.Context, id string) error { return e.checkNotHeld(ctx, id) }
+
+// SetScheduleVersion makes new schedule executions record version v of
+// the schedule workflow's change, as older code did, until the returned
+// function restores it.
+func SetScheduleVersion(v int) (restore func()) {
+	old := scheduleVersion
+	scheduleVersion = v
+	return func() { scheduleVersion = old }
+}

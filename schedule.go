@@ -40,12 +40,21 @@ const (
 	scheduleChangeEvent  = "chronicle.schedule.change"
 	scheduleFireActivity = "chronicle.schedule.fire"
 	// scheduleDirectChange is the version change of the schedule
-	// workflow that starts firings from its round (version 1); older
-	// executions replay the activity path.
+	// workflow that starts firings from its round (version 1) and keeps
+	// its executions short (version 2: it continues as new every
+	// scheduleShortEvery wake-ups, without setting its status just before);
+	// older executions replay the activity path, or 50 wake-ups.
 	scheduleDirectChange = "chronicle.schedule.direct-start"
 	// scheduleContinueEvery is how many wake-ups an execution of a
-	// schedule handles before it continues as new.
+	// schedule recorded before version 2 handles before it continues as
+	// new.
 	scheduleContinueEvery = 50
+	// scheduleShortEvery is how many wake-ups an execution of version 2
+	// handles before it continues as new: a round that finds no cached
+	// executor replays the execution, so a short one keeps each cold
+	// wake-up to a few events, where continuing costs a wake-up four
+	// events (the end, the start of the next, its turn and version marker).
+	scheduleShortEvery = 10
 	// scheduleBufferPoll is how often a schedule with a buffered firing
 	// checks whether the previous firing has ended.
 	scheduleBufferPoll = time.Minute
@@ -60,6 +69,10 @@ const (
 	// sets none.
 	DefaultCatchupWindow = time.Hour
 )
+
+// scheduleVersion is the version of scheduleDirectChange new executions
+// record; a test sets it lower to record an execution as older code did.
+var scheduleVersion = 2
 
 var (
 	// ErrScheduleNotFound: no schedule has this id, or it was deleted.
@@ -685,16 +698,26 @@ func runSchedule(ctx *Context, st scheduleState) (scheduleState, error) {
 	}
 	// Executions recorded before firings started from the round replay
 	// the activity path.
-	st.direct = ctx.Version(scheduleDirectChange, DefaultVersion, 1) >= 1
+	version := ctx.Version(scheduleDirectChange, DefaultVersion, scheduleVersion)
+	st.direct = version >= 1
+	every := scheduleContinueEvery
+	if version >= 2 {
+		every = scheduleShortEvery
+	}
 	sig := ctx.WaitEvent(scheduleChangeEvent, nil)
 	for wakes := 0; ; wakes++ {
-		if err := ctx.SetCustomStatus(st); err != nil {
-			return st, err
+		// The next execution sets the status in the same round: version
+		// 2 does not set it before it continues.
+		cont := wakes >= every && !sig.Ready() && !st.Deleted
+		if !cont || version < 2 {
+			if err := ctx.SetCustomStatus(st); err != nil {
+				return st, err
+			}
 		}
 		if st.Deleted {
 			return st, nil
 		}
-		if wakes >= scheduleContinueEvery && !sig.Ready() {
+		if cont {
 			return st, ctx.ContinueAsNew(st)
 		}
 		now := ctx.Now()

@@ -607,3 +607,73 @@ func TestScheduleStartOptionsValidation(t *testing.T) {
 		t.Errorf("a refused schedule was written: %v", err)
 	}
 }
+
+// TestScheduleShortExecutions: a schedule continues as new every ten
+// wake-ups, so that a round without its cached executor replays a few
+// events; an execution recorded when it continued every fifty keeps
+// doing so, replays without divergence, and its successor is short.
+func TestScheduleShortExecutions(t *testing.T) {
+	env := scheduleEnv(t)
+	e, s, ctx := env.Engine(), env.StartTime(), env.Context()
+	restore := chronicle.SetScheduleVersion(1)
+	if err := e.CreateSchedule(ctx, "short", every(time.Minute, chronicle.OverlapAllowAll, 0)); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(30 * time.Second) // the first execution starts under version 1
+	restore()
+	env.RunFor(80 * time.Minute)
+	want := make([]time.Duration, 80)
+	for i := range want {
+		want[i] = time.Duration(i+1) * time.Minute
+	}
+	assertJobs(t, e, firedAt("short", s, want...))
+
+	events, err := e.History(ctx, chronicle.SchedulePrefix+"short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.ReplayHistory(events); rep.Divergence != nil || rep.Err != nil {
+		t.Fatalf("replay: divergence %v, error %v", rep.Divergence, rep.Err)
+	}
+	// Wake-ups and the recorded version of each execution.
+	var wakes, versions []int
+	for _, ev := range events {
+		switch ev.Kind {
+		case history.KindExecutionStarted:
+			wakes, versions = append(wakes, 0), append(versions, chronicle.DefaultVersion)
+		case history.KindTimerFired:
+			wakes[len(wakes)-1]++
+		case history.KindMarkerRecorded:
+			a, err := ev.Attributes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := a.(*history.MarkerRecorded); m.Marker == history.MarkerVersion {
+				versions[len(versions)-1] = m.Version
+			}
+		}
+	}
+	// 50 wake-ups under version 1, then 10 each under version 2, the
+	// last execution still running.
+	if len(wakes) != 5 || wakes[0] != 50 || versions[0] != 1 {
+		t.Fatalf("executions' wake-ups %v and versions %v; want 50 under version 1, then 10s under 2", wakes, versions)
+	}
+	for i := 1; i < len(wakes); i++ {
+		if versions[i] != 2 || wakes[i] > 10 || (i < len(wakes)-1 && wakes[i] != 10) {
+			t.Errorf("execution %d: %d wake-ups under version %d; want 10 under 2", i+1, wakes[i], versions[i])
+		}
+	}
+	// The status is set at each start and after each wake-up, but not
+	// after the wake-up a version 2 execution continues at: 51 in the
+	// first, 10 in each of the next three, 1 in the running one.
+	if got, want := count(events, history.KindCustomStatusSet), 51+3*10+1; got != want {
+		t.Errorf("%d statuses set, want %d", got, want)
+	}
+	d, err := e.DescribeSchedule(ctx, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Started != 80 || len(d.Recent) != 20 {
+		t.Errorf("description: %d started, %d recent; want 80 and 20", d.Started, len(d.Recent))
+	}
+}

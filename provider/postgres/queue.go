@@ -66,7 +66,11 @@ CROSS JOIN LATERAL (
 // dequeueLockSQL locks the instance of the first visible message by
 // (order_at, seq) — order_at is provider.OrderAt(VisibleAt, Priority) —
 // among instances that are not held, not locked by another transaction
-// (skipped, never waited for) and not already taken by this one ($2).
+// (skipped, never waited for) and not in $2: those this transaction took
+// already and those the store's other open rounds hold. $2 filters the
+// messages before the instance's probe: the messages of instances in
+// rounds are the oldest visible ones, which every dequeue walks past, and
+// a probe and lock attempt for each cost most of a dequeue under load.
 //
 // A visible message of priority >= 0 has order_at <= visible_at <= now:
 // head walks the index on (order_at, seq) up to now and stops at the
@@ -88,9 +92,9 @@ WITH head AS (
         FROM {{schema}}.instances i
         WHERE i.instance_id = m.instance_id
           AND (i.hold_until IS NULL OR i.hold_until <= $1)
-          AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
         FOR NO KEY UPDATE SKIP LOCKED) AS l
     WHERE m.order_at <= $1 AND m.visible_at <= $1
+      AND m.instance_id <> ALL (coalesce($2::text[], '{}'))
     ORDER BY m.order_at, m.seq
     LIMIT 1
 ), late AS (
@@ -101,9 +105,9 @@ WITH head AS (
         FROM {{schema}}.instances i
         WHERE i.instance_id = m.instance_id
           AND (i.hold_until IS NULL OR i.hold_until <= $1)
-          AND i.instance_id <> ALL (coalesce($2::text[], '{}'))
         FOR NO KEY UPDATE SKIP LOCKED) AS l
     WHERE m.order_at > m.visible_at AND m.order_at > $1 AND m.visible_at <= $1
+      AND m.instance_id <> ALL (coalesce($2::text[], '{}'))
       AND NOT EXISTS (SELECT 1 FROM head)
     ORDER BY m.order_at, m.seq
     LIMIT 1

@@ -309,7 +309,10 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		if p.InstanceID != "" && t.busy[p.InstanceID] {
 			return nil
 		}
-		skip := slices.Clone(t.locked)
+		// The instances the store's other rounds hold are locked: skip
+		// them without a probe. One whose round ends meanwhile is left to
+		// the next dequeue, which the end of that round wakes (end).
+		skip := append(slices.Clone(t.locked), t.s.lockedInstances()...)
 		for {
 			var (
 				id   string

@@ -53,7 +53,7 @@ func loadErr(id string, err error) error {
 // A cold round starts from the stored snapshot and reads the current
 // execution's events only, after checking that the stored history ends
 // where the snapshot says and that the events it reads keep their hash
-// chain.
+// chain; one whose dequeue found no stored event reads nothing.
 func (r *Runner) load(ctx context.Context, ops roundOps, id string, head *provider.Head) (*loaded, error) {
 	if entry := r.cache.take(id); entry != nil && head != nil {
 		if head.Seq == entry.snap.LastSeq && bytes.Equal(head.Hash, entry.snap.LastHash) {
@@ -76,6 +76,13 @@ func (r *Runner) load(ctx context.Context, ops roundOps, id string, head *provid
 		entry.close()
 	}
 	l := &loaded{cold: true}
+	if head != nil && head.Seq == 0 {
+		// The store read the head with the dequeue, the instance locked:
+		// it has no history, so no snapshot to read and nothing to load
+		// (a new instance's first round, such as a start's).
+		l.entry, l.from = &cacheEntry{instanceID: id, snap: NewSnapshot(id)}, 1
+		return l, nil
+	}
 	snap, err := r.storedSnapshot(ctx, ops, id)
 	if err != nil {
 		return nil, err

@@ -484,14 +484,28 @@ func (t *roundTx) SaveProjections(ctx context.Context, p *provider.Projections) 
 
 // EnqueueMessages implements provider.Steps; new work is announced after
 // the commit. It is not deferred: its messages may be another instance's,
-// whose row it locks at once against a purge (see lockInstancesSQL).
+// whose row it locks at once against a purge (see lockInstancesSQL). The
+// writes deferred before it go first, in the same round trip.
 func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
 	return t.step(func() error {
-		if err := t.flush(ctx); err != nil {
-			return err
+		if len(p.Messages) == 0 {
+			return t.flush(ctx)
 		}
-		added, err := t.s.enqueueMessages(ctx, t.tx, p)
-		t.enqueuedMessages = t.enqueuedMessages || added
+		a, err := newMessageArgs(p.Messages, p.Now)
+		if err != nil {
+			return fmt.Errorf("postgres: enqueue %d messages: %w", len(p.Messages), err)
+		}
+		var inserted int64
+		b := deferred{t}.batch()
+		b.Queue(t.s.sql.lockInstances, a.instances)
+		b.Queue(t.s.sql.enqueueMessages, a.args()...).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&inserted); err != nil {
+				return fmt.Errorf("enqueue %d messages: %w", len(a.ids), err)
+			}
+			return nil
+		})
+		err = t.flush(ctx)
+		t.enqueuedMessages = t.enqueuedMessages || inserted > 0
 		return err
 	})
 }

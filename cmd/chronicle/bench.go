@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +71,30 @@ type dbWorkJSON struct {
 	// TableBufferHits are the shared-buffer hits of each table of the
 	// bench schema and its indexes, per workflow.
 	TableBufferHits map[string]float64 `json:"table_buffer_hits,omitempty"`
+	// RoundTrips are the statements and batches the run's connections
+	// sent, each one round trip to the server (schedules only).
+	RoundTrips float64 `json:"round_trips,omitempty"`
 }
+
+// roundTrips is a pgx tracer counting the statements and batches sent,
+// each a round trip to the server (a batch is one, whatever it holds).
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // perWorkflow divides the work d of a run by its n workflows; sequential
 // scans stay totals, by table, listing only tables that had some.
@@ -348,7 +372,10 @@ func (c *cli) scheduleBench(keep bool, cfg bench.ScheduleConfig) error {
 	defer done()
 	pg, _ := store.(*postgres.Store)
 	cfg.Progress = func(s string) { fmt.Fprintf(c.stderr, "chronicle: %s %s\n", time.Now().UTC().Format(time.TimeOnly), s) }
-	var before *bench.DBWork
+	var (
+		before *bench.DBWork
+		trips0 int64
+	)
 	measure := cfg
 	if pg != nil {
 		// The database work of the window only: snapshot when it starts.
@@ -356,6 +383,7 @@ func (c *cli) scheduleBench(keep bool, cfg bench.ScheduleConfig) error {
 			cfg.Progress(s)
 			if strings.HasPrefix(s, "measuring ") {
 				before = c.dbWork(pg)
+				trips0 = c.roundTrips.n.Load()
 			}
 		}
 	}
@@ -377,8 +405,10 @@ func (c *cli) scheduleBench(keep bool, cfg bench.ScheduleConfig) error {
 		PeakHeapMiB: float64(res.PeakHeap) / (1 << 20), PeakRSSMiB: float64(res.PeakRSS) / (1 << 20),
 	}
 	if before != nil {
+		trips := c.roundTrips.n.Load() - trips0
 		if after := c.dbWork(pg); after != nil {
 			row.DB = perWorkflow(after.Sub(before), res.Started)
+			row.DB.RoundTrips = float64(trips) / float64(max(res.Started, 1))
 		}
 	}
 	if c.json {
@@ -393,8 +423,8 @@ func (c *cli) scheduleBench(keep bool, cfg bench.ScheduleConfig) error {
 	fmt.Fprintf(w, "%d rounds, %d activity attempts, %.1fs CPU of this process, peak heap %.1fMiB, peak RSS %.1fMiB\n",
 		row.Rounds, row.Activities, row.CPUSeconds, row.PeakHeapMiB, row.PeakRSSMiB)
 	if d := row.DB; d != nil {
-		fmt.Fprintf(w, "per firing: %.1f commits, rows %.1f inserted / %.1f updated / %.1f deleted, %.0f tuples read, %.0f buffer hits\n",
-			d.Commits, d.Inserted, d.Updated, d.Deleted, d.TuplesRead, d.BufferHits)
+		fmt.Fprintf(w, "per firing: %.1f commits, %.1f round trips, rows %.1f inserted / %.1f updated / %.1f deleted, %.0f tuples read, %.0f buffer hits\n",
+			d.Commits, d.RoundTrips, d.Inserted, d.Updated, d.Deleted, d.TuplesRead, d.BufferHits)
 		for _, name := range slices.Sorted(maps.Keys(d.SeqScans)) {
 			fmt.Fprintf(w, "sequential scans of %s: %d, reading %d rows\n", name, d.SeqScans[name], d.SeqTuplesRead[name])
 		}
@@ -535,6 +565,8 @@ func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 	// The name lets the database-work figures wait for the statistics of
 	// connections the run closed (bench.FlushStats).
 	cfg.ConnConfig.RuntimeParams["application_name"] = "chronicle-bench:" + schema
+	c.roundTrips = &roundTrips{}
+	cfg.ConnConfig.Tracer = c.roundTrips
 	pool, err := pgxpool.NewWithConfig(c.ctx, cfg)
 	if err != nil {
 		return nil, nil, err

@@ -115,6 +115,10 @@ type cli struct {
 	// decls are the parsed declarations, set by declarations.
 	decls map[string]query.Type
 
+	// roundTrips counts the round trips of the bench's PostgreSQL
+	// connections.
+	roundTrips *roundTrips
+
 	// Opened on first use by open.
 	engine     *chronicle.Engine
 	demo       *demodata.Demo

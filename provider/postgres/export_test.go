@@ -36,5 +36,11 @@ func QueueStatements(s *Store) map[string]string {
 		"countClaims":       s.sql.countClaims,
 		"nextOrchestration": s.sql.nextOrchestration,
 		"nextActivity":      s.sql.nextActivity,
+		"anyMessages":       s.sql.anyMessages,
 	}
 }
+
+// OrchestrationHint returns the orchestration queue's current hint
+// channel without starting the store's listener (whose connection would
+// close it).
+func OrchestrationHint(s *Store) <-chan struct{} { return s.hints.Channel(provider.QueueOrchestration) }

@@ -59,6 +59,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
+	t.checkReleased()
 	err = t.flush(ctx)
 	t.closed = true
 	t.mu.Unlock()
@@ -104,6 +105,14 @@ type roundTx struct {
 	// busy are the instances of completed tasks that have other activity
 	// tasks open: a dequeue of one by id leaves it to a later round.
 	busy map[string]bool
+	// inline is set by CompleteActivity: the round runs with an activity's
+	// completion (see end).
+	inline bool
+	// left tells whether the instances the round locked still had
+	// messages at its last round trip, and arrivals is the store's count
+	// of work hints just before it (see checkReleased).
+	left     bool
+	arrivals uint64
 }
 
 var (
@@ -129,6 +138,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		if err != nil {
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
+		t.inline = true
 		b := deferred{t}.batch()
 		b.Queue(t.s.sql.lockInstances, a.instances)
 		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
@@ -161,6 +171,31 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			return nil
 		})
 		return nil
+	})
+}
+
+// anyMessagesSQL tells whether any of the instances $1 has a message
+// queued, visible or not (a probe of the index on instance_id each).
+const anyMessagesSQL = `
+SELECT EXISTS (
+    SELECT 1 FROM unnest($1::text[]) AS u(id)
+    CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = u.id LIMIT 1) AS l)`
+
+// checkReleased asks, in the round's last round trip, whether the
+// instances it holds still have messages when it ends, and notes the
+// store's count of work hints before it; callers hold t.mu. A worker of
+// this store that skipped one of them while the round held it (its
+// dequeue skips the row lock, and NextVisibleAt leaves the instance out)
+// needs waking at the release only when the instance has work then: work
+// queued before the check is seen by it, work queued after it comes with
+// a hint, which end sees in the count.
+func (t *roundTx) checkReleased() {
+	if t.inline || len(t.locked) == 0 {
+		return
+	}
+	t.arrivals = t.s.arrivals.Load()
+	deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&t.left)
 	})
 }
 
@@ -245,10 +280,20 @@ func (t *roundTx) step(fn func() error) error {
 
 // end releases the round's instances in the store's bookkeeping and wakes
 // the workers waiting on what the round changed.
+//
+// The release of a round run with an activity's completion wakes no
+// worker: its instance was never left out of NextVisibleAt (see lock), so
+// a worker of this store that skipped work of the instance while the
+// round held it saw that work visible and looks again soon. Waking one
+// at every such release sent an idle worker to an empty round
+// transaction for each completion.
 func (t *roundTx) end(committed bool) {
 	t.mu.Lock()
 	t.closed = true
 	locked := t.locked
+	if t.inline {
+		locked = nil
+	}
 	enqueued := committed || t.wakeOnEnd
 	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
 	t.mu.Unlock()
@@ -265,10 +310,12 @@ func (t *roundTx) end(committed bool) {
 	switch {
 	case msgs:
 		s.announce(provider.QueueOrchestration)
-	case len(locked) > 0:
+	case len(locked) > 0 && (!committed || t.left || s.arrivals.Load() != t.arrivals):
 		// Released instances may have work only this process's workers
-		// skipped while the round held them.
-		s.wake(provider.QueueOrchestration)
+		// skipped while the round held them (see checkReleased). This
+		// wake-up counts as no arrival: it makes no other round's
+		// release wake a worker.
+		s.hints.Wake(provider.QueueOrchestration)
 	}
 	if tasks {
 		s.announce(provider.QueueActivity)
@@ -350,9 +397,19 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 	return batch, err
 }
 
-// lock records a locked instance; callers hold t.mu.
+// lock records a locked instance; callers hold t.mu. The store's
+// bookkeeping (which NextVisibleAt leaves out, and end releases with a
+// wake-up) leaves out the instance of a round run with an activity's
+// completion: the messages such a round takes are mostly its own
+// uncommitted result, invisible to other sessions, so the instance
+// rarely has visible work while it is held, and when it has, a worker
+// that skips it finds that work visible and looks again soon, as it does
+// for an instance held by another process.
 func (t *roundTx) lock(id string) {
 	t.locked = append(t.locked, id)
+	if t.inline {
+		return
+	}
 	t.s.mu.Lock()
 	t.s.locked[id]++
 	t.s.mu.Unlock()

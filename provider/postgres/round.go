@@ -59,6 +59,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
+	t.insertUnsent()
 	t.checkReleased()
 	err = t.flush(ctx)
 	t.closed = true
@@ -106,8 +107,13 @@ type roundTx struct {
 	// tasks open: a dequeue of one by id leaves it to a later round.
 	busy map[string]bool
 	// inline is set by CompleteActivity: the round runs with an activity's
-	// completion (see end).
-	inline bool
+	// completion (see end); abandoned is set by AbandonMessages.
+	inline, abandoned bool
+	// unsent is the result of the task CompleteActivity completed while it
+	// is not stored: a dequeue of its instance hands it to the round
+	// without a row, and it is inserted only when the round does not
+	// consume it (see insertUnsent).
+	unsent *unsentResult
 	// left tells whether the instances the round locked still had
 	// messages at its last round trip, and arrivals is the store's count
 	// of work hints just before it (see checkReleased).
@@ -139,21 +145,20 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
 		t.inline = true
+		msg, err := provider.UnmarshalMessage(a.envelopes[0])
+		if err != nil {
+			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+		}
+		t.unsent = &unsentResult{msg: msg, args: a}
 		b := deferred{t}.batch()
 		b.Queue(t.s.sql.lockInstances, a.instances)
-		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
-			var done, inserted int64
-			if err := row.Scan(&done, &inserted); err != nil {
+		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token).QueryRow(func(row pgx.Row) error {
+			var done int64
+			if err := row.Scan(&done); err != nil {
 				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
 			}
 			if done == 0 {
 				return leaseLost(p.TaskID)
-			}
-			if inserted > 0 {
-				if t.results == nil {
-					t.results = map[string]string{}
-				}
-				t.results[p.Result.InstanceID] = p.Result.ID
 			}
 			return nil
 		})
@@ -172,6 +177,66 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		})
 		return nil
 	})
+}
+
+// unsentResult is an activity's result that a round's transaction holds
+// without a row (roundTx.unsent).
+type unsentResult struct {
+	msg  provider.Message
+	args *messageArgs
+	// consumed is set when the round acked or dead-lettered it (undone by
+	// an abandon of the instance).
+	consumed bool
+}
+
+// deleteTaskSQL completes a claimed task whose result is not inserted with
+// it (see roundTx.unsent): (completed) is 0 when the token no longer
+// matches.
+const deleteTaskSQL = `
+WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 RETURNING 1)
+SELECT count(*) FROM done`
+
+// lockInstanceByIDSQL locks an instance that is not held, whatever its
+// queued messages: the round of a completion whose result has no row.
+const lockInstanceByIDSQL = `
+SELECT i.instance_id, i.hold_until IS NOT NULL
+FROM {{schema}}.instances i
+WHERE i.instance_id = $2
+  AND (i.hold_until IS NULL OR i.hold_until <= $1)
+FOR NO KEY UPDATE SKIP LOCKED`
+
+// insertUnsent queues the insert of the unsent result, which the round
+// did not consume (it could not lock the instance, left the result to a
+// later round, or abandoned it); callers hold t.mu. Its instance is
+// locked already (FOR KEY SHARE at the completion, at least).
+func (t *roundTx) insertUnsent() {
+	u := t.unsent
+	if u == nil || u.consumed {
+		return
+	}
+	t.unsent = nil
+	id, instanceID := u.msg.ID, u.msg.InstanceID
+	deferred{t}.batch().Queue(t.s.sql.enqueueMessages, u.args.args()...).QueryRow(func(row pgx.Row) error {
+		var inserted int64
+		if err := row.Scan(&inserted); err != nil {
+			return fmt.Errorf("enqueue the result %s: %w", id, err)
+		}
+		if inserted > 0 {
+			if t.results == nil {
+				t.results = map[string]string{}
+			}
+			t.results[instanceID] = id
+		}
+		return nil
+	})
+}
+
+// consume marks the unsent result consumed when ids holds it; callers
+// hold t.mu.
+func (t *roundTx) consume(instanceID string, ids []string) {
+	if u := t.unsent; u != nil && u.msg.InstanceID == instanceID && slices.Contains(ids, u.msg.ID) {
+		u.consumed = true
+	}
 }
 
 // anyMessagesSQL tells whether any of the instances $1 has a message
@@ -291,8 +356,15 @@ func (t *roundTx) end(committed bool) {
 	t.mu.Lock()
 	t.closed = true
 	locked := t.locked
+	// Released instances may have work only this process's workers
+	// skipped while the round held them (see checkReleased); an abandoned
+	// round's instance is held with its messages, and a worker must look
+	// again when the hold ends.
+	var release bool
 	if t.inline {
-		locked = nil
+		release, locked = t.abandoned, nil
+	} else {
+		release = len(locked) > 0 && (!committed || t.left || t.abandoned || t.s.arrivals.Load() != t.arrivals)
 	}
 	enqueued := committed || t.wakeOnEnd
 	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
@@ -310,10 +382,8 @@ func (t *roundTx) end(committed bool) {
 	switch {
 	case msgs:
 		s.announce(provider.QueueOrchestration)
-	case len(locked) > 0 && (!committed || t.left || s.arrivals.Load() != t.arrivals):
-		// Released instances may have work only this process's workers
-		// skipped while the round held them (see checkReleased). This
-		// wake-up counts as no arrival: it makes no other round's
+	case release:
+		// This wake-up counts as no arrival: it makes no other round's
 		// release wake a worker.
 		s.hints.Wake(provider.QueueOrchestration)
 	}
@@ -350,12 +420,17 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		if p.InstanceID != "" && t.holds(p.InstanceID) {
 			return nil
 		}
+		unsent := t.unsent != nil && !t.unsent.consumed && t.unsent.msg.InstanceID == p.InstanceID
+		if unsent && t.busy[p.InstanceID] {
+			t.insertUnsent()
+		}
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
 		if p.InstanceID != "" && t.busy[p.InstanceID] {
 			return nil
 		}
+		unsent = unsent && !t.busy[p.InstanceID]
 		skip := slices.Clone(t.locked)
 		for {
 			var (
@@ -363,12 +438,20 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				held bool
 				err  error
 			)
-			if p.InstanceID != "" {
+			switch {
+			case unsent:
+				err = t.tx.QueryRow(ctx, t.s.sql.lockInstanceByID, p.Now, p.InstanceID).Scan(&id, &held)
+			case p.InstanceID != "":
 				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID).Scan(&id, &held)
-			} else {
+			default:
 				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
+				if unsent {
+					// Held, or locked by another round: the result waits
+					// for a later round, queued.
+					t.insertUnsent()
+				}
 				return nil
 			}
 			if err != nil {
@@ -378,6 +461,15 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			msgs, head, err := t.fetch(ctx, id, p, limit, held)
 			if err != nil {
 				return err
+			}
+			if unsent {
+				// The result follows what was queued before it, when the
+				// batch has room for it; otherwise a later round takes it.
+				if len(msgs) < limit {
+					msgs = append(msgs, t.unsent.msg)
+				} else {
+					t.insertUnsent()
+				}
 			}
 			if len(msgs) > 0 {
 				if r, ok := t.results[id]; ok && slices.ContainsFunc(msgs, func(m provider.Message) bool { return m.ID == r }) {
@@ -604,6 +696,11 @@ func (t *roundTx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetter
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
+		for i := range p.Letters {
+			if m := p.Letters[i].Message; m != nil {
+				t.consume(p.InstanceID, []string{m.ID})
+			}
+		}
 		return t.s.deadLetterMessages(ctx, t.tx, p.InstanceID, p.Letters)
 	})
 }
@@ -617,6 +714,7 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 		if len(p.MessageIDs) == 0 {
 			return nil
 		}
+		t.consume(p.InstanceID, p.MessageIDs)
 		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
 		return err
 	})
@@ -639,8 +737,15 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		// The writes still deferred follow the instance's dequeue (which
 		// flushed those before it): the rollback would undo them.
 		t.pending = nil
+		t.abandoned = true
 		b := &pgx.Batch{}
 		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
+		if u := t.unsent; u != nil && u.msg.InstanceID == p.InstanceID {
+			// The result is queued (an ack or dead letter of it is
+			// undone), and counts the failed delivery.
+			t.unsent = nil
+			b.Queue(t.s.sql.enqueueMessages, u.args.args()...)
+		}
 		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
 		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {

@@ -207,6 +207,7 @@ type statements struct {
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
 	enqueueClaimed, openActivities, anyMessages                string
+	deleteTask, lockInstanceByID                               string
 	claimOrder, claimCandidate, claimTask, lockFlowKey         string
 	countClaims, takeToken                                     string
 	parkInstance, wakeInstances                                string
@@ -242,7 +243,7 @@ func newStatements(schema string) *statements {
 			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($8) ON CONFLICT DO NOTHING RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM created)",
 			"(SELECT count(*) FROM created),")),
-		anyMessages: q(anyMessagesSQL),
+		anyMessages: q(anyMessagesSQL), deleteTask: q(deleteTaskSQL), lockInstanceByID: q(lockInstanceByIDSQL),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
 		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
 		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),

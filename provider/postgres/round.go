@@ -420,10 +420,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		if p.InstanceID != "" && t.holds(p.InstanceID) {
 			return nil
 		}
+		// The completion's result, unless its instance turns out busy:
+		// then it is inserted before the commit.
 		unsent := t.unsent != nil && !t.unsent.consumed && t.unsent.msg.InstanceID == p.InstanceID
-		if unsent && t.busy[p.InstanceID] {
-			t.insertUnsent()
-		}
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
@@ -462,14 +461,13 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			if err != nil {
 				return err
 			}
-			if unsent {
+			if unsent && len(msgs) < limit {
 				// The result follows what was queued before it, when the
-				// batch has room for it; otherwise a later round takes it.
-				if len(msgs) < limit {
-					msgs = append(msgs, t.unsent.msg)
-				} else {
-					t.insertUnsent()
-				}
+				// batch has room for it; otherwise it is inserted before
+				// the commit (or by an abandon, whose rollback to the
+				// dequeue's savepoint would undo an insert made now), and
+				// a later round takes it.
+				msgs = append(msgs, t.unsent.msg)
 			}
 			if len(msgs) > 0 {
 				if r, ok := t.results[id]; ok && slices.ContainsFunc(msgs, func(m provider.Message) bool { return m.ID == r }) {

@@ -124,6 +124,24 @@ func TestCompletionRoundResultRow(t *testing.T) {
 		require.Equal(t, "boom", msgs[0].LastError)
 	})
 
+	t.Run("BatchFullAbandoned", func(t *testing.T) {
+		t.Parallel()
+		s, l, res := claimedTask(t)
+		var queued []provider.Message
+		for _, id := range []string{"s-0", "s-1", "s-2", "s-3", "s-4", "s-5", "s-6", "s-7", "s-8", "s-9"} {
+			queued = append(queued, releaseSignal(t, id, "inst-a"))
+		}
+		enqueueSignals(t, s, now, queued...)
+		require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+			complete(ctx, t, tx, l, res)
+			b := dequeueAck(ctx, t, tx, "inst-a", now, -1)
+			require.Len(t, b.Messages, 10, "a full batch leaves the result to a later round")
+			return tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "inst-a", VisibleAt: now})
+		}))
+		require.Len(t, queuedIDs(t, s), 11)
+		require.Contains(t, queuedIDs(t, s), res.ID, "the result is queued")
+	})
+
 	t.Run("RolledBack", func(t *testing.T) {
 		t.Parallel()
 		s, l, res := claimedTask(t)

@@ -490,8 +490,8 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 // lock records a locked instance; callers hold t.mu. The store's
 // bookkeeping (which NextVisibleAt leaves out, and end releases with a
 // wake-up) leaves out the instance of a round run with an activity's
-// completion: the messages such a round takes are mostly its own
-// uncommitted result, invisible to other sessions, so the instance
+// completion: the message such a round takes is mostly its own result,
+// which other sessions cannot see (see unsent), so the instance
 // rarely has visible work while it is held, and when it has, a worker
 // that skips it finds that work visible and looks again soon, as it does
 // for an instance held by another process.

@@ -288,13 +288,15 @@ func TestRunWakesOnWorkWithoutPolling(t *testing.T) {
 }
 
 // waitUntil waits for a condition that the engine's goroutines make true,
-// woken by the store's work hints (every commit closes one) rather than by
-// sleeping.
+// woken by the store's work hints and the engine's reports of rounds and
+// activity attempts (between them, every commit of the engine's) rather
+// than by sleeping.
 func waitUntil(t *testing.T, b *bundle, cond func() bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		hint := b.store.(provider.Notifier).WorkHint(provider.QueueOrchestration)
+		reported := b.progress.C()
 		if cond() {
 			return
 		}
@@ -302,6 +304,7 @@ func waitUntil(t *testing.T, b *bundle, cond func() bool) {
 		case <-deadline:
 			t.Fatal("condition not reached")
 		case <-hint:
+		case <-reported:
 		}
 	}
 }

@@ -269,10 +269,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	pools := []struct {
 		q       provider.Queue
 		workers int
-		step    func(context.Context) (bool, error)
+		step    stepFunc
 	}{
-		{provider.QueueOrchestration, e.opts.OrchestrationWorkers, e.round},
-		{provider.QueueActivity, e.opts.ActivityWorkers, e.runActivity},
+		{provider.QueueOrchestration, e.opts.OrchestrationWorkers, e.roundStep},
+		{provider.QueueActivity, e.opts.ActivityWorkers, func(ctx context.Context) (bool, bool, error) {
+			worked, err := e.runActivity(ctx)
+			return worked, worked, err
+		}},
 	}
 	for _, p := range pools {
 		qs := &queueState{q: p.q, wake: make(chan struct{}, 1)}
@@ -364,13 +367,28 @@ func (e *Engine) RunOnce(ctx context.Context) (bool, error) {
 }
 
 func (e *Engine) round(ctx context.Context) (bool, error) {
+	worked, _, err := e.roundStep(ctx)
+	return worked, err
+}
+
+// stepFunc is a worker's step: worked reports whether it found work, and
+// more whether more may be waiting, which the worker and another idle one
+// should look for.
+type stepFunc func(ctx context.Context) (worked, more bool, err error)
+
+// roundStep runs a group of rounds. A transactional group that ended
+// before it was full ended on a dequeue that found nothing: no worker
+// need look again until new work is hinted or comes due (each look would
+// be an empty round transaction).
+func (e *Engine) roundStep(ctx context.Context) (bool, bool, error) {
 	start := time.Now()
 	reps, err := e.runner.RunGroup(ctx)
 	if len(reps) == 0 {
-		return false, err
+		return false, false, err
 	}
 	e.observeRounds(ctx, reps, time.Since(start), err)
-	return true, nil
+	more := err != nil || len(reps) >= e.opts.RoundGroup || e.store.Mode() != provider.ModeTransactional
+	return true, more, nil
 }
 
 // observeRounds tells the observer and the log about rounds that ran
@@ -502,15 +520,16 @@ func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Dur
 	return next, ok, nil
 }
 
-// loop is one worker: it runs steps while there is work and otherwise
-// sleeps until a wake-up, the next visible time or the safety poll. A step
-// that found work wakes another idle worker, which looks for more. stop
-// ends the loop; work is the context of the work in flight.
-func (e *Engine) loop(stop, work context.Context, qs *queueState, step func(context.Context) (bool, error)) {
+// loop is one worker: it runs steps while there may be more work and
+// otherwise sleeps until a wake-up, the next visible time or the safety
+// poll. A step that found work and may have left some wakes another idle
+// worker, which looks for more. stop ends the loop; work is the context
+// of the work in flight.
+func (e *Engine) loop(stop, work context.Context, qs *queueState, step stepFunc) {
 	q := qs.q
 	failures := 0
 	for stop.Err() == nil {
-		worked, err := step(work)
+		_, more, err := step(work)
 		if err != nil {
 			// The store failed: back off so a database outage does not
 			// spin the worker.
@@ -520,10 +539,12 @@ func (e *Engine) loop(stop, work context.Context, qs *queueState, step func(cont
 			continue
 		}
 		failures = 0
-		if worked {
+		if more {
 			qs.wakeOne()
 			continue
 		}
+		// No work, or the step's own look for more found none: sleep
+		// until work is hinted or comes due.
 		wait := e.opts.SafetyPoll
 		next, ok, err := e.nextVisible(work, qs, wait)
 		if err == nil && ok {

@@ -2,6 +2,7 @@ package chronicle_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,49 @@ type bundle struct {
 	engine *chronicle.Engine
 	ctx    context.Context
 	opts   chronicle.Options
+	// progress is closed and replaced after each round and activity
+	// attempt an engine of the bundle reports (see waitUntil).
+	progress *progress
+}
+
+// progress is a channel closed at every report of an engine's observer:
+// what a waiter selects on besides the store's hints, since a round run
+// with an activity's completion that enqueues nothing closes no hint.
+type progress struct {
+	inner chronicle.Observer
+
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C returns the channel the next report closes.
+func (p *progress) C() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ch
+}
+
+func (p *progress) tick() {
+	p.mu.Lock()
+	close(p.ch)
+	p.ch = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// Round implements chronicle.Observer.
+func (p *progress) Round(s chronicle.RoundStats) {
+	if p.inner != nil {
+		p.inner.Round(s)
+	}
+	p.tick()
+}
+
+// Activity implements chronicle.Observer.
+func (p *progress) Activity(s chronicle.ActivityStats) {
+	if p.inner != nil {
+		p.inner.Activity(s)
+	}
+	p.tick()
 }
 
 // setup returns a bundle on a fresh memory store.
@@ -54,6 +98,8 @@ func setupOn(t *testing.T, store provider.Store, opts ...chronicle.Options) *bun
 	if o.MaxDeliveries == 0 {
 		o.MaxDeliveries = 3
 	}
+	b.progress = &progress{inner: o.Observer, ch: make(chan struct{})}
+	o.Observer = b.progress
 	b.opts = o
 	b.engine = b.newEngine(t)
 	return b

@@ -65,9 +65,12 @@ type Options struct {
 	// limit). It goes ahead of older work: queued activities of other
 	// workflows, and rounds waiting for an orchestration worker (a
 	// schedule's firing may then find the previous firing's instance
-	// still running). Default off: on PostgreSQL W1 it costs more commits
-	// per workflow today, not fewer (empty round transactions of idle
-	// orchestration workers it wakes; docs/benchmarks.md).
+	// still running). Default off: that order changes what schedules
+	// with OverlapSkip see, and on PostgreSQL with many workflows in
+	// flight it commits about once more per W1 workflow than the default
+	// path, whose claims, completions and rounds share transactions,
+	// though it writes fewer rows (no claim update, and no row for a
+	// result its round consumes; docs/benchmarks.md).
 	EagerActivities bool
 	// MaxDeliveries is how many failed deliveries a message may have before
 	// it is dead-lettered. Default 10.

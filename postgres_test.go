@@ -152,7 +152,7 @@ func testEndToEnd(t *testing.T, newStore func(t *testing.T) provider.Store) {
 		t.Parallel()
 		// The safety poll never passes on the manual clock: only the
 		// store's hints and timers wake the workers.
-		b := on(t, chronicle.Options{SafetyPoll: time.Hour})
+		b := on(t, chronicle.Options{SafetyPoll: time.Hour, EagerActivities: true})
 		activity(t, b.engine, "a", func(context.Context, string) (string, error) { return "a", nil })
 		register(t, b.engine, "wf", func(ctx *chronicle.Context, _ string) (string, error) {
 			if _, err := chronicle.CallActivity[string](ctx, "a", "", nil); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/chronicleflow/chronicle/provider"
 )
 
@@ -36,5 +38,16 @@ func QueueStatements(s *Store) map[string]string {
 		"countClaims":       s.sql.countClaims,
 		"nextOrchestration": s.sql.nextOrchestration,
 		"nextActivity":      s.sql.nextActivity,
+		"anyMessages":       s.sql.anyMessages,
 	}
+}
+
+// OrchestrationHint returns the orchestration queue's current hint
+// channel without starting the store's listener (whose connection would
+// close it).
+func OrchestrationHint(s *Store) <-chan struct{} { return s.hints.Channel(provider.QueueOrchestration) }
+
+// TxQueryRow runs sql in a round's transaction.
+func TxQueryRow(ctx context.Context, tx provider.Tx, sql string, args ...any) pgx.Row {
+	return tx.(*roundTx).tx.QueryRow(ctx, sql, args...)
 }

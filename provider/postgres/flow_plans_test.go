@@ -25,6 +25,7 @@ var planArgs = map[string]string{
 	"countClaims":       `'k-1', '2026-01-01T00:00:00Z'`,
 	"nextOrchestration": `'{}', '9999-12-31T00:00:00Z'`,
 	"nextActivity":      `'{"", x}'`,
+	"anyMessages":       `'{i-1, i-2}'`,
 }
 
 // planUses names an index each statement's plan must walk.
@@ -34,6 +35,7 @@ var planUses = map[string][]string{
 	"claimCandidate": {"activity_tasks_order", "activity_tasks_late"},
 	"claimOrder":     {"activity_tasks_order", "activity_tasks_late"},
 	"countClaims":    {"activity_tasks_key"},
+	"anyMessages":    {"messages_instance"},
 }
 
 // TestQueuePlans checks the generic plans (plan_cache_mode =

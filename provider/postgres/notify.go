@@ -32,8 +32,14 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	return s.hints.Channel(q)
 }
 
-// wake closes the current hint channel of q.
-func (s *Store) wake(q provider.Queue) { s.hints.Wake(q) }
+// wake closes the current hint channel of q: work arrived. Those of the
+// orchestration queue are counted in arrivals.
+func (s *Store) wake(q provider.Queue) {
+	if q == provider.QueueOrchestration {
+		s.arrivals.Add(1)
+	}
+	s.hints.Wake(q)
+}
 
 // announce makes new work on q known: it wakes this process's workers at
 // once and has the notifier NOTIFY q's channel for other processes. Callers
@@ -114,7 +120,10 @@ func (s *Store) sendNotifications(ctx context.Context) {
 }
 
 // wakeAll closes every hint channel.
-func (s *Store) wakeAll() { s.hints.WakeAll() }
+func (s *Store) wakeAll() {
+	s.arrivals.Add(1)
+	s.hints.WakeAll()
+}
 
 // ListenerApplicationName is the application_name of the connection that
 // listens for work hints of a schema, as pg_stat_activity shows it.

@@ -350,8 +350,9 @@ func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessages
 
 // NextVisibleAt implements provider.Store. Instances locked by rounds of
 // other stores count (their row locks cannot be seen without taking
-// locks), so a worker may find the time passed and no instance to
-// dequeue until those rounds end.
+// locks), and so do those of this store's rounds run with activity
+// completions (see roundTx.lock), so a worker may find the time passed
+// and no instance to dequeue until those rounds end.
 func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
 	var at *time.Time
 	var err error

@@ -59,6 +59,8 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
+	t.insertUnsent()
+	t.checkReleased()
 	err = t.flush(ctx)
 	t.closed = true
 	t.mu.Unlock()
@@ -104,6 +106,19 @@ type roundTx struct {
 	// busy are the instances of completed tasks that have other activity
 	// tasks open: a dequeue of one by id leaves it to a later round.
 	busy map[string]bool
+	// inline is set by CompleteActivity: the round runs with an activity's
+	// completion (see end); abandoned is set by AbandonMessages.
+	inline, abandoned bool
+	// unsent is the result of the task CompleteActivity completed while it
+	// is not stored: a dequeue of its instance hands it to the round
+	// without a row, and it is inserted only when the round does not
+	// consume it (see insertUnsent).
+	unsent *unsentResult
+	// left tells whether the instances the round locked still had
+	// messages at its last round trip, and arrivals is the store's count
+	// of work hints just before it (see checkReleased).
+	left     bool
+	arrivals uint64
 }
 
 var (
@@ -129,21 +144,21 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		if err != nil {
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
+		t.inline = true
+		msg, err := provider.UnmarshalMessage(a.envelopes[0])
+		if err != nil {
+			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+		}
+		t.unsent = &unsentResult{msg: msg, args: a}
 		b := deferred{t}.batch()
 		b.Queue(t.s.sql.lockInstances, a.instances)
-		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
-			var done, inserted int64
-			if err := row.Scan(&done, &inserted); err != nil {
+		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token).QueryRow(func(row pgx.Row) error {
+			var done int64
+			if err := row.Scan(&done); err != nil {
 				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
 			}
 			if done == 0 {
 				return leaseLost(p.TaskID)
-			}
-			if inserted > 0 {
-				if t.results == nil {
-					t.results = map[string]string{}
-				}
-				t.results[p.Result.InstanceID] = p.Result.ID
 			}
 			return nil
 		})
@@ -161,6 +176,91 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			return nil
 		})
 		return nil
+	})
+}
+
+// unsentResult is an activity's result that a round's transaction holds
+// without a row (roundTx.unsent).
+type unsentResult struct {
+	msg  provider.Message
+	args *messageArgs
+	// consumed is set when the round acked or dead-lettered it (undone by
+	// an abandon of the instance).
+	consumed bool
+}
+
+// deleteTaskSQL completes a claimed task whose result is not inserted with
+// it (see roundTx.unsent): (completed) is 0 when the token no longer
+// matches.
+const deleteTaskSQL = `
+WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 RETURNING 1)
+SELECT count(*) FROM done`
+
+// lockInstanceByIDSQL locks an instance that is not held, whatever its
+// queued messages: the round of a completion whose result has no row.
+const lockInstanceByIDSQL = `
+SELECT i.instance_id, i.hold_until IS NOT NULL
+FROM {{schema}}.instances i
+WHERE i.instance_id = $2
+  AND (i.hold_until IS NULL OR i.hold_until <= $1)
+FOR NO KEY UPDATE SKIP LOCKED`
+
+// insertUnsent queues the insert of the unsent result, which the round
+// did not consume (it could not lock the instance, left the result to a
+// later round, or abandoned it); callers hold t.mu. Its instance is
+// locked already (FOR KEY SHARE at the completion, at least).
+func (t *roundTx) insertUnsent() {
+	u := t.unsent
+	if u == nil || u.consumed {
+		return
+	}
+	t.unsent = nil
+	id, instanceID := u.msg.ID, u.msg.InstanceID
+	deferred{t}.batch().Queue(t.s.sql.enqueueMessages, u.args.args()...).QueryRow(func(row pgx.Row) error {
+		var inserted int64
+		if err := row.Scan(&inserted); err != nil {
+			return fmt.Errorf("enqueue the result %s: %w", id, err)
+		}
+		if inserted > 0 {
+			if t.results == nil {
+				t.results = map[string]string{}
+			}
+			t.results[instanceID] = id
+		}
+		return nil
+	})
+}
+
+// consume marks the unsent result consumed when ids holds it; callers
+// hold t.mu.
+func (t *roundTx) consume(instanceID string, ids []string) {
+	if u := t.unsent; u != nil && u.msg.InstanceID == instanceID && slices.Contains(ids, u.msg.ID) {
+		u.consumed = true
+	}
+}
+
+// anyMessagesSQL tells whether any of the instances $1 has a message
+// queued, visible or not (a probe of the index on instance_id each).
+const anyMessagesSQL = `
+SELECT EXISTS (
+    SELECT 1 FROM unnest($1::text[]) AS u(id)
+    CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = u.id LIMIT 1) AS l)`
+
+// checkReleased asks, in the round's last round trip, whether the
+// instances it holds still have messages when it ends, and notes the
+// store's count of work hints before it; callers hold t.mu. A worker of
+// this store that skipped one of them while the round held it (its
+// dequeue skips the row lock, and NextVisibleAt leaves the instance out)
+// needs waking at the release only when the instance has work then: work
+// queued before the check is seen by it, work queued after it comes with
+// a hint, which end sees in the count.
+func (t *roundTx) checkReleased() {
+	if t.inline || len(t.locked) == 0 {
+		return
+	}
+	t.arrivals = t.s.arrivals.Load()
+	deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&t.left)
 	})
 }
 
@@ -245,10 +345,27 @@ func (t *roundTx) step(fn func() error) error {
 
 // end releases the round's instances in the store's bookkeeping and wakes
 // the workers waiting on what the round changed.
+//
+// The release of a round run with an activity's completion wakes no
+// worker: its instance was never left out of NextVisibleAt (see lock), so
+// a worker of this store that skipped work of the instance while the
+// round held it saw that work visible and looks again soon. Waking one
+// at every such release sent an idle worker to an empty round
+// transaction for each completion.
 func (t *roundTx) end(committed bool) {
 	t.mu.Lock()
 	t.closed = true
 	locked := t.locked
+	// Released instances may have work only this process's workers
+	// skipped while the round held them (see checkReleased); an abandoned
+	// round's instance is held with its messages, and a worker must look
+	// again when the hold ends.
+	var release bool
+	if t.inline {
+		release, locked = t.abandoned, nil
+	} else {
+		release = len(locked) > 0 && (!committed || t.left || t.abandoned || t.s.arrivals.Load() != t.arrivals)
+	}
 	enqueued := committed || t.wakeOnEnd
 	msgs, tasks := enqueued && (t.enqueuedMessages || len(t.results) > 0), enqueued && t.enqueuedTasks
 	t.mu.Unlock()
@@ -265,10 +382,10 @@ func (t *roundTx) end(committed bool) {
 	switch {
 	case msgs:
 		s.announce(provider.QueueOrchestration)
-	case len(locked) > 0:
-		// Released instances may have work only this process's workers
-		// skipped while the round held them.
-		s.wake(provider.QueueOrchestration)
+	case release:
+		// This wake-up counts as no arrival: it makes no other round's
+		// release wake a worker.
+		s.hints.Wake(provider.QueueOrchestration)
 	}
 	if tasks {
 		s.announce(provider.QueueActivity)
@@ -303,6 +420,9 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		if p.InstanceID != "" && t.holds(p.InstanceID) {
 			return nil
 		}
+		// The completion's result, unless its instance turns out busy:
+		// then it is inserted before the commit.
+		unsent := t.unsent != nil && !t.unsent.consumed && t.unsent.msg.InstanceID == p.InstanceID
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
@@ -312,6 +432,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		// The instances the store's other rounds hold are locked: skip
 		// them without a probe. One whose round ends meanwhile is left to
 		// the next dequeue, which the end of that round wakes (end).
+		unsent = unsent && !t.busy[p.InstanceID]
 		skip := append(slices.Clone(t.locked), t.s.lockedInstances()...)
 		for {
 			var (
@@ -319,12 +440,20 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				held bool
 				err  error
 			)
-			if p.InstanceID != "" {
+			switch {
+			case unsent:
+				err = t.tx.QueryRow(ctx, t.s.sql.lockInstanceByID, p.Now, p.InstanceID).Scan(&id, &held)
+			case p.InstanceID != "":
 				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID).Scan(&id, &held)
-			} else {
+			default:
 				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
+				if unsent {
+					// Held, or locked by another round: the result waits
+					// for a later round, queued.
+					t.insertUnsent()
+				}
 				return nil
 			}
 			if err != nil {
@@ -334,6 +463,14 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			msgs, head, err := t.fetch(ctx, id, p, limit, held)
 			if err != nil {
 				return err
+			}
+			if unsent && len(msgs) < limit {
+				// The result follows what was queued before it, when the
+				// batch has room for it; otherwise it is inserted before
+				// the commit (or by an abandon, whose rollback to the
+				// dequeue's savepoint would undo an insert made now), and
+				// a later round takes it.
+				msgs = append(msgs, t.unsent.msg)
 			}
 			if len(msgs) > 0 {
 				if r, ok := t.results[id]; ok && slices.ContainsFunc(msgs, func(m provider.Message) bool { return m.ID == r }) {
@@ -353,9 +490,19 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 	return batch, err
 }
 
-// lock records a locked instance; callers hold t.mu.
+// lock records a locked instance; callers hold t.mu. The store's
+// bookkeeping (which NextVisibleAt leaves out, and end releases with a
+// wake-up) leaves out the instance of a round run with an activity's
+// completion: the message such a round takes is mostly its own result,
+// which other sessions cannot see (see unsent), so the instance
+// rarely has visible work while it is held, and when it has, a worker
+// that skips it finds that work visible and looks again soon, as it does
+// for an instance held by another process.
 func (t *roundTx) lock(id string) {
 	t.locked = append(t.locked, id)
+	if t.inline {
+		return
+	}
 	t.s.mu.Lock()
 	t.s.locked[id]++
 	t.s.mu.Unlock()
@@ -564,6 +711,11 @@ func (t *roundTx) DeadLetterMessages(ctx context.Context, p *provider.DeadLetter
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
+		for i := range p.Letters {
+			if m := p.Letters[i].Message; m != nil {
+				t.consume(p.InstanceID, []string{m.ID})
+			}
+		}
 		return t.s.deadLetterMessages(ctx, t.tx, p.InstanceID, p.Letters)
 	})
 }
@@ -577,6 +729,7 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 		if len(p.MessageIDs) == 0 {
 			return nil
 		}
+		t.consume(p.InstanceID, p.MessageIDs)
 		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
 		return err
 	})
@@ -599,8 +752,15 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		// The writes still deferred follow the instance's dequeue (which
 		// flushed those before it): the rollback would undo them.
 		t.pending = nil
+		t.abandoned = true
 		b := &pgx.Batch{}
 		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
+		if u := t.unsent; u != nil && u.msg.InstanceID == p.InstanceID {
+			// The result is queued (an ack or dead letter of it is
+			// undone), and counts the failed delivery.
+			t.unsent = nil
+			b.Queue(t.s.sql.enqueueMessages, u.args.args()...)
+		}
 		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
 		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {

@@ -50,6 +50,13 @@ type Store struct {
 	// which the listener knows its own store's, whose workers announce
 	// already woke.
 	listenerPID atomic.Uint32
+	// arrivals counts the wake-ups of the orchestration queue's workers
+	// for work that arrived (this store's enqueues, other processes'
+	// notifications, a listener's reconnection), not those of a round's
+	// release: a round that saw none while it ended wakes no worker at
+	// its release unless its instances have messages left (see
+	// roundTx.checkReleased).
+	arrivals atomic.Uint64
 	// claims combine concurrent activity claims of one queue and owner;
 	// completions concurrent activity completions.
 	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]
@@ -199,7 +206,8 @@ type statements struct {
 	getTask, listTasks, listTaskEvents, getCustom              string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
-	enqueueClaimed, openActivities                             string
+	enqueueClaimed, openActivities, anyMessages                string
+	deleteTask, lockInstanceByID                               string
 	claimOrder, claimCandidate, claimTask, lockFlowKey         string
 	countClaims, takeToken                                     string
 	parkInstance, wakeInstances                                string
@@ -235,6 +243,7 @@ func newStatements(schema string) *statements {
 			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($8) ON CONFLICT DO NOTHING RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM created)",
 			"(SELECT count(*) FROM created),")),
+		anyMessages: q(anyMessagesSQL), deleteTask: q(deleteTaskSQL), lockInstanceByID: q(lockInstanceByIDSQL),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
 		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
 		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),

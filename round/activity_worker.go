@@ -228,7 +228,7 @@ func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 		return w.settleExpired(ctx, lease)
 	}
 	if lease.Task.Timeout > w.opts.LeaseDuration {
-		if err := w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
+		if err := w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout), InstanceID: lease.Task.InstanceID}); err != nil {
 			return w.lost(lease, err)
 		}
 	}
@@ -338,7 +338,7 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *provider.ActivityLea
 		policy := WithRetryDefaults(task.Retry, w.opts.DefaultRetry)
 		if retry, delay := RetryDelay(policy, task.Attempt, failure, w.opts.Jitter()); retry {
 			rep.Outcome, rep.RetryAt = OutcomeRetry, now.Add(delay)
-			err := w.store.RetryActivity(ctx, &provider.RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message})
+			err := w.store.RetryActivity(ctx, &provider.RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message, InstanceID: task.InstanceID})
 			if err != nil {
 				return w.lost(lease, err)
 			}
@@ -469,7 +469,7 @@ func newHeartbeat(parent context.Context, w *ActivityWorker, lease *provider.Act
 func (h *Heartbeat) Beat(ctx context.Context) error {
 	d := h.w.leaseFor(&h.lease.Task)
 	err := h.w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{
-		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d),
+		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d), InstanceID: h.lease.Task.InstanceID,
 	})
 	if errors.Is(err, provider.ErrLeaseLost) {
 		h.mu.Lock()

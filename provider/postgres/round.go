@@ -125,13 +125,13 @@ func (s *Store) CompletesInRound() bool { return true }
 // matches fails that call with ErrLeaseLost.
 func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
 	return t.step(func() error {
-		a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
+		a, err := t.s.newMessageArgs([]provider.Message{p.Result}, p.Now)
 		if err != nil {
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
 		b := deferred{t}.batch()
-		b.Queue(t.s.sql.lockInstances, a.instances)
-		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token)...).QueryRow(func(row pgx.Row) error {
+		b.Queue(t.s.sql.lockInstances, a.instances, a.parts)
+		b.Queue(t.s.sql.completeActivity, a.args(p.TaskID, p.Token, t.s.part(p.Result.InstanceID))...).QueryRow(func(row pgx.Row) error {
 			var done, inserted int64
 			if err := row.Scan(&done, &inserted); err != nil {
 				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
@@ -147,7 +147,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			}
 			return nil
 		})
-		b.Queue(t.s.sql.openActivities, p.Result.InstanceID).QueryRow(func(row pgx.Row) error {
+		b.Queue(t.s.sql.openActivities, p.Result.InstanceID, t.s.part(p.Result.InstanceID)).QueryRow(func(row pgx.Row) error {
 			var open bool
 			if err := row.Scan(&open); err != nil {
 				return fmt.Errorf("complete activity task %s: open activities: %w", p.TaskID, err)
@@ -166,7 +166,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 
 // openActivitiesSQL tells whether an instance has activity tasks queued
 // or claimed (a probe of the index on instance_id).
-const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE instance_id = $1)`
+const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE part = $2 AND instance_id = $1)`
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where
@@ -310,25 +310,33 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			return nil
 		}
 		skip := slices.Clone(t.locked)
-		for {
+		var parts []int32
+		if p.InstanceID != "" {
+			parts = []int32{t.s.part(p.InstanceID)}
+		} else {
+			parts = t.s.partsOf(p.Partitions)
+		}
+		for len(parts) > 0 {
 			var (
 				id   string
 				held bool
 				err  error
 			)
+			part := parts[0]
 			if p.InstanceID != "" {
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID).Scan(&id, &held)
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID, part).Scan(&id, &held)
 			} else {
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip, part).Scan(&id, &held)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
+				parts = parts[1:] // nothing (more) in this partition
+				continue
 			}
 			if err != nil {
 				return failf(err, "dequeue: lock an instance")
 			}
 			t.lock(id)
-			msgs, head, err := t.fetch(ctx, id, p, limit, held)
+			msgs, head, err := t.fetch(ctx, id, part, p, limit, held)
 			if err != nil {
 				return err
 			}
@@ -346,6 +354,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			}
 			skip = append(skip, id)
 		}
+		return nil
 	})
 	return batch, err
 }
@@ -367,12 +376,12 @@ const dequeuedSavepoint = "chronicle_dequeued"
 // that has passed, and sets dequeuedSavepoint, in one round trip. Rows
 // whose envelope does not decode are dead-lettered, with their bytes,
 // rather than failing every round that meets them.
-func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
+func (t *roundTx) fetch(ctx context.Context, id string, part int32, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
 	b := &pgx.Batch{}
-	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
-	b.Queue(t.s.sql.historyHead, id)
+	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit, part)
+	b.Queue(t.s.sql.historyHead, id, part)
 	if held {
-		b.Queue(t.s.sql.clearHold, id, p.Now)
+		b.Queue(t.s.sql.clearHold, id, p.Now, part)
 	}
 	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
@@ -435,7 +444,7 @@ func (t *roundTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams
 			return err
 		}
 		var err error
-		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, p.FromSeq)
+		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, t.s.part(p.InstanceID), p.FromSeq)
 		return err
 	})
 	return events, err
@@ -447,7 +456,7 @@ func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []by
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
-		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
+		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID, t.s.part(instanceID)).Scan(&data, &seq); err != nil {
 			return failf(err, "snapshot of %s", instanceID)
 		}
 		return nil
@@ -496,7 +505,7 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 // EnqueueActivities implements provider.Steps, deferred (see Flush).
 func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return t.step(func() error {
-		args, err := activityArgs(p)
+		args, err := t.s.activityArgs(p)
 		if err != nil || args == nil {
 			return err
 		}
@@ -517,7 +526,7 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 // enqueued task's.
 func (t *roundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
 	return t.step(func() error {
-		args, err := activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
+		args, err := t.s.activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
 		if err != nil {
 			return err
 		}
@@ -560,7 +569,7 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 		if len(p.MessageIDs) == 0 {
 			return nil
 		}
-		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs, t.s.part(p.InstanceID))
 		return err
 	})
 }
@@ -584,8 +593,9 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		t.pending = nil
 		b := &pgx.Batch{}
 		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
-		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
-		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+		part := t.s.part(p.InstanceID)
+		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt, part)
+		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error, part)
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 			return failf(err, "abandon messages of %s", p.InstanceID)
 		}

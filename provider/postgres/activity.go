@@ -104,16 +104,16 @@ const specialSQL = `concurrency_key IS NOT NULL OR (cardinality($6::text[]) > 0 
 // before limits existed: one statement.
 var claimActivitySQL = strings.ReplaceAll(`
 WITH head AS (
-    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableSQL + `
+    WHERE `+claimableSQL+`
     ORDER BY order_at, seq
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), late AS (
-    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableLateSQL + `
+    WHERE `+claimableLateSQL+`
       AND (SELECT count(*) FROM head) < $5
     ORDER BY order_at, seq
     LIMIT $5
@@ -141,14 +141,14 @@ var claimCandidateSQL = strings.ReplaceAll(`
 WITH head AS (
     SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableSQL + ` AND ` + candidateFilterSQL + `
+    WHERE `+claimableSQL+` AND `+candidateFilterSQL+`
     ORDER BY order_at, seq
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 ), late AS (
     SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableLateSQL + ` AND ` + candidateFilterSQL + `
+    WHERE `+claimableLateSQL+` AND `+candidateFilterSQL+`
       AND NOT EXISTS (SELECT 1 FROM head)
     ORDER BY order_at, seq
     LIMIT 1

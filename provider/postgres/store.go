@@ -89,7 +89,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
-		sql:       newStatements(opts.Schema),
+		sql:              newStatements(opts.Schema),
 		createPartitions: max(opts.Partitions, 1), partitions: 1,
 		locked:    map[string]int{},
 		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},

@@ -98,6 +98,10 @@ type ActivityFunc func(ctx context.Context, lease *provider.ActivityLease, hb *H
 type ActivityWorkerOptions struct {
 	// Node names this process. Required.
 	Node string
+	// Partitions, when set, returns the partitions a claim looks in, in
+	// order (provider.ClaimActivityParams.Partitions); nil, or a nil
+	// result, means every partition.
+	Partitions func() []int
 	// Resolve finds the function of an activity name. Required.
 	Resolve func(name string) (ActivityFunc, bool)
 	// Queues lists the activity queues served; empty means the default queue.
@@ -215,9 +219,13 @@ type ActivityReport struct {
 // activity's own error is in the report.
 func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 	now := roundNow(w.opts.Clock)
-	lease, err := w.store.ClaimActivity(ctx, &provider.ClaimActivityParams{
+	cp := &provider.ClaimActivityParams{
 		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)), Rates: w.opts.Rates,
-	})
+	}
+	if w.opts.Partitions != nil {
+		cp.Partitions = w.opts.Partitions()
+	}
+	lease, err := w.store.ClaimActivity(ctx, cp)
 	if err != nil {
 		return nil, fmt.Errorf("claim activity: %w", err)
 	}

@@ -158,36 +158,48 @@ LIMIT $2`
 // the first), the second held instances whose hold delays a message.
 // Instances in $1 (locked by this store's open rounds) are left out, and
 // so are parked instances (hold $2, provider.ParkedUntil): only a wake
-// makes their messages due. It looks at the partitions $3, each with
-// index scans of its own (indexes led by part).
+// makes their messages due. It looks at partition $3 (the store sends
+// one per partition in one round trip and takes the least). Both parts
+// walk an index in order under LIMIT 1 and probe the other table per row
+// (LATERAL … OFFSET 0, and a LIMITed probe of the instance's messages in
+// seq order): with part = $3 the generic plan's estimates are small, and
+// joins planned on them hashed or bitmap-scanned whole partitions. The
+// probe of a held instance's messages names neither the partition (the
+// instance's messages are in its own) nor an indexable time test ((… <
+// …) IS TRUE), so that it reads the instance's messages
+// (messages_instance) rather than AND a bitmap of them with one of the
+// partition's messages.
 const nextOrchestrationSQL = `
-SELECT min(least(
+SELECT least(
     (SELECT m.visible_at
      FROM {{schema}}.messages m
-     JOIN {{schema}}.instances i ON i.part = p.part AND i.instance_id = m.instance_id
-     WHERE m.part = p.part AND (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
-       AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
-     ORDER BY m.visible_at
+     CROSS JOIN LATERAL (
+         SELECT 1 FROM {{schema}}.instances i
+         WHERE i.part = $3 AND i.instance_id = m.instance_id
+           AND (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
+         OFFSET 0) AS l
+     WHERE m.part = $3 AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
+     ORDER BY m.part, m.visible_at
      LIMIT 1),
     (SELECT i.hold_until
      FROM {{schema}}.instances i
-     WHERE i.part = p.part AND i.hold_until IS NOT NULL AND i.hold_until < $2
+     CROSS JOIN LATERAL (
+         SELECT 1 FROM {{schema}}.messages m
+         WHERE m.instance_id = i.instance_id AND (m.visible_at < i.hold_until) IS TRUE
+         LIMIT 1) AS l
+     WHERE i.part = $3 AND i.hold_until IS NOT NULL AND i.hold_until < $2
        AND i.instance_id <> ALL (coalesce($1::text[], '{}'))
-       AND EXISTS (SELECT 1 FROM {{schema}}.messages m
-                   WHERE m.part = p.part AND m.instance_id = i.instance_id AND m.visible_at < i.hold_until)
-     ORDER BY i.hold_until
-     LIMIT 1)))
-FROM unnest($3::int[]) AS p(part)`
+     ORDER BY i.part, i.hold_until
+     LIMIT 1))`
 
 // nextActivitySQL is the earliest ready time of the activity queues $1 in
-// the partitions $2.
+// partition $2.
 const nextActivitySQL = `
 SELECT min(t.ready_at)
 FROM unnest($1::text[]) AS q(name)
-CROSS JOIN unnest($2::int[]) AS p(part)
 CROSS JOIN LATERAL (
     SELECT ready_at FROM {{schema}}.activity_tasks
-    WHERE part = p.part AND queue = q.name
+    WHERE part = $2 AND queue = q.name
     ORDER BY ready_at
     LIMIT 1) AS t`
 
@@ -358,27 +370,49 @@ func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessages
 // locks), so a worker may find the time passed and no instance to
 // dequeue until those rounds end.
 func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
-	var at *time.Time
-	var err error
+	parts := s.partsOf(p.Partitions)
+	b := &pgx.Batch{}
 	switch p.Queue {
 	case provider.QueueOrchestration:
-		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances(), provider.ParkedUntil, s.partsOf(p.Partitions)).Scan(&at)
+		locked := s.lockedInstances()
+		for _, part := range parts {
+			b.Queue(s.sql.nextOrchestration, locked, provider.ParkedUntil, part)
+		}
 	case provider.QueueActivity:
 		queues := p.Queues
 		if len(queues) == 0 {
 			queues = []string{""}
 		}
-		err = s.pool.QueryRow(ctx, s.sql.nextActivity, queues, s.partsOf(p.Partitions)).Scan(&at)
+		for _, part := range parts {
+			b.Queue(s.sql.nextActivity, queues, part)
+		}
 	default:
 		return time.Time{}, false, fmt.Errorf("postgres: unknown queue %q", p.Queue)
+	}
+	// One statement per partition, each a router query of its
+	// partition, in one round trip.
+	var first *time.Time
+	br := s.pool.SendBatch(ctx, b)
+	var err error
+	for range parts {
+		var at *time.Time
+		if err = br.QueryRow().Scan(&at); err != nil {
+			break
+		}
+		if at != nil && (first == nil || at.Before(*first)) {
+			first = at
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
 	}
 	if err != nil {
 		return time.Time{}, false, failf(err, "next visible time of the %s queue", p.Queue)
 	}
-	if at == nil {
+	if first == nil {
 		return time.Time{}, false, nil
 	}
-	return at.UTC(), true, nil
+	return first.UTC(), true, nil
 }
 
 // lockedInstances returns the instances this store's open rounds hold.

@@ -48,6 +48,9 @@ type Engine struct {
 	combine combiner
 	// cp collects heads for signed checkpoints; nil when they are off.
 	cp *checkpointer
+	// share is the engine's share of a partitioned store's partitions;
+	// nil for a store of one partition.
+	share *partitionShare
 	// payloads decodes user payloads, opening sealed ones, and seals
 	// those of instances with a data subject.
 	payloads *payloadCodec
@@ -89,6 +92,10 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		DefaultRetry: opts.DefaultRetry, Logger: opts.Logger, SearchAttributes: opts.SearchAttributes,
 		QueuePriorities: maps.Clone(opts.QueuePriorities),
 	})
+	if n := partitionsOf(store); n > 1 {
+		e.share = &partitionShare{partitions: n}
+	}
+	lookIn := func() []int { return e.share.lookIn(e.opts.Clock.Now(), e.opts.SafetyPoll) }
 	var err error
 	if e.projector, err = projector.New(); err != nil {
 		return nil, err
@@ -96,6 +103,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 	e.runner, err = round.NewRunner(store, round.RunnerOptions{
 		Node: opts.NodeID, Turn: e.replayer.Turn, Project: e.projector.Project, Clock: opts.Clock, MaxDeliveries: opts.MaxDeliveries,
 		LeaseDuration: opts.RoundLease, CacheSize: opts.CacheSize, Logger: opts.Logger, GroupSize: opts.RoundGroup,
+		Partitions: lookIn,
 	})
 	if err != nil {
 		return nil, err
@@ -110,6 +118,7 @@ func New(store provider.Store, opts Options) (*Engine, error) {
 		Node: opts.NodeID, Resolve: e.activity, Queues: opts.ActivityQueues, Clock: opts.Clock,
 		LeaseDuration: opts.ActivityLease, DefaultRetry: opts.DefaultRetry, Jitter: opts.RetryJitter, Logger: opts.Logger,
 		Rates: slices.Clone(opts.RateLimits), Rounds: rounds, Eager: opts.EagerActivities,
+		Partitions: lookIn,
 	})
 	if err != nil {
 		return nil, err
@@ -296,6 +305,13 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.loop(ctx, work, qs, p.step)
 			}()
 		}
+	}
+	if l, ok := e.store.(provider.PartitionLeaser); ok && e.share != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.runPartitionLeases(ctx, l)
+		}()
 	}
 	cpDone := make(chan struct{})
 	if e.cp != nil {
@@ -508,7 +524,7 @@ func (e *Engine) nextVisible(ctx context.Context, s *queueState, maxAge time.Dur
 	}
 	hints := s.hints
 	s.mu.Unlock()
-	next, ok, err := e.store.NextVisibleAt(ctx, &provider.NextVisibleAtParams{Queue: s.q, Queues: e.opts.ActivityQueues})
+	next, ok, err := e.store.NextVisibleAt(ctx, &provider.NextVisibleAtParams{Queue: s.q, Queues: e.opts.ActivityQueues, Partitions: e.Partitions()})
 	if err != nil {
 		return next, ok, err
 	}

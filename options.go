@@ -91,6 +91,12 @@ type Options struct {
 	// SafetyPoll is how often idle workers look for work when no hint
 	// arrives. Default 5s.
 	SafetyPoll time.Duration
+	// PartitionLease is how long the engine's leases on the partitions of
+	// a partitioned store last unless renewed (every third of it): the
+	// longest a dead node's partitions wait for another node to take
+	// them, while every node still looks at every partition once per
+	// SafetyPoll. Default 15s; stores of one partition take no leases.
+	PartitionLease time.Duration
 	// MaxPayloadSize bounds every encoded user payload that enters
 	// history, raw or encoded by the codec: workflow inputs and outputs,
 	// continue-as-new inputs, signal payloads, task payloads and results,
@@ -224,6 +230,7 @@ func (o Options) Validate() error {
 	check(o.RoundLease >= 0, "RoundLease is %s, must not be negative", o.RoundLease)
 	check(o.MaxDeliveries >= 0, "MaxDeliveries is %d, must not be negative", o.MaxDeliveries)
 	check(o.SafetyPoll >= 0, "SafetyPoll is %s, must not be negative", o.SafetyPoll)
+	check(o.PartitionLease >= 0, "PartitionLease is %s, must not be negative", o.PartitionLease)
 	check(o.MaxPayloadSize >= 0, "MaxPayloadSize is %d, must not be negative", o.MaxPayloadSize)
 	check(o.MaxPayloadSize <= history.MaxEncodedSize/4, "MaxPayloadSize is %d, at most %d allowed", o.MaxPayloadSize, history.MaxEncodedSize/4)
 	check(o.ShutdownTimeout >= 0, "ShutdownTimeout is %s, must not be negative", o.ShutdownTimeout)
@@ -315,6 +322,9 @@ func (o Options) WithDefaults() Options {
 	o.DefaultRetry = round.WithRetryDefaults(o.DefaultRetry, round.DefaultRetryPolicy)
 	if o.CacheSize == 0 {
 		o.CacheSize = 1000
+	}
+	if o.PartitionLease == 0 {
+		o.PartitionLease = 15 * time.Second
 	}
 	if o.SafetyPoll == 0 {
 		o.SafetyPoll = 5 * time.Second

@@ -33,6 +33,12 @@ func newPostgresStore(t *testing.T) *postgres.Store {
 func TestPostgresEndToEnd(t *testing.T) {
 	t.Parallel()
 	testEndToEnd(t, func(t *testing.T) provider.Store { return newPostgresStore(t) })
+	// A store of 16 partitions: the engine leases them and its workers
+	// look in its own first.
+	t.Run("Partitions16", func(t *testing.T) {
+		t.Parallel()
+		testEndToEnd(t, func(t *testing.T) provider.Store { return pgtest.NewStore(t, postgres.Options{Partitions: 16}) })
+	})
 }
 
 // testEndToEnd runs the end-to-end workflows on stores made by newStore

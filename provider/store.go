@@ -771,6 +771,10 @@ type DequeueParams struct {
 	Limit int
 	// InstanceID, when set, dequeues only that instance.
 	InstanceID string
+	// Partitions are the partitions to look in, in the order given (see
+	// PartitionOf and Partitioned); empty means every partition. A
+	// store of one partition ignores it.
+	Partitions []int
 }
 
 // DeadLetterMessagesParams are the params of DeadLetterMessages.
@@ -799,6 +803,9 @@ type NextVisibleAtParams struct {
 	Queue Queue
 	// Queues restricts the activity queue to these activity queues.
 	Queues []string
+	// Partitions restricts the answer to these partitions; empty means
+	// every partition.
+	Partitions []int
 }
 
 // LeaseParams are the params of LeaseInstance.
@@ -856,6 +863,9 @@ type ClaimActivityParams struct {
 	// left, which the claim takes (counted by the store, so shared by
 	// every node); otherwise the claim passes over it.
 	Rates []RateLimit
+	// Partitions are the partitions to claim from, in the order given;
+	// empty means every partition.
+	Partitions []int
 }
 
 // HeartbeatActivityParams are the params of HeartbeatActivity.
@@ -863,6 +873,9 @@ type HeartbeatActivityParams struct {
 	TaskID      string
 	Token       string
 	LockedUntil time.Time
+	// InstanceID is the task's instance, by which a partitioned store
+	// finds the task's partition; when empty it looks the task up.
+	InstanceID string
 }
 
 // CompleteActivityParams are the params of CompleteActivity.
@@ -879,6 +892,8 @@ type RetryActivityParams struct {
 	Token     string
 	VisibleAt time.Time
 	Error     string
+	// InstanceID is the task's instance, as in HeartbeatActivityParams.
+	InstanceID string
 }
 
 // DeadLetterActivityParams are the params of DeadLetterActivity.

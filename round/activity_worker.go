@@ -98,6 +98,10 @@ type ActivityFunc func(ctx context.Context, lease *provider.ActivityLease, hb *H
 type ActivityWorkerOptions struct {
 	// Node names this process. Required.
 	Node string
+	// Partitions, when set, returns the partitions a claim looks in, in
+	// order (provider.ClaimActivityParams.Partitions); nil, or a nil
+	// result, means every partition.
+	Partitions func() []int
 	// Resolve finds the function of an activity name. Required.
 	Resolve func(name string) (ActivityFunc, bool)
 	// Queues lists the activity queues served; empty means the default queue.
@@ -215,9 +219,13 @@ type ActivityReport struct {
 // activity's own error is in the report.
 func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 	now := roundNow(w.opts.Clock)
-	lease, err := w.store.ClaimActivity(ctx, &provider.ClaimActivityParams{
+	cp := &provider.ClaimActivityParams{
 		Queues: w.opts.Queues, Owner: w.opts.Node, Now: now, LockedUntil: now.Add(w.leaseFor(nil)), Rates: w.opts.Rates,
-	})
+	}
+	if w.opts.Partitions != nil {
+		cp.Partitions = w.opts.Partitions()
+	}
+	lease, err := w.store.ClaimActivity(ctx, cp)
 	if err != nil {
 		return nil, fmt.Errorf("claim activity: %w", err)
 	}
@@ -228,7 +236,7 @@ func (w *ActivityWorker) RunOnce(ctx context.Context) (*ActivityReport, error) {
 		return w.settleExpired(ctx, lease)
 	}
 	if lease.Task.Timeout > w.opts.LeaseDuration {
-		if err := w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout)}); err != nil {
+		if err := w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{TaskID: lease.Task.ID, Token: lease.Token, LockedUntil: now.Add(lease.Task.Timeout), InstanceID: lease.Task.InstanceID}); err != nil {
 			return w.lost(lease, err)
 		}
 	}
@@ -338,7 +346,7 @@ func (w *ActivityWorker) settle(ctx context.Context, lease *provider.ActivityLea
 		policy := WithRetryDefaults(task.Retry, w.opts.DefaultRetry)
 		if retry, delay := RetryDelay(policy, task.Attempt, failure, w.opts.Jitter()); retry {
 			rep.Outcome, rep.RetryAt = OutcomeRetry, now.Add(delay)
-			err := w.store.RetryActivity(ctx, &provider.RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message})
+			err := w.store.RetryActivity(ctx, &provider.RetryActivityParams{TaskID: task.ID, Token: lease.Token, VisibleAt: rep.RetryAt, Error: f.Message, InstanceID: task.InstanceID})
 			if err != nil {
 				return w.lost(lease, err)
 			}
@@ -469,7 +477,7 @@ func newHeartbeat(parent context.Context, w *ActivityWorker, lease *provider.Act
 func (h *Heartbeat) Beat(ctx context.Context) error {
 	d := h.w.leaseFor(&h.lease.Task)
 	err := h.w.store.HeartbeatActivity(ctx, &provider.HeartbeatActivityParams{
-		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d),
+		TaskID: h.lease.Task.ID, Token: h.lease.Token, LockedUntil: roundNow(h.w.opts.Clock).Add(d), InstanceID: h.lease.Task.InstanceID,
 	})
 	if errors.Is(err, provider.ErrLeaseLost) {
 		h.mu.Lock()

@@ -106,6 +106,10 @@ type RunnerOptions struct {
 	// arrival for the next round, which sees what was queued behind them
 	// (docs/semantics.md, "Order of an instance's messages").
 	BatchLimit int
+	// Partitions, when set, returns the partitions a round's dequeue
+	// looks in, in order (provider.DequeueParams.Partitions); nil, or a
+	// nil result, means every partition.
+	Partitions func() []int
 	// GroupSize is how many instances' rounds a transactional store runs
 	// in one transaction (group commit): each instance is dequeued,
 	// processed and, when its round fails, rolled back to its own
@@ -325,6 +329,8 @@ func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityPar
 	size, dp := r.opts.GroupSize, provider.DequeueParams{Now: now, Owner: r.opts.Node, Limit: r.opts.BatchLimit}
 	if c != nil {
 		size, dp.InstanceID = 1, c.Result.InstanceID
+	} else if r.opts.Partitions != nil {
+		dp.Partitions = r.opts.Partitions()
 	}
 	err := r.tx.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 		group, culprit = group[:0], nil

@@ -19,6 +19,7 @@ type migrateJSON struct {
 
 func runMigrate(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
+	partitions := fs.Int("partitions", 0, "PostgreSQL: the partition count of a schema this migration creates (0: one); a schema that exists keeps its count")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 	if !isPostgres(c.storeURL) {
 		return errors.New("migrate needs a postgres://, mongodb:// or oracle:// store; the memory store needs no schema")
 	}
-	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: c.schema})
+	store, err := postgres.Open(c.ctx, c.storeURL, postgres.Options{Schema: c.schema, Partitions: *partitions})
 	if err != nil {
 		return err
 	}

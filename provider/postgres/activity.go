@@ -13,18 +13,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// newTasksSQL opens both enqueues of tasks: the input rows ($1–$11, in
-// the slice's order) and the task ids never seen before, recorded; the
+// newTasksSQL opens both enqueues of tasks: the input rows ($1–$12, in
+// the slice's order, $12 the partition of each task's instance) and the task ids never seen before, recorded; the
 // enqueue's own "inserted" CTE follows.
 const newTasksSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bytea[],
-            $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
+            $7::int[], $8::timestamptz[], $9::text[], $10::text[], $11::int[], $12::int[])
         WITH ORDINALITY AS t(id, instance_id, execution_id, queue, ready_at, envelope,
-            priority, order_at, name, concurrency_key, concurrency_limit, ord)
+            priority, order_at, name, concurrency_key, concurrency_limit, part, ord)
 ), known AS (
-    INSERT INTO {{schema}}.activity_task_ids (id, instance_id)
-    SELECT id, instance_id FROM input ORDER BY ord
+    INSERT INTO {{schema}}.activity_task_ids (part, id, instance_id)
+    SELECT part, id, instance_id FROM input ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id
 ), inserted AS (`
@@ -35,9 +35,9 @@ WITH input AS (
 // (provider.OrderAt of its VisibleAt), its name, and its concurrency key
 // and limit (NULL without a key).
 const enqueueActivitiesSQL = newTasksSQL + `
-    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+    INSERT INTO {{schema}}.activity_tasks (part, id, instance_id, execution_id, queue, ready_at, envelope,
         priority, order_at, name, concurrency_key, concurrency_limit)
-    SELECT id, instance_id, execution_id, queue, ready_at, envelope,
+    SELECT part, id, instance_id, execution_id, queue, ready_at, envelope,
         priority, order_at, name, nullif(concurrency_key, ''), CASE WHEN concurrency_key <> '' THEN concurrency_limit END
     FROM input
     WHERE id IN (SELECT id FROM known)
@@ -47,15 +47,15 @@ const enqueueActivitiesSQL = newTasksSQL + `
 SELECT count(*) FROM inserted`
 
 // enqueueClaimedSQL is enqueueActivitiesSQL for tasks inserted claimed
-// with token $12 by owner $13 until $14, as claimActivitySQL leaves a
+// with token $13 by owner $14 until $15, as claimActivitySQL leaves a
 // claimed row (ready_at and order_at at the claim's end).
 const enqueueClaimedSQL = newTasksSQL + `
-    INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+    INSERT INTO {{schema}}.activity_tasks (part, id, instance_id, execution_id, queue, ready_at, envelope,
         priority, order_at, name, concurrency_key, concurrency_limit, token, owner, locked_until)
-    SELECT id, instance_id, execution_id, queue, $14::timestamptz, envelope,
-        priority, $14::timestamptz - make_interval(mins => priority), name,
+    SELECT part, id, instance_id, execution_id, queue, $15::timestamptz, envelope,
+        priority, $15::timestamptz - make_interval(mins => priority), name,
         nullif(concurrency_key, ''), CASE WHEN concurrency_key <> '' THEN concurrency_limit END,
-        $12::text, $13::text, $14::timestamptz
+        $13::text, $14::text, $15::timestamptz
     FROM input
     WHERE id IN (SELECT id FROM known)
     ORDER BY ord
@@ -63,8 +63,8 @@ const enqueueClaimedSQL = newTasksSQL + `
 )
 SELECT count(*) FROM inserted`
 
-// claimableSQL is the WHERE clause of the claimable tasks of queue $1 at
-// $2 whose order key is at most $2: every claimable task of priority >= 0
+// claimableSQL is the WHERE clause of the claimable tasks of queue $1 in
+// partition {{part}} (a parameter of each statement) at $2 whose order key is at most $2: every claimable task of priority >= 0
 // (order_at <= ready_at <= $2), and so a range of the index on (queue,
 // order_at, seq) that ends at now. claimableLateSQL is that of the others,
 // claimable tasks of negative priority ordered after now, found in the
@@ -73,8 +73,8 @@ SELECT count(*) FROM inserted`
 // tasks come first. Each is an ordered index scan that stops at its
 // LIMIT, or at now.
 const (
-	claimableSQL     = `queue = $1 AND order_at <= $2 AND ready_at <= $2`
-	claimableLateSQL = `queue = $1 AND priority < 0 AND order_at > $2 AND ready_at <= $2`
+	claimableSQL     = `part = {{part}} AND queue = $1 AND order_at <= $2 AND ready_at <= $2`
+	claimableLateSQL = `part = {{part}} AND queue = $1 AND priority < 0 AND order_at > $2 AND ready_at <= $2`
 )
 
 // specialSQL is true for a task the combined claim must leave to
@@ -102,18 +102,18 @@ const specialSQL = `concurrency_key IS NOT NULL OR (cardinality($6::text[]) > 0 
 // one and then returns a row whose envelope is NULL, telling the caller
 // to go on with claimLimited. Without such tasks it costs what it cost
 // before limits existed: one statement.
-const claimActivitySQL = `
+var claimActivitySQL = strings.ReplaceAll(`
 WITH head AS (
-    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableSQL + `
+    WHERE `+claimableSQL+`
     ORDER BY order_at, seq
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), late AS (
-    SELECT id, token, owner, locked_until, order_at, seq, ` + specialSQL + ` AS special
+    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableLateSQL + `
+    WHERE `+claimableLateSQL+`
       AND (SELECT count(*) FROM head) < $5
     ORDER BY order_at, seq
     LIMIT $5
@@ -126,35 +126,35 @@ WITH head AS (
     SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4,
         order_at = $4::timestamptz - make_interval(mins => t.priority)
     FROM old
-    WHERE t.id = old.id AND NOT old.blocked
+    WHERE t.part = $8 AND t.id = old.id AND NOT old.blocked
     RETURNING t.envelope, t.token, old.token IS NOT NULL AS taken, coalesce(old.owner, '') AS old_owner, old.locked_until AS old_until
 )
 SELECT envelope, token, taken, old_owner, old_until FROM claimed
 UNION ALL
-SELECT NULL, NULL, false, '', NULL WHERE EXISTS (SELECT 1 FROM old WHERE special)`
+SELECT NULL, NULL, false, '', NULL WHERE EXISTS (SELECT 1 FROM old WHERE special)`, "{{part}}", "$8")
 
 // claimCandidateSQL locks the first claimable task of queue $1 at $2
 // whose key is not full ($3), that no exhausted rate limit matches ($4
 // activities, $5 queues), and not passed over already ($6): the next
 // candidate of claimLimited.
-const claimCandidateSQL = `
+var claimCandidateSQL = strings.ReplaceAll(`
 WITH head AS (
     SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableSQL + ` AND ` + candidateFilterSQL + `
+    WHERE `+claimableSQL+` AND `+candidateFilterSQL+`
     ORDER BY order_at, seq
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 ), late AS (
     SELECT id, envelope, token, owner, locked_until, concurrency_key, concurrency_limit
     FROM {{schema}}.activity_tasks
-    WHERE ` + claimableLateSQL + ` AND ` + candidateFilterSQL + `
+    WHERE `+claimableLateSQL+` AND `+candidateFilterSQL+`
       AND NOT EXISTS (SELECT 1 FROM head)
     ORDER BY order_at, seq
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-SELECT * FROM head UNION ALL SELECT * FROM late`
+SELECT * FROM head UNION ALL SELECT * FROM late`, "{{part}}", "$7")
 
 const candidateFilterSQL = `(concurrency_key IS NULL OR concurrency_key <> ALL ($3::text[]))
       AND id <> ALL ($6::text[])
@@ -192,23 +192,24 @@ const claimTaskSQL = `
 UPDATE {{schema}}.activity_tasks
 SET token = nextval('{{schema}}.lease_tokens')::text, owner = $2, locked_until = $3, ready_at = $3,
     order_at = $3::timestamptz - make_interval(mins => priority)
-WHERE id = $1
+WHERE part = $4 AND id = $1
 RETURNING token`
 
-// claimOrderSQL orders queues by their first claimable task, leaving out
-// those with none: a claim from several queues tries them in this order.
+// claimOrderSQL orders queues by their first claimable task in partition
+// $3, leaving out those with none: a claim from several queues tries them
+// in this order.
 const claimOrderSQL = `
 SELECT q.name
 FROM unnest($1::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT f.order_at, f.seq FROM (
         (SELECT order_at, seq FROM {{schema}}.activity_tasks
-         WHERE queue = q.name AND order_at <= $2 AND ready_at <= $2
+         WHERE part = $3 AND queue = q.name AND order_at <= $2 AND ready_at <= $2
          ORDER BY order_at, seq
          LIMIT 1)
         UNION ALL
         (SELECT order_at, seq FROM {{schema}}.activity_tasks
-         WHERE queue = q.name AND priority < 0 AND order_at > $2 AND ready_at <= $2
+         WHERE part = $3 AND queue = q.name AND priority < 0 AND order_at > $2 AND ready_at <= $2
          ORDER BY order_at, seq
          LIMIT 1)) AS f
     ORDER BY f.order_at, f.seq
@@ -217,10 +218,10 @@ ORDER BY t.order_at, t.seq`
 
 const heartbeatActivitySQL = `
 UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3, order_at = $3::timestamptz - make_interval(mins => priority)
-WHERE id = $1 AND token = $2`
+WHERE part = $4 AND id = $1 AND token = $2`
 
 const taskEnvelopeSQL = `
-SELECT envelope FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2`
+SELECT envelope FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2`
 
 // retryActivitySQL stores the task's next attempt and releases the claim,
 // only while the token matches.
@@ -229,7 +230,7 @@ WITH updated AS (
     UPDATE {{schema}}.activity_tasks
     SET envelope = $3, ready_at = $4, order_at = $4::timestamptz - make_interval(mins => priority),
         token = NULL, owner = NULL, locked_until = NULL
-    WHERE id = $1 AND token = $2
+    WHERE part = $5 AND id = $1 AND token = $2
     RETURNING 1
 )
 SELECT count(*) FROM updated`
@@ -239,7 +240,7 @@ SELECT count(*) FROM updated`
 // task's, as in a round that cancels the task.
 const lockTaskInstanceSQL = `
 SELECT 1 FROM {{schema}}.instances
-WHERE instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2)
+WHERE part = $3 AND instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2)
 FOR NO KEY UPDATE`
 
 // deadLetterActivitySQL removes a claimed task, stores its dead letter
@@ -247,17 +248,17 @@ FOR NO KEY UPDATE`
 // of its instance, only while the token matches.
 const deadLetterActivitySQL = `
 WITH done AS (
-    DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 RETURNING instance_id, envelope
+    DELETE FROM {{schema}}.activity_tasks WHERE part = $15 AND id = $1 AND token = $2 RETURNING instance_id, envelope
 ), letter AS (
-    INSERT INTO {{schema}}.dead_letters (id, instance_id, message, activity, reason, error, node, at, attempts,
+    INSERT INTO {{schema}}.dead_letters (part, id, instance_id, message, activity, reason, error, node, at, attempts,
         status, resolved_by, resolved_at)
-    SELECT $3::text, $4::text, $5::bytea, coalesce($6::bytea, done.envelope), $7::text, $8::text, $9::text,
+    SELECT $15::int, $3::text, $4::text, $5::bytea, coalesce($6::bytea, done.envelope), $7::text, $8::text, $9::text,
         $10::timestamptz, $11::int, $12::text, $13::text, $14::timestamptz
     FROM done
     ON CONFLICT (id) DO NOTHING
 ), incident AS (
-    INSERT INTO {{schema}}.instances (instance_id, incident)
-    SELECT instance_id, $7::text || ': ' || $8::text FROM done
+    INSERT INTO {{schema}}.instances (part, instance_id, incident)
+    SELECT $15::int, instance_id, $7::text || ': ' || $8::text FROM done
     ON CONFLICT (instance_id) DO UPDATE SET incident = EXCLUDED.incident
 )
 SELECT count(*) FROM done`
@@ -265,12 +266,12 @@ SELECT count(*) FROM done`
 const listQueuedActivitiesSQL = `
 SELECT envelope, coalesce(owner, ''), locked_until
 FROM {{schema}}.activity_tasks
-WHERE instance_id = $1
+WHERE part = $2 AND instance_id = $1
 ORDER BY seq`
 
 // ListQueuedActivities implements provider.Store.
 func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueuedActivitiesParams) ([]provider.QueuedActivity, error) {
-	rows, err := s.pool.Query(ctx, s.sql.listQueuedActivities, p.InstanceID)
+	rows, err := s.pool.Query(ctx, s.sql.listQueuedActivities, p.InstanceID, s.part(p.InstanceID))
 	if err != nil {
 		return nil, failf(err, "list activity tasks of %s", p.InstanceID)
 	}
@@ -300,11 +301,11 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueued
 
 const cancelActivitiesSQL = `
 DELETE FROM {{schema}}.activity_tasks
-WHERE instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
+WHERE part = $4 AND instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
 
 // activityArgs are the parameters of enqueueActivitiesSQL for the tasks
 // of p (of two with one id the first wins); nil when there are none.
-func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
+func (s *Store) activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 	if len(p.Tasks) == 0 {
 		return nil, nil
 	}
@@ -315,6 +316,7 @@ func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 		envelopes                          = make([][]byte, 0, n)
 		priorities, limits                 = make([]int32, 0, n), make([]int32, 0, n)
 		names, keys                        = make([]string, 0, n), make([]string, 0, n)
+		parts                              = make([]int32, 0, n)
 		seen                               = make(map[string]bool, n)
 	)
 	for _, t := range p.Tasks {
@@ -332,8 +334,9 @@ func activityArgs(p *provider.EnqueueActivitiesParams) ([]any, error) {
 		order = append(order, provider.OrderAt(t.VisibleAt, t.Priority))
 		priorities, limits = append(priorities, int32(t.Priority)), append(limits, int32(t.ConcurrencyLimit))
 		names, keys = append(names, t.Name), append(keys, t.ConcurrencyKey)
+		parts = append(parts, s.part(t.InstanceID))
 	}
-	return []any{ids, instances, executions, queues, ready, envelopes, priorities, order, names, keys, limits}, nil
+	return []any{ids, instances, executions, queues, ready, envelopes, priorities, order, names, keys, limits, parts}, nil
 }
 
 // ClaimActivity implements provider.Store with one UPDATE … FROM (SELECT …
@@ -348,24 +351,26 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 			return nil, fmt.Errorf("postgres: claim activity task: %w", err)
 		}
 	}
-	queues := p.Queues
-	switch len(queues) {
-	case 0:
-		queues = []string{""}
-	case 1:
-	default:
-		rows, err := s.pool.Query(ctx, s.sql.claimOrder, queues, p.Now)
-		if err == nil {
-			queues, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, part := range s.partsOf(p.Partitions) {
+		queues := p.Queues
+		switch len(queues) {
+		case 0:
+			queues = []string{""}
+		case 1:
+		default:
+			rows, err := s.pool.Query(ctx, s.sql.claimOrder, queues, p.Now, part)
+			if err == nil {
+				queues, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			if err != nil {
+				return nil, failf(err, "claim activity task")
+			}
 		}
-		if err != nil {
-			return nil, failf(err, "claim activity task")
-		}
-	}
-	for _, q := range queues {
-		l, err := s.claimActivity(ctx, q, p)
-		if l != nil || err != nil {
-			return l, err
+		for _, q := range queues {
+			l, err := s.claimActivity(ctx, q, part, p)
+			if l != nil || err != nil {
+				return l, err
+			}
 		}
 	}
 	return nil, nil
@@ -375,9 +380,9 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 // there is none. Concurrent claims of one queue by one owner with the
 // same rate limits are combined into one statement that claims a task
 // for each of them (see combiner).
-func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
+func (s *Store) claimActivity(ctx context.Context, q string, part int32, p *provider.ClaimActivityParams) (*provider.ActivityLease, error) {
 	s.mu.Lock()
-	key := claimKey{queue: q, owner: p.Owner, rates: ratesKey(p.Rates)}
+	key := claimKey{queue: q, part: part, owner: p.Owner, rates: ratesKey(p.Rates)}
 	c := s.claims[key]
 	if c == nil {
 		c = &combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{max: maxCombined}
@@ -385,7 +390,7 @@ func (s *Store) claimActivity(ctx context.Context, q string, p *provider.ClaimAc
 	}
 	s.mu.Unlock()
 	return c.do(ctx, p, func(ctx context.Context, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
-		s.claimActivities(ctx, q, calls)
+		s.claimActivities(ctx, q, part, calls)
 	})
 }
 
@@ -394,7 +399,10 @@ const maxCombined = 64
 
 // claimKey names the claims that may be combined: those of one queue by
 // one owner with one set of rate limits (ratesKey).
-type claimKey struct{ queue, owner, rates string }
+type claimKey struct {
+	queue, owner, rates string
+	part                int32
+}
 
 // ratesKey encodes rate limits for claimKey; "" when there are none.
 func ratesKey(rates []provider.RateLimit) string {
@@ -425,7 +433,7 @@ func rateColumns(rates []provider.RateLimit) (activities, queues []string) {
 // its error and no task; calls beyond the tasks found get none. When the
 // statement stopped at a task with a concurrency key or a rate limit,
 // the calls it did not serve go on, one by one, with claimLimited.
-func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
+func (s *Store) claimActivities(ctx context.Context, q string, part int32, calls []*combined[*provider.ClaimActivityParams, *provider.ActivityLease]) {
 	live := calls[:0:0]
 	var now, until time.Time
 	for _, c := range calls {
@@ -446,7 +454,7 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 	}
 	owner, rates := live[0].in.Owner, live[0].in.Rates
 	activities, queues := rateColumns(rates)
-	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, owner, until, len(live), activities, queues)
+	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, owner, until, len(live), activities, queues, part)
 	if err != nil {
 		for _, c := range live {
 			c.err = failf(err, "claim activity task")
@@ -502,7 +510,7 @@ func (s *Store) claimActivities(ctx context.Context, q string, calls []*combined
 		return
 	}
 	for _, c := range live[i:] {
-		l, err := s.claimLimited(ctx, q, owner, now, until, rates)
+		l, err := s.claimLimited(ctx, q, part, owner, now, until, rates)
 		c.out, c.err = l, err
 		if l == nil {
 			return
@@ -532,7 +540,7 @@ const candidateSavepoint = "chronicle_candidate"
 // A candidate passed over gives back what it took (candidateSavepoint):
 // a claim that fails spends no token, and the transaction holds the lock
 // of at most one key while it waits for another's.
-func (s *Store) claimLimited(ctx context.Context, q, owner string, now, until time.Time, rates []provider.RateLimit) (*provider.ActivityLease, error) {
+func (s *Store) claimLimited(ctx context.Context, q string, part int32, owner string, now, until time.Time, rates []provider.RateLimit) (*provider.ActivityLease, error) {
 	var lease *provider.ActivityLease
 	err := s.inTx(ctx, "claim activity task", func(tx pgx.Tx) error {
 		full, skip := []string{}, []string{}
@@ -546,7 +554,7 @@ func (s *Store) claimLimited(ctx context.Context, q, owner string, now, until ti
 			)
 			b := &pgx.Batch{}
 			b.Queue("SAVEPOINT " + candidateSavepoint)
-			b.Queue(s.sql.claimCandidate, q, now, full, dryActivities, dryQueues, skip)
+			b.Queue(s.sql.claimCandidate, q, now, full, dryActivities, dryQueues, skip, part)
 			err := sendLocked(ctx, tx, b, &id, &env, &token, &oldOwner, &oldUntil, &key, &limit)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
@@ -601,7 +609,7 @@ func (s *Store) claimLimited(ctx context.Context, q, owner string, now, until ti
 				}
 			}
 			var newToken string
-			if err := tx.QueryRow(ctx, s.sql.claimTask, *id, owner, until).Scan(&newToken); err != nil {
+			if err := tx.QueryRow(ctx, s.sql.claimTask, *id, owner, until, part).Scan(&newToken); err != nil {
 				return failf(err, "claim activity task %s", *id)
 			}
 			lease = &provider.ActivityLease{Task: task, Token: newToken, Owner: owner, LockedUntil: until}
@@ -680,7 +688,11 @@ func leaseLost(taskID string) error {
 
 // HeartbeatActivity implements provider.Store.
 func (s *Store) HeartbeatActivity(ctx context.Context, p *provider.HeartbeatActivityParams) error {
-	tag, err := s.rc.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil)
+	part, err := s.taskPart(ctx, p.InstanceID, p.TaskID)
+	if err != nil {
+		return failf(err, "heartbeat activity task %s", p.TaskID)
+	}
+	tag, err := s.rc.Exec(ctx, s.sql.heartbeatActivity, p.TaskID, p.Token, p.LockedUntil, part)
 	if err != nil {
 		return failf(err, "heartbeat activity task %s", p.TaskID)
 	}
@@ -716,19 +728,19 @@ func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provi
 	}
 	// One transaction and round trip: the results' instances locked
 	// first, in id order, then each task's own statement.
-	instances := make([]string, len(calls))
+	instances, parts := make([]string, len(calls)), make([]int32, len(calls))
 	for i, c := range calls {
-		instances[i] = c.in.Result.InstanceID
+		instances[i], parts[i] = c.in.Result.InstanceID, s.part(c.in.Result.InstanceID)
 	}
 	b := &pgx.Batch{}
-	b.Queue(s.sql.lockInstances, instances)
+	b.Queue(s.sql.lockInstances, instances, parts)
 	for _, c := range calls {
-		a, err := newMessageArgs([]provider.Message{c.in.Result}, now)
+		a, err := s.newMessageArgs([]provider.Message{c.in.Result}, now)
 		if err != nil {
 			c.err = fmt.Errorf("postgres: complete activity task %s: %w", c.in.TaskID, err)
 			continue
 		}
-		b.Queue(s.sql.completeActivity, a.args(c.in.TaskID, c.in.Token)...)
+		b.Queue(s.sql.completeActivity, a.args(c.in.TaskID, c.in.Token, s.part(c.in.Result.InstanceID))...)
 	}
 	br := s.rc.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -765,14 +777,14 @@ func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provi
 
 // completeActivity completes one task.
 func (s *Store) completeActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
-	a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
+	a, err := s.newMessageArgs([]provider.Message{p.Result}, p.Now)
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 	}
 	// The result's instance is locked first, as in EnqueueMessages.
 	b := &pgx.Batch{}
-	b.Queue(s.sql.lockInstances, a.instances)
-	b.Queue(s.sql.completeActivity, a.args(p.TaskID, p.Token)...)
+	b.Queue(s.sql.lockInstances, a.instances, a.parts)
+	b.Queue(s.sql.completeActivity, a.args(p.TaskID, p.Token, s.part(p.Result.InstanceID))...)
 	var done, inserted int64
 	if err := sendLocked(ctx, s.rc, b, &done, &inserted); err != nil {
 		return failf(err, "complete activity task %s", p.TaskID)
@@ -790,8 +802,12 @@ func (s *Store) completeActivity(ctx context.Context, p *provider.CompleteActivi
 // writes its next attempt only while the token still matches, so a
 // concurrent change of the claim makes it fail with ErrLeaseLost.
 func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityParams) error {
+	part, err := s.taskPart(ctx, p.InstanceID, p.TaskID)
+	if err != nil {
+		return failf(err, "retry activity task %s", p.TaskID)
+	}
 	var env []byte
-	err := s.pool.QueryRow(ctx, s.sql.taskEnvelope, p.TaskID, p.Token).Scan(&env)
+	err = s.pool.QueryRow(ctx, s.sql.taskEnvelope, p.TaskID, p.Token, part).Scan(&env)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return leaseLost(p.TaskID)
 	}
@@ -808,7 +824,7 @@ func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityPara
 		return fmt.Errorf("postgres: retry activity task %s: %w", p.TaskID, err)
 	}
 	var updated int64
-	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt).Scan(&updated)
+	err = s.rc.QueryRow(ctx, s.sql.retryActivity, p.TaskID, p.Token, env, p.VisibleAt, part).Scan(&updated)
 	if err != nil {
 		return failf(err, "retry activity task %s", p.TaskID)
 	}
@@ -829,9 +845,13 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterAc
 	if err != nil {
 		return fmt.Errorf("postgres: dead-letter activity task %s: %w", p.TaskID, err)
 	}
+	part, err := s.taskPart(ctx, l.InstanceID, p.TaskID)
+	if err != nil {
+		return failf(err, "dead-letter activity task %s", p.TaskID)
+	}
 	b := &pgx.Batch{}
-	b.Queue(s.sql.lockTaskInstance, p.TaskID, p.Token)
-	b.Queue(s.sql.deadLetterActivity, append([]any{p.TaskID, p.Token}, cols...)...)
+	b.Queue(s.sql.lockTaskInstance, p.TaskID, p.Token, part)
+	b.Queue(s.sql.deadLetterActivity, append(append([]any{p.TaskID, p.Token}, cols...), part)...)
 	var done int64
 	if err := sendLocked(ctx, s.rc, b, &done); err != nil {
 		return failf(err, "dead-letter activity task %s", p.TaskID)
@@ -845,6 +865,23 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterAc
 // cancelActivities deletes an execution's queued and claimed tasks; their
 // ids stay in activity_task_ids.
 func (s *Store) cancelActivities(ctx context.Context, db dbtx, p *provider.CancelActivitiesParams) error {
-	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID, p.OtherThan)
+	_, err := db.Exec(ctx, s.sql.cancelActivities, p.InstanceID, p.ExecutionID, p.OtherThan, s.part(p.InstanceID))
 	return failf(err, "cancel activities of %s/%s", p.InstanceID, p.ExecutionID)
 }
+
+// taskPart returns the partition of an activity task of instanceID, or,
+// when instanceID is empty, of the task found by id (in a store of more
+// than one partition, one statement more).
+func (s *Store) taskPart(ctx context.Context, instanceID, taskID string) (int32, error) {
+	if instanceID != "" || s.partitions == 1 {
+		return s.part(instanceID), nil
+	}
+	var part int32
+	err := s.pool.QueryRow(ctx, s.sql.taskPart, taskID).Scan(&part)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // the task is gone: the statement finds nothing
+	}
+	return part, err
+}
+
+const taskPartSQL = `SELECT part FROM {{schema}}.activity_tasks WHERE id = $1`

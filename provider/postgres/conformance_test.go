@@ -23,6 +23,16 @@ func TestConformance(t *testing.T) {
 			return pgtest.NewStore(t, postgres.Options{})
 		})
 	})
+	// A store of 16 partitions: every instance's rows carry its
+	// partition and the dequeue looks at one partition at a time.
+	t.Run("Partitions16", func(t *testing.T) {
+		t.Parallel()
+		providertest.Exercise(t, func(t *testing.T) provider.Store {
+			s := pgtest.NewStore(t, postgres.Options{Partitions: 16})
+			require.Equal(t, 16, s.Partitions())
+			return s
+		})
+	})
 	// A DBA may make another isolation level the default; the store must
 	// not depend on the server's default, so the suite runs again on
 	// connections whose default is REPEATABLE READ.

@@ -15,12 +15,12 @@ import (
 const letterColumnList = `id, instance_id, message, activity, reason, error, node, at, attempts, status, resolved_by, resolved_at`
 
 const insertDeadLetterSQL = `
-INSERT INTO {{schema}}.dead_letters (` + letterColumnList + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+INSERT INTO {{schema}}.dead_letters (part, ` + letterColumnList + `)
+VALUES ($13, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (id) DO NOTHING`
 
 const setIncidentSQL = `
-INSERT INTO {{schema}}.instances (instance_id, incident) VALUES ($1, $2)
+INSERT INTO {{schema}}.instances (part, instance_id, incident) VALUES ($3, $1, $2)
 ON CONFLICT (instance_id) DO UPDATE SET incident = EXCLUDED.incident`
 
 const lockDeadLetterSQL = `
@@ -35,21 +35,21 @@ const refreshIncidentSQL = `
 UPDATE {{schema}}.instances SET incident = coalesce((
     SELECT d.reason || ': ' || d.error
     FROM {{schema}}.dead_letters d
-    WHERE d.instance_id = $1 AND d.status = 'dead'
+    WHERE d.part = $2 AND d.instance_id = $1 AND d.status = 'dead'
     ORDER BY d.at DESC NULLS LAST, d.id DESC
     LIMIT 1), '')
-WHERE instance_id = $1`
+WHERE part = $2 AND instance_id = $1`
 
 const redriveTaskDeleteSQL = `
-DELETE FROM {{schema}}.activity_tasks WHERE id = $1`
+DELETE FROM {{schema}}.activity_tasks WHERE part = $2 AND id = $1`
 
 const redriveTaskIDsSQL = `
-INSERT INTO {{schema}}.activity_task_ids (id, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+INSERT INTO {{schema}}.activity_task_ids (part, id, instance_id) VALUES ($3, $1, $2) ON CONFLICT DO NOTHING`
 
 const redriveTaskInsertSQL = `
-INSERT INTO {{schema}}.activity_tasks (id, instance_id, execution_id, queue, ready_at, envelope,
+INSERT INTO {{schema}}.activity_tasks (part, id, instance_id, execution_id, queue, ready_at, envelope,
     priority, order_at, name, concurrency_key, concurrency_limit)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10::text, ''), CASE WHEN $10::text <> '' THEN $11::int END)`
+VALUES ($12, $1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10::text, ''), CASE WHEN $10::text <> '' THEN $11::int END)`
 
 const selectDeadLetterSQL = `
 SELECT ` + letterColumnList + ` FROM {{schema}}.dead_letters WHERE id = $1`
@@ -146,11 +146,12 @@ func (s *Store) deadLetterRows(ctx context.Context, db dbtx, instanceID string, 
 		if err != nil {
 			return fmt.Errorf("postgres: dead-letter messages of %s: %w", instanceID, err)
 		}
-		b.Queue(s.sql.insertDeadLetter, cols...)
+		b.Queue(s.sql.insertDeadLetter, append(cols, s.part(letters[i].InstanceID))...)
 	}
-	b.Queue(s.sql.ackMessages, instanceID, ids)
+	part := s.part(instanceID)
+	b.Queue(s.sql.ackMessages, instanceID, ids, part)
 	last := letters[len(letters)-1]
-	b.Queue(s.sql.setIncident, instanceID, string(last.Reason)+": "+last.Error)
+	b.Queue(s.sql.setIncident, instanceID, string(last.Reason)+": "+last.Error, part)
 	return failf(db.SendBatch(ctx, b).Close(), "dead-letter messages of %s", instanceID)
 }
 
@@ -227,10 +228,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 					return fmt.Errorf("postgres: redrive dead letter %s: %w", p.ID, err)
 				}
 				b := &pgx.Batch{}
-				b.Queue(s.sql.redriveTaskDelete, t.ID)
-				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID)
+				part := s.part(t.InstanceID)
+				b.Queue(s.sql.redriveTaskDelete, t.ID, part)
+				b.Queue(s.sql.redriveTaskIDs, t.ID, t.InstanceID, part)
 				b.Queue(s.sql.redriveTaskInsert, t.ID, t.InstanceID, t.ExecutionID, t.Queue, t.VisibleAt, env,
-					int32(t.Priority), provider.OrderAt(t.VisibleAt, t.Priority), t.Name, t.ConcurrencyKey, int32(t.ConcurrencyLimit))
+					int32(t.Priority), provider.OrderAt(t.VisibleAt, t.Priority), t.Name, t.ConcurrencyKey, int32(t.ConcurrencyLimit), part)
 				if err := tx.SendBatch(ctx, b).Close(); err != nil {
 					return failf(err, "redrive dead letter %s", p.ID)
 				}
@@ -274,7 +276,7 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 		}
 		b := &pgx.Batch{}
 		b.Queue(s.sql.resolveDeadLetter, p.ID, string(p.Status), p.By, nullTime(p.Now))
-		b.Queue(s.sql.refreshIncident, instanceID)
+		b.Queue(s.sql.refreshIncident, instanceID, s.part(instanceID))
 		return failf(tx.SendBatch(ctx, b).Close(), "resolve dead letter %s", p.ID)
 	})
 	if err != nil {

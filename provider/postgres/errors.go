@@ -26,6 +26,20 @@ const (
 	codeInvalidSchemaName    = "3F000"
 )
 
+// PartitionsError reports a store opened with a partition count
+// ([Options].Partitions) other than the one recorded when it was created.
+type PartitionsError struct {
+	Schema    string
+	Recorded  int
+	Requested int
+}
+
+// Error implements error.
+func (e *PartitionsError) Error() string {
+	return fmt.Sprintf("postgres: schema %s was created with %d partitions, opened with %d; the count cannot change (leave Options.Partitions 0 to use the recorded one)",
+		e.Schema, e.Recorded, e.Requested)
+}
+
 // ErrNotMigrated is matched by a *[NotMigratedError].
 var ErrNotMigrated = errors.New("postgres: schema not migrated")
 

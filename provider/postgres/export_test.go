@@ -18,7 +18,7 @@ func BackendPID(tx provider.Tx) uint32 { return tx.(*roundTx).tx.Conn().PgConn()
 
 // MigrateTo applies the embedded migrations up to version only.
 func MigrateTo(ctx context.Context, s *Store, version int) (int, error) {
-	return migrate(ctx, s.pool, s.schema, version)
+	return migrate(ctx, s.pool, s.schema, version, s.createPartitions)
 }
 
 // DefaultLogger returns the logger of Options without one.

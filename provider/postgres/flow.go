@@ -17,13 +17,13 @@ import (
 // parkInstanceSQL holds an instance until a wake: $2 is
 // provider.ParkedUntil, a hold no clock reaches.
 const parkInstanceSQL = `
-UPDATE {{schema}}.instances SET hold_until = $2 WHERE instance_id = $1`
+UPDATE {{schema}}.instances SET hold_until = $2 WHERE part = $3 AND instance_id = $1`
 
 // wakeInstancesSQL ends the park of the instances named that are parked
 // ($2 is provider.ParkedUntil); it leaves the others as they are.
 const wakeInstancesSQL = `
 UPDATE {{schema}}.instances SET hold_until = NULL
-WHERE instance_id = ANY ($1::text[]) AND hold_until >= $2`
+WHERE part = ANY ($3::int[]) AND instance_id = ANY ($1::text[]) AND hold_until >= $2`
 
 // upsertSlotKeySQL creates the row of a slot key or sets its limit, and
 // so locks it until the round ends: the acquires and releases of one key
@@ -214,7 +214,7 @@ func (t *roundTx) ReleaseSlot(ctx context.Context, p *provider.ReleaseSlotParams
 // instance's hold becomes provider.ParkedUntil.
 func (t *roundTx) ParkInstance(ctx context.Context, p *provider.ParkInstanceParams) error {
 	return t.step(func() error {
-		_, err := deferred{t}.Exec(ctx, t.s.sql.parkInstance, p.InstanceID, provider.ParkedUntil)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.parkInstance, p.InstanceID, provider.ParkedUntil, t.s.part(p.InstanceID))
 		return err
 	})
 }
@@ -227,7 +227,7 @@ func (t *roundTx) WakeInstances(ctx context.Context, p *provider.WakeInstancesPa
 			return nil
 		}
 		ids := slices.Sorted(slices.Values(p.InstanceIDs))
-		_, err := deferred{t}.Exec(ctx, t.s.sql.wakeInstances, ids, provider.ParkedUntil)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.wakeInstances, ids, provider.ParkedUntil, t.s.partsOfInstances(ids))
 		t.enqueuedMessages = true
 		return err
 	})
@@ -240,7 +240,7 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 		return nil
 	}
 	ids := slices.Sorted(slices.Values(p.InstanceIDs))
-	tag, err := s.rc.Exec(ctx, s.sql.wakeInstances, ids, provider.ParkedUntil)
+	tag, err := s.rc.Exec(ctx, s.sql.wakeInstances, ids, provider.ParkedUntil, s.partsOfInstances(ids))
 	if err != nil {
 		return failf(err, "wake %d instances", len(ids))
 	}
@@ -274,7 +274,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 			limits[w.Key] = int32(w.Limit)
 		}
 	}
-	a, err := newMessageArgs(p.Messages, p.Now)
+	a, err := s.newMessageArgs(p.Messages, p.Now)
 	if err != nil {
 		return fmt.Errorf("postgres: enqueue: %w", err)
 	}
@@ -292,7 +292,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 	var inserted int64
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(s.sql.lockInstances, a.instances)
+		b.Queue(s.sql.lockInstances, a.instances, a.parts)
 		b.Queue(s.sql.enqueueMessages, a.args()...)
 		b.Queue(s.sql.lockSlotKeys, keys)
 		br := tx.SendBatch(ctx, b)
@@ -419,4 +419,15 @@ func (s *Store) slotRecords(ctx context.Context, keysSQL string, args ...any) ([
 		return rows.Err()
 	})
 	return out, err
+}
+
+// partsOfInstances returns the distinct partitions of instances.
+func (s *Store) partsOfInstances(ids []string) []int32 {
+	var out []int32
+	for _, id := range ids {
+		if p := s.part(id); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -16,16 +16,16 @@ import (
 
 // planArgs are the EXECUTE arguments of the statements of
 // postgres.QueueStatements, as SQL literals: now is 2026-01-01, a claim
-// of 8 tasks of the default queue without rate limits.
+// of 8 tasks of the default queue without rate limits, partition 0.
 var planArgs = map[string]string{
-	"dequeueLock":       `'2026-01-01T00:00:00Z', '{}'`,
-	"claimActivity":     `'', '2026-01-01T00:00:00Z', 'node', '2026-01-01T00:05:00Z', 8, '{}', '{}'`,
-	"claimCandidate":    `'', '2026-01-01T00:00:00Z', '{k-1}', '{}', '{}', '{}'`,
-	"claimOrder":        `'{"", x}', '2026-01-01T00:00:00Z'`,
+	"dequeueLock":       `'2026-01-01T00:00:00Z', '{}', 0`,
+	"claimActivity":     `'', '2026-01-01T00:00:00Z', 'node', '2026-01-01T00:05:00Z', 8, '{}', '{}', 0`,
+	"claimCandidate":    `'', '2026-01-01T00:00:00Z', '{k-1}', '{}', '{}', '{}', 0`,
+	"claimOrder":        `'{"", x}', '2026-01-01T00:00:00Z', 0`,
 	"countClaims":       `'k-1', '2026-01-01T00:00:00Z'`,
-	"nextOrchestration": `'{}', '9999-12-31T00:00:00Z'`,
-	"nextActivity":      `'{"", x}'`,
-	"anyMessages":       `'{i-1, i-2}'`,
+	"nextOrchestration": `'{}', '9999-12-31T00:00:00Z', 0`,
+	"nextActivity":      `'{"", x}', 0`,
+	"anyMessages":       `'{i-1, i-2}', '{0, 0}'`,
 }
 
 // planUses names an index each statement's plan must walk.
@@ -77,8 +77,18 @@ func TestQueuePlans(t *testing.T) {
 				// The others want their rows in order; a count does not.
 				bad = append(bad, "Bitmap Heap Scan on messages", "Bitmap Heap Scan on activity_tasks")
 			}
-			for _, b := range bad {
-				require.NotContains(t, plan, b, "%s, %s:\n%s", name, state, plan)
+			for i, line := range lines {
+				for _, b := range bad {
+					if !strings.Contains(line, b) {
+						continue
+					}
+					// A bitmap scan of one instance's messages (a probe
+					// by instance id) reads that instance's rows only.
+					if strings.HasPrefix(b, "Bitmap") && i+1 < len(lines) && strings.Contains(lines[i+1], "Recheck Cond: (instance_id = ") {
+						continue
+					}
+					require.Fail(t, "bad plan", "%s, %s: %s:\n%s", name, state, b, plan)
+				}
 			}
 			for i, line := range lines {
 				// A sort may order what the LIMITed scans returned, never

@@ -21,7 +21,7 @@ import (
 // bitmap scan and a sort costly enough to have each execution compiled
 // by JIT (milliseconds a call).
 var loadHistorySQL = `
-SELECT seq, event FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT ` + strconv.Itoa(loadHistoryPageSize)
+SELECT seq, event FROM {{schema}}.history WHERE part = $3 AND instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT ` + strconv.Itoa(loadHistoryPageSize)
 
 // loadHistoryPageSize is the number of events loadHistorySQL reads at most.
 const loadHistoryPageSize = 1000
@@ -31,19 +31,19 @@ const loadHistoryPageSize = 1000
 // present. It then inserts all or, on a unique violation (a concurrent
 // append at the same Seq, or a used idempotency key), nothing.
 const appendHistorySQL = `
-INSERT INTO {{schema}}.history (instance_id, seq, execution_id, kind, class, correlation_id, at, hash, event)
-SELECT $1, e.seq, e.execution_id, e.kind, nullif(e.class, ''), e.correlation_id, e.at, e.hash, e.event
+INSERT INTO {{schema}}.history (part, instance_id, seq, execution_id, kind, class, correlation_id, at, hash, event)
+SELECT $11, $1, e.seq, e.execution_id, e.kind, nullif(e.class, ''), e.correlation_id, e.at, e.hash, e.event
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[], $9::bytea[])
     AS e(seq, execution_id, kind, class, correlation_id, at, hash, event)
-WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.instance_id = $1 AND h.seq >= $10)
-  AND ($10 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.instance_id = $1 AND h.seq = $10 - 1))`
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.instance_id = $1 AND h.seq >= $10)
+  AND ($10 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.instance_id = $1 AND h.seq = $10 - 1))`
 
 // historyHeadSQL reads the last event's seq and hash of an instance.
 const historyHeadSQL = `
-SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 ORDER BY seq DESC LIMIT 1`
+SELECT seq, hash FROM {{schema}}.history WHERE part = $2 AND instance_id = $1 ORDER BY seq DESC LIMIT 1`
 
 const historyTailSQL = `
-SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`
+SELECT seq, hash FROM {{schema}}.history WHERE part = $4 AND instance_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`
 
 // loadHistory reads the events of an instance from fromSeq, decoding the
 // stored canonical bytes; a row that does not decode is reported as a
@@ -51,11 +51,11 @@ SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 AND seq >= $2 OR
 // is not full; on the pool each page is a statement of its own, which
 // sees the appends committed since the previous one (the log only grows
 // at its end, so the pages still join up).
-func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq int64) ([]history.Event, error) {
+func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, part int32, fromSeq int64) ([]history.Event, error) {
 	var out []history.Event
 	next := max(fromSeq, 1)
 	for {
-		n, err := loadHistoryPageFrom(ctx, db, sql, instanceID, next, &out)
+		n, err := loadHistoryPageFrom(ctx, db, sql, instanceID, part, next, &out)
 		if err != nil {
 			return nil, err
 		}
@@ -68,8 +68,8 @@ func loadHistory(ctx context.Context, db dbtx, sql, instanceID string, fromSeq i
 
 // loadHistoryPageFrom appends to out one page of events from fromSeq and
 // returns how many rows it read.
-func loadHistoryPageFrom(ctx context.Context, db dbtx, sql, instanceID string, fromSeq int64, out *[]history.Event) (int, error) {
-	rows, err := db.Query(ctx, sql, instanceID, fromSeq)
+func loadHistoryPageFrom(ctx context.Context, db dbtx, sql, instanceID string, part int32, fromSeq int64, out *[]history.Event) (int, error) {
+	rows, err := db.Query(ctx, sql, instanceID, fromSeq, part)
 	if err != nil {
 		return 0, failf(err, "load history of %s", instanceID)
 	}
@@ -98,7 +98,7 @@ func loadHistoryPageFrom(ctx context.Context, db dbtx, sql, instanceID string, f
 
 // LoadHistory implements provider.Store.
 func (s *Store) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) ([]history.Event, error) {
-	return loadHistory(ctx, s.pool, s.sql.loadHistory, p.InstanceID, p.FromSeq)
+	return loadHistory(ctx, s.pool, s.sql.loadHistory, p.InstanceID, s.part(p.InstanceID), p.FromSeq)
 }
 
 // appendHistory implements provider.Steps.AppendHistory on a transaction. The
@@ -131,7 +131,8 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SAVEPOINT chronicle_append`)
-	b.Queue(s.sql.appendHistory, p.InstanceID, seqs, executions, kinds, classes, correlations, ats, hashes, blobs, first)
+	part := s.part(p.InstanceID)
+	b.Queue(s.sql.appendHistory, p.InstanceID, seqs, executions, kinds, classes, correlations, ats, hashes, blobs, first, part)
 	b.Queue(`RELEASE SAVEPOINT chronicle_append`)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -157,7 +158,7 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 	}
 	// Nothing was written: the log does not end at first-1. A retried
 	// append of events already stored is a success.
-	rows, err := tx.Query(ctx, s.sql.historyTail, p.InstanceID, first, n)
+	rows, err := tx.Query(ctx, s.sql.historyTail, p.InstanceID, first, n, part)
 	if err != nil {
 		return failf(err, "append to %s", p.InstanceID)
 	}

@@ -60,9 +60,17 @@ func LatestSchemaVersion() int { return len(migrations) }
 // advisory lock derived from the schema name, so nodes starting together
 // migrate once and the others wait, then find nothing to do. Migrating an
 // up-to-date schema does nothing. It returns the version reached.
+//
+// A schema created by Migrate (from version 0) records the partition count
+// of [Options].Partitions (1 when it is 0); a schema migrated from an
+// earlier version has one partition.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
-	return migrate(ctx, s.pool, s.schema, len(migrations))
+	return migrate(ctx, s.pool, s.schema, len(migrations), s.createPartitions)
 }
+
+// partitionsMigration is the version of the migration that creates
+// store_settings.
+const partitionsMigration = 9
 
 // SchemaVersion returns the version of the store's schema: the highest
 // migration applied, 0 when the schema or its migrations table does not
@@ -88,7 +96,9 @@ func migrationLockKey(schema string) int64 {
 }
 
 // migrate applies the migrations up to version upTo.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) (version int, err error) {
+// A schema created from version 0 up to partitionsMigration or later
+// records partitions as its partition count.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, upTo, partitions int) (version int, err error) {
 	ident := pgx.Identifier{schema}.Sanitize()
 	err = pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(schema)); err != nil {
@@ -106,6 +116,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) (
 		if version > len(migrations) {
 			return fmt.Errorf("schema %s is at version %d, newer than this package's %d", schema, version, len(migrations))
 		}
+		created := version == 0
 		for _, m := range migrations[min(version, upTo):upTo] {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", ident)); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
@@ -114,6 +125,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) (
 				return fmt.Errorf("record %s: %w", m.name, err)
 			}
 			version = m.version
+		}
+		if created && version >= partitionsMigration && partitions > 1 {
+			if _, err := tx.Exec(ctx, `UPDATE `+ident+`.store_settings SET partitions = $1`, partitions); err != nil {
+				return fmt.Errorf("record the partition count: %w", err)
+			}
 		}
 		return nil
 	})

@@ -50,6 +50,14 @@ type Options struct {
 	// within the interval are coalesced into one. Default 5ms; workers
 	// of this process are woken at once regardless.
 	NotifyInterval time.Duration
+	// Partitions is the partition count of a store this Store creates
+	// (see provider.PartitionOf): it is recorded in the store when its
+	// schema is created, and only then. Zero creates a store of one
+	// partition and opens a store of whatever count it recorded; any
+	// other value must equal the recorded count, or New fails with a
+	// *[PartitionsError]. The count cannot change after creation (see
+	// docs/scaling.md).
+	Partitions int
 }
 
 // withDefaults returns the options with defaults filled in, or an error
@@ -84,11 +92,17 @@ func (o Options) withDefaults() (Options, error) {
 	case o.NotifyInterval < 0:
 		problems = append(problems, fmt.Sprintf("NotifyInterval %v is negative", o.NotifyInterval))
 	}
+	if o.Partitions < 0 || o.Partitions > MaxPartitions {
+		problems = append(problems, fmt.Sprintf("Partitions %d is out of range [0, %d]", o.Partitions, MaxPartitions))
+	}
 	if len(problems) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
 	}
 	return o, nil
 }
+
+// MaxPartitions is the largest partition count a store can have.
+const MaxPartitions = 4096
 
 // DefaultNotifyInterval is the default of [Options].NotifyInterval.
 const DefaultNotifyInterval = 5 * time.Millisecond

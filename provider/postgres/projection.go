@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,19 +42,19 @@ var saveInstanceSQL = func() string {
 		sets = append(sets, fmt.Sprintf("%s = CASE WHEN %s THEN EXCLUDED.%s ELSE i.%s END", c, recNew, c, c))
 	}
 	return `
-INSERT INTO {{schema}}.instances AS i (instance_id, snapshot, snapshot_seq, record_seq, ` + strings.Join(recordColumns, ", ") + `)
-VALUES ($1, $2, $3, $4, ` + strings.Join(params, ", ") + `)
+INSERT INTO {{schema}}.instances AS i (part, instance_id, snapshot, snapshot_seq, record_seq, ` + strings.Join(recordColumns, ", ") + `)
+VALUES ($` + strconv.Itoa(len(recordColumns)+5) + `, $1, $2, $3, $4, ` + strings.Join(params, ", ") + `)
 ON CONFLICT (instance_id) DO UPDATE SET
     ` + strings.Join(sets, ",\n    ") + `
 WHERE ` + snapNew + ` OR ` + recNew
 }()
 
 const saveTaskSQL = `
-INSERT INTO {{schema}}.human_tasks AS t (instance_id, task_id, execution_id, name, status, assignee, roles,
+INSERT INTO {{schema}}.human_tasks AS t (part, instance_id, task_id, execution_id, name, status, assignee, roles,
     payload, result, due, created_at, updated_at, completed_at, seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (task_id) DO UPDATE SET
-    instance_id = EXCLUDED.instance_id, execution_id = EXCLUDED.execution_id, name = EXCLUDED.name, status = EXCLUDED.status,
+    part = EXCLUDED.part, instance_id = EXCLUDED.instance_id, execution_id = EXCLUDED.execution_id, name = EXCLUDED.name, status = EXCLUDED.status,
     assignee = EXCLUDED.assignee, roles = EXCLUDED.roles, payload = EXCLUDED.payload,
     result = EXCLUDED.result, due = EXCLUDED.due, created_at = EXCLUDED.created_at,
     updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at, seq = EXCLUDED.seq
@@ -70,15 +71,15 @@ ORDER BY task_id
 LIMIT 1`
 
 const saveTaskEventSQL = `
-INSERT INTO {{schema}}.human_task_events (instance_id, seq, task_id, kind, actor, at, assignee, detail)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO {{schema}}.human_task_events (part, instance_id, seq, task_id, kind, actor, at, assignee, detail)
+VALUES ($9, $1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (instance_id, seq, task_id) DO NOTHING`
 
 // saveCustomSQL writes a custom record when it replaces the stored one
 // (see provider.CustomRecord.Replaces).
 const saveCustomSQL = `
-INSERT INTO {{schema}}.custom_projections AS c (instance_id, name, version, seq, data)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO {{schema}}.custom_projections AS c (part, instance_id, name, version, seq, data)
+VALUES ($6, $1, $2, $3, $4, $5)
 ON CONFLICT (instance_id, name) DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, data = EXCLUDED.data
 WHERE (EXCLUDED.version = c.version AND EXCLUDED.seq > c.seq) OR (EXCLUDED.version > c.version AND EXCLUDED.seq >= c.seq)`
 
@@ -88,10 +89,10 @@ SELECT ` + recordColumnsSQL + `
 FROM {{schema}}.instances`
 
 const getInstanceSQL = recordSelect + `
-WHERE instance_id = $1 AND record_seq IS NOT NULL`
+WHERE part = $2 AND instance_id = $1 AND record_seq IS NOT NULL`
 
 const getSnapshotSQL = `
-SELECT snapshot, snapshot_seq FROM {{schema}}.instances WHERE instance_id = $1 AND snapshot IS NOT NULL`
+SELECT snapshot, snapshot_seq FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1 AND snapshot IS NOT NULL`
 
 // nullTime maps the zero time to NULL.
 func nullTime(t time.Time) *time.Time {
@@ -146,12 +147,13 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 			attrs, r.CustomStatusText,
 		}
 	}
+	part := s.part(p.InstanceID)
 	if snapshot != nil || recordSeq != nil {
-		b.Queue(s.sql.saveInstance, append([]any{p.InstanceID, snapshot, snapshotSeq, recordSeq}, rec...)...)
+		b.Queue(s.sql.saveInstance, append(append([]any{p.InstanceID, snapshot, snapshotSeq, recordSeq}, rec...), part)...)
 	}
 	for _, t := range p.Tasks {
 		b.Queue(s.sql.saveTask, p.InstanceID, t.TaskID, t.ExecutionID, t.Name, string(t.Status), t.Assignee, t.Roles,
-			t.Payload, t.Result, nullTime(t.Due), nullTime(t.CreatedAt), nullTime(t.UpdatedAt), nullTime(t.CompletedAt), t.Seq)
+			t.Payload, t.Result, nullTime(t.Due), nullTime(t.CreatedAt), nullTime(t.UpdatedAt), nullTime(t.CompletedAt), t.Seq, part)
 	}
 	if len(p.Tasks) > 0 {
 		ids := make([]string, len(p.Tasks))
@@ -171,10 +173,10 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 		})
 	}
 	for _, e := range p.TaskEvents {
-		b.Queue(s.sql.saveTaskEvent, p.InstanceID, e.Seq, e.TaskID, string(e.Kind), e.Actor, nullTime(e.At), e.Assignee, e.Detail)
+		b.Queue(s.sql.saveTaskEvent, p.InstanceID, e.Seq, e.TaskID, string(e.Kind), e.Actor, nullTime(e.At), e.Assignee, e.Detail, part)
 	}
 	for _, c := range p.Custom {
-		b.Queue(s.sql.saveCustom, p.InstanceID, c.Name, c.Version, c.Seq, c.Data)
+		b.Queue(s.sql.saveCustom, p.InstanceID, c.Name, c.Version, c.Seq, c.Data, part)
 	}
 	if b.Len() == 0 {
 		return nil
@@ -217,7 +219,7 @@ func scanRecord(row pgx.Row) (*provider.InstanceRecord, error) {
 
 // GetInstance implements provider.Store.
 func (s *Store) GetInstance(ctx context.Context, instanceID string) (*provider.InstanceRecord, error) {
-	r, err := scanRecord(s.pool.QueryRow(ctx, s.sql.getInstance, instanceID))
+	r, err := scanRecord(s.pool.QueryRow(ctx, s.sql.getInstance, instanceID, s.part(instanceID)))
 	if err != nil {
 		return nil, failf(err, "instance %s", instanceID)
 	}
@@ -230,7 +232,7 @@ func (s *Store) GetSnapshot(ctx context.Context, instanceID string) ([]byte, int
 		data []byte
 		seq  int64
 	)
-	if err := s.pool.QueryRow(ctx, s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
+	if err := s.pool.QueryRow(ctx, s.sql.getSnapshot, instanceID, s.part(instanceID)).Scan(&data, &seq); err != nil {
 		return nil, 0, failf(err, "snapshot of %s", instanceID)
 	}
 	return data, seq, nil

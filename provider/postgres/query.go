@@ -33,11 +33,11 @@ LIMIT $7`
 const listTaskEventsSQL = `
 SELECT instance_id, task_id, seq, kind, actor, at, assignee, detail
 FROM {{schema}}.human_task_events
-WHERE instance_id = $1 AND ($2 = '' OR task_id = $2)
+WHERE part = $3 AND instance_id = $1 AND ($2 = '' OR task_id = $2)
 ORDER BY seq, task_id`
 
 const getCustomSQL = `
-SELECT version, seq, data FROM {{schema}}.custom_projections WHERE instance_id = $1 AND name = $2`
+SELECT version, seq, data FROM {{schema}}.custom_projections WHERE part = $3 AND instance_id = $1 AND name = $2`
 
 // resetInstanceSQL clears the snapshot and record of an instance, keeping
 // its queue state and incident.
@@ -48,13 +48,13 @@ UPDATE {{schema}}.instances SET snapshot = NULL, snapshot_seq = 0, record_seq = 
 		sql += ", " + c + " = NULL"
 	}
 	return sql + `
-WHERE instance_id = $1`
+WHERE part = $2 AND instance_id = $1`
 }()
 
 const (
-	resetTasksSQL      = `DELETE FROM {{schema}}.human_tasks WHERE instance_id = $1`
-	resetTaskEventsSQL = `DELETE FROM {{schema}}.human_task_events WHERE instance_id = $1`
-	resetCustomSQL     = `DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1 AND name = ANY($2)`
+	resetTasksSQL      = `DELETE FROM {{schema}}.human_tasks WHERE part = $2 AND instance_id = $1`
+	resetTaskEventsSQL = `DELETE FROM {{schema}}.human_task_events WHERE part = $2 AND instance_id = $1`
+	resetCustomSQL     = `DELETE FROM {{schema}}.custom_projections WHERE part = $3 AND instance_id = $1 AND name = ANY($2)`
 )
 
 // purgeLockSQL locks the row of an instance to purge, unless a round
@@ -63,45 +63,46 @@ const (
 // which would outlive the instance. Enqueues that come later wait for the
 // purge to end.
 const purgeLockSQL = `
-SELECT record_seq IS NOT NULL, coalesce(status, ''), coalesce(execution_id, '') FROM {{schema}}.instances WHERE instance_id = $1
+SELECT record_seq IS NOT NULL, coalesce(status, ''), coalesce(execution_id, '') FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1
 FOR UPDATE SKIP LOCKED`
 
 // purgeMessagesSQL reads the queued messages of an instance to purge,
 // whose row the purge holds (so no enqueue adds one meanwhile).
 const purgeMessagesSQL = `
-SELECT envelope FROM {{schema}}.messages WHERE instance_id = $1 ORDER BY seq`
+SELECT envelope FROM {{schema}}.messages WHERE part = $2 AND instance_id = $1 ORDER BY seq`
 
 const purgeProbeSQL = `
-SELECT EXISTS (SELECT 1 FROM {{schema}}.instances WHERE instance_id = $1 AND record_seq IS NOT NULL),
-       EXISTS (SELECT 1 FROM {{schema}}.history WHERE instance_id = $1)`
+SELECT EXISTS (SELECT 1 FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1 AND record_seq IS NOT NULL),
+       EXISTS (SELECT 1 FROM {{schema}}.history WHERE part = $2 AND instance_id = $1)`
 
 const purgeTailSQL = `
-SELECT seq, hash FROM {{schema}}.history WHERE instance_id = $1 ORDER BY seq DESC LIMIT 1`
+SELECT seq, hash FROM {{schema}}.history WHERE part = $2 AND instance_id = $1 ORDER BY seq DESC LIMIT 1`
 
-// purgeSQL deletes everything of an instance; $1 is its id.
+// purgeSQL deletes everything of an instance; $1 is its id, $2 its
+// partition.
 var purgeSQL = []string{
-	`DELETE FROM {{schema}}.history WHERE instance_id = $1`,
-	`DELETE FROM {{schema}}.messages WHERE instance_id = $1`,
-	`DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1`,
-	`DELETE FROM {{schema}}.activity_task_ids WHERE instance_id = $1`,
-	`DELETE FROM {{schema}}.dead_letters WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.history WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.messages WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.activity_tasks WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.activity_task_ids WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.dead_letters WHERE part = $2 AND instance_id = $1`,
 	resetTasksSQL, resetTaskEventsSQL,
-	`DELETE FROM {{schema}}.custom_projections WHERE instance_id = $1`,
-	`DELETE FROM {{schema}}.instances WHERE instance_id = $1`,
+	`DELETE FROM {{schema}}.custom_projections WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1`,
 }
 
 // tombstoneSQL adds the tombstone of a purge; those of earlier purges of
 // the id stay.
 const tombstoneSQL = `
-INSERT INTO {{schema}}.tombstones (instance_id, last_seq, last_hash, purged_at, purged_by)
-VALUES ($1, $2, $3, $4, $5)`
+INSERT INTO {{schema}}.tombstones (part, instance_id, last_seq, last_hash, purged_at, purged_by)
+VALUES ($6, $1, $2, $3, $4, $5)`
 
 const getTombstoneSQL = `
-SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1
+SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE part = $2 AND instance_id = $1
 ORDER BY seq DESC LIMIT 1`
 
 const listTombstonesSQL = `
-SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE instance_id = $1
+SELECT last_seq, last_hash, purged_at, purged_by FROM {{schema}}.tombstones WHERE part = $2 AND instance_id = $1
 ORDER BY seq`
 
 // terminalStatuses are the statuses of ended instances.
@@ -168,7 +169,7 @@ func (s *Store) ListTasks(ctx context.Context, p *provider.ListTasksParams) ([]p
 
 // ListTaskEvents implements provider.Store.
 func (s *Store) ListTaskEvents(ctx context.Context, p *provider.ListTaskEventsParams) ([]provider.TaskEventRecord, error) {
-	rows, err := s.pool.Query(ctx, s.sql.listTaskEvents, p.InstanceID, p.TaskID)
+	rows, err := s.pool.Query(ctx, s.sql.listTaskEvents, p.InstanceID, p.TaskID, s.part(p.InstanceID))
 	if err != nil {
 		return nil, failf(err, "list task events of %s", p.InstanceID)
 	}
@@ -193,7 +194,7 @@ func (s *Store) ListTaskEvents(ctx context.Context, p *provider.ListTaskEventsPa
 func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string) (*provider.CustomRecord, error) {
 	c := &provider.CustomRecord{Name: name, InstanceID: instanceID}
 	var version int32
-	if err := s.pool.QueryRow(ctx, s.sql.getCustom, instanceID, name).Scan(&version, &c.Seq, &c.Data); err != nil {
+	if err := s.pool.QueryRow(ctx, s.sql.getCustom, instanceID, name, s.part(instanceID)).Scan(&version, &c.Seq, &c.Data); err != nil {
 		return nil, failf(err, "projection %s of %s", name, instanceID)
 	}
 	c.Version = int(version)
@@ -203,11 +204,12 @@ func (s *Store) GetCustomProjection(ctx context.Context, name, instanceID string
 // resetProjections deletes an instance's projections in one round trip.
 func (s *Store) resetProjections(ctx context.Context, db dbtx, p *provider.ResetProjectionsParams) error {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.resetInstance, p.InstanceID)
-	b.Queue(s.sql.resetTasks, p.InstanceID)
-	b.Queue(s.sql.resetTaskEvents, p.InstanceID)
+	part := s.part(p.InstanceID)
+	b.Queue(s.sql.resetInstance, p.InstanceID, part)
+	b.Queue(s.sql.resetTasks, p.InstanceID, part)
+	b.Queue(s.sql.resetTaskEvents, p.InstanceID, part)
 	if len(p.Custom) > 0 {
-		b.Queue(s.sql.resetCustom, p.InstanceID, p.Custom)
+		b.Queue(s.sql.resetCustom, p.InstanceID, p.Custom, part)
 	}
 	return failf(db.SendBatch(ctx, b).Close(), "reset projections of %s", p.InstanceID)
 }
@@ -227,11 +229,12 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			status    string
 			exec      string
 		)
-		err := tx.QueryRow(ctx, s.sql.purgeLock, p.InstanceID).Scan(&hasRecord, &status, &exec)
+		part := s.part(p.InstanceID)
+		err := tx.QueryRow(ctx, s.sql.purgeLock, p.InstanceID, part).Scan(&hasRecord, &status, &exec)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// No row, or a row a round holds.
 			var hasHistory bool
-			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID).Scan(&hasRecord, &hasHistory); err != nil {
+			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID, part).Scan(&hasRecord, &hasHistory); err != nil {
 				return failf(err, "purge %s", p.InstanceID)
 			}
 			if !hasRecord && !hasHistory {
@@ -244,7 +247,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 		}
 		if !hasRecord {
 			var hasHistory bool
-			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID).Scan(&hasRecord, &hasHistory); err != nil {
+			if err := tx.QueryRow(ctx, s.sql.purgeProbe, p.InstanceID, part).Scan(&hasRecord, &hasHistory); err != nil {
 				return failf(err, "purge %s", p.InstanceID)
 			}
 			if !hasHistory {
@@ -261,15 +264,15 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 			return err
 		}
 		ts = &provider.Tombstone{InstanceID: p.InstanceID, PurgedAt: p.Now, PurgedBy: p.By}
-		err = tx.QueryRow(ctx, s.sql.purgeTail, p.InstanceID).Scan(&ts.LastSeq, &ts.LastHash)
+		err = tx.QueryRow(ctx, s.sql.purgeTail, p.InstanceID, part).Scan(&ts.LastSeq, &ts.LastHash)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return failf(err, "purge %s", p.InstanceID)
 		}
 		b := &pgx.Batch{}
 		for _, sql := range s.sql.purge {
-			b.Queue(sql, p.InstanceID)
+			b.Queue(sql, p.InstanceID, part)
 		}
-		b.Queue(s.sql.tombstone, p.InstanceID, ts.LastSeq, ts.LastHash, nullTime(p.Now), p.By)
+		b.Queue(s.sql.tombstone, p.InstanceID, ts.LastSeq, ts.LastHash, nullTime(p.Now), p.By, part)
 		return failf(tx.SendBatch(ctx, b).Close(), "purge %s", p.InstanceID)
 	})
 	if err != nil {
@@ -283,7 +286,7 @@ func (s *Store) PurgeInstance(ctx context.Context, p *provider.PurgeInstancePara
 // one: a client's restart, or a parent starting a child under an ended
 // child's id): the purge would delete it.
 func (s *Store) purgeKeepsNextRun(ctx context.Context, tx pgx.Tx, instanceID, exec string) error {
-	rows, err := tx.Query(ctx, s.sql.purgeMessages, instanceID)
+	rows, err := tx.Query(ctx, s.sql.purgeMessages, instanceID, s.part(instanceID))
 	if err != nil {
 		return failf(err, "purge %s", instanceID)
 	}
@@ -312,7 +315,7 @@ func (s *Store) purgeKeepsNextRun(ctx context.Context, tx pgx.Tx, instanceID, ex
 func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*provider.Tombstone, error) {
 	ts := &provider.Tombstone{InstanceID: instanceID}
 	var purgedAt *time.Time
-	err := s.pool.QueryRow(ctx, s.sql.getTombstone, instanceID).Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy)
+	err := s.pool.QueryRow(ctx, s.sql.getTombstone, instanceID, s.part(instanceID)).Scan(&ts.LastSeq, &ts.LastHash, &purgedAt, &ts.PurgedBy)
 	if err != nil {
 		return nil, failf(err, "tombstone of %s", instanceID)
 	}
@@ -322,7 +325,7 @@ func (s *Store) GetTombstone(ctx context.Context, instanceID string) (*provider.
 
 // ListTombstones implements provider.Store.
 func (s *Store) ListTombstones(ctx context.Context, instanceID string) ([]provider.Tombstone, error) {
-	rows, err := s.pool.Query(ctx, s.sql.listTombstones, instanceID)
+	rows, err := s.pool.Query(ctx, s.sql.listTombstones, instanceID, s.part(instanceID))
 	if err != nil {
 		return nil, failf(err, "tombstones of %s", instanceID)
 	}

@@ -11,7 +11,8 @@ import (
 
 // enqueueMessagesSQL inserts messages idempotently by id and creates the
 // rows of their instances, with the order key of each ($7, see
-// provider.OrderAt) computed by the caller. Its three verbs are an optional guard CTE, a
+// provider.OrderAt) and the partition of its instance ($8) computed by the
+// caller; the verbs' parameters start at $9. Its three verbs are an optional guard CTE, a
 // filter on the input using it, and an extra leading result column;
 // without them the result is (inserted). The caller announces new work
 // after commit (see announce): a NOTIFY inside the transaction would
@@ -21,8 +22,8 @@ import (
 // column numbers rows in that order, which is the instance's enqueue order.
 const enqueueMessagesSQL = `
 WITH %s input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::text[], $6::bytea[], $7::timestamptz[])
-        WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, order_at, ord)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::text[], $6::bytea[], $7::timestamptz[], $8::int[])
+        WITH ORDINALITY AS t(id, instance_id, visible_at, attempts, last_error, envelope, order_at, part, ord)
     %s
 ), new_instances AS (
     -- Only ids without a row are inserted: ON CONFLICT alone would meet the
@@ -30,14 +31,14 @@ WITH %s input AS (
     -- OFFSET 0 keeps NOT EXISTS a primary-key probe per id: as an
     -- anti-join, a generic plan made while the table was small hashes
     -- the whole instances table, read by a sequential scan.
-    INSERT INTO {{schema}}.instances (instance_id)
-    SELECT DISTINCT instance_id FROM input
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = input.instance_id OFFSET 0)
+    INSERT INTO {{schema}}.instances (part, instance_id)
+    SELECT DISTINCT part, instance_id FROM input
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.part = input.part AND i.instance_id = input.instance_id OFFSET 0)
     ORDER BY instance_id
     ON CONFLICT DO NOTHING
 ), inserted AS (
-    INSERT INTO {{schema}}.messages (id, instance_id, visible_at, attempts, last_error, envelope, order_at)
-    SELECT id, instance_id, visible_at, attempts, last_error, envelope, order_at FROM input ORDER BY ord
+    INSERT INTO {{schema}}.messages (part, id, instance_id, visible_at, attempts, last_error, envelope, order_at)
+    SELECT part, id, instance_id, visible_at, attempts, last_error, envelope, order_at FROM input ORDER BY ord
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
 )
@@ -59,11 +60,11 @@ SELECT %s count(*) FROM inserted`
 // sort.)
 const lockInstancesSQL = `
 SELECT 1
-FROM (SELECT DISTINCT u.id COLLATE "C" AS id FROM unnest($1::text[]) AS u(id) ORDER BY 1) AS ids
+FROM (SELECT DISTINCT u.id COLLATE "C" AS id, u.part FROM unnest($1::text[], $2::int[]) AS u(id, part) ORDER BY 1) AS ids
 CROSS JOIN LATERAL (
-    SELECT 1 FROM {{schema}}.instances i WHERE i.instance_id = ids.id FOR KEY SHARE) AS l`
+    SELECT 1 FROM {{schema}}.instances i WHERE i.part = ids.part AND i.instance_id = ids.id FOR KEY SHARE) AS l`
 
-// dequeueLockSQL locks the instance of the first visible message by
+// dequeueLockSQL locks, in partition $3, the instance of the first visible message by
 // (order_at, seq) — order_at is provider.OrderAt(VisibleAt, Priority) —
 // among instances that are not held, not locked by another transaction
 // (skipped, never waited for) and not in $2: those this transaction took
@@ -90,10 +91,10 @@ WITH head AS (
     CROSS JOIN LATERAL (
         SELECT i.instance_id, i.hold_until IS NOT NULL AS held
         FROM {{schema}}.instances i
-        WHERE i.instance_id = m.instance_id
+        WHERE i.part = $3 AND i.instance_id = m.instance_id
           AND (i.hold_until IS NULL OR i.hold_until <= $1)
         FOR NO KEY UPDATE SKIP LOCKED) AS l
-    WHERE m.order_at <= $1 AND m.visible_at <= $1
+    WHERE m.part = $3 AND m.order_at <= $1 AND m.visible_at <= $1
       AND m.instance_id <> ALL (coalesce($2::text[], '{}'))
     ORDER BY m.order_at, m.seq
     LIMIT 1
@@ -103,10 +104,10 @@ WITH head AS (
     CROSS JOIN LATERAL (
         SELECT i.instance_id, i.hold_until IS NOT NULL AS held
         FROM {{schema}}.instances i
-        WHERE i.instance_id = m.instance_id
+        WHERE i.part = $3 AND i.instance_id = m.instance_id
           AND (i.hold_until IS NULL OR i.hold_until <= $1)
         FOR NO KEY UPDATE SKIP LOCKED) AS l
-    WHERE m.order_at > m.visible_at AND m.order_at > $1 AND m.visible_at <= $1
+    WHERE m.part = $3 AND m.order_at > m.visible_at AND m.order_at > $1 AND m.visible_at <= $1
       AND m.instance_id <> ALL (coalesce($2::text[], '{}'))
       AND NOT EXISTS (SELECT 1 FROM head)
     ORDER BY m.order_at, m.seq
@@ -119,9 +120,9 @@ SELECT instance_id, held FROM late`
 const dequeueLockByIDSQL = `
 SELECT i.instance_id, i.hold_until IS NOT NULL
 FROM {{schema}}.instances i
-WHERE i.instance_id = $2
+WHERE i.part = $3 AND i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
-  AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = $2 AND m.visible_at <= $1)
+  AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.part = $3 AND m.instance_id = $2 AND m.visible_at <= $1)
 FOR NO KEY UPDATE SKIP LOCKED`
 
 // dequeueFetchSQL reads the visible messages of a locked instance. It is a
@@ -131,27 +132,27 @@ FOR NO KEY UPDATE SKIP LOCKED`
 const dequeueFetchSQL = `
 SELECT id, envelope, attempts, last_error
 FROM {{schema}}.messages
-WHERE instance_id = $1 AND visible_at <= $2
+WHERE part = $4 AND instance_id = $1 AND visible_at <= $2
 ORDER BY seq
 LIMIT $3`
 
 const clearHoldSQL = `
-UPDATE {{schema}}.instances SET hold_until = NULL WHERE instance_id = $1 AND hold_until <= $2`
+UPDATE {{schema}}.instances SET hold_until = NULL WHERE part = $3 AND instance_id = $1 AND hold_until <= $2`
 
 const ackMessagesSQL = `
-DELETE FROM {{schema}}.messages WHERE instance_id = $1 AND id = ANY ($2::text[])`
+DELETE FROM {{schema}}.messages WHERE part = $3 AND instance_id = $1 AND id = ANY ($2::text[])`
 
 const abandonMessagesSQL = `
 UPDATE {{schema}}.messages SET attempts = attempts + 1, last_error = $3
-WHERE instance_id = $1 AND id = ANY ($2::text[])`
+WHERE part = $4 AND instance_id = $1 AND id = ANY ($2::text[])`
 
 const holdInstanceSQL = `
-UPDATE {{schema}}.instances SET hold_until = greatest(hold_until, $2) WHERE instance_id = $1`
+UPDATE {{schema}}.instances SET hold_until = greatest(hold_until, $2) WHERE part = $3 AND instance_id = $1`
 
 const listMessagesSQL = `
 SELECT envelope, attempts, last_error
 FROM {{schema}}.messages
-WHERE instance_id = $1
+WHERE part = $3 AND instance_id = $1
 ORDER BY seq
 LIMIT $2`
 
@@ -161,31 +162,48 @@ LIMIT $2`
 // the first), the second held instances whose hold delays a message.
 // Instances in $1 (locked by this store's open rounds) are left out, and
 // so are parked instances (hold $2, provider.ParkedUntil): only a wake
-// makes their messages due.
+// makes their messages due. It looks at partition $3 (the store sends
+// one per partition in one round trip and takes the least). Both parts
+// walk an index in order under LIMIT 1 and probe the other table per row
+// (LATERAL … OFFSET 0, and a LIMITed probe of the instance's messages in
+// seq order): with part = $3 the generic plan's estimates are small, and
+// joins planned on them hashed or bitmap-scanned whole partitions. The
+// probe of a held instance's messages names neither the partition (the
+// instance's messages are in its own) nor an indexable time test ((… <
+// …) IS TRUE), so that it reads the instance's messages
+// (messages_instance) rather than AND a bitmap of them with one of the
+// partition's messages.
 const nextOrchestrationSQL = `
 SELECT least(
     (SELECT m.visible_at
      FROM {{schema}}.messages m
-     JOIN {{schema}}.instances i ON i.instance_id = m.instance_id
-     WHERE (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
-       AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
-     ORDER BY m.visible_at
+     CROSS JOIN LATERAL (
+         SELECT 1 FROM {{schema}}.instances i
+         WHERE i.part = $3 AND i.instance_id = m.instance_id
+           AND (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
+         OFFSET 0) AS l
+     WHERE m.part = $3 AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
+     ORDER BY m.part, m.visible_at
      LIMIT 1),
     (SELECT i.hold_until
      FROM {{schema}}.instances i
-     WHERE i.hold_until IS NOT NULL AND i.hold_until < $2
+     CROSS JOIN LATERAL (
+         SELECT 1 FROM {{schema}}.messages m
+         WHERE m.instance_id = i.instance_id AND (m.visible_at < i.hold_until) IS TRUE
+         LIMIT 1) AS l
+     WHERE i.part = $3 AND i.hold_until IS NOT NULL AND i.hold_until < $2
        AND i.instance_id <> ALL (coalesce($1::text[], '{}'))
-       AND EXISTS (SELECT 1 FROM {{schema}}.messages m
-                   WHERE m.instance_id = i.instance_id AND m.visible_at < i.hold_until)
-     ORDER BY i.hold_until
+     ORDER BY i.part, i.hold_until
      LIMIT 1))`
 
+// nextActivitySQL is the earliest ready time of the activity queues $1 in
+// partition $2.
 const nextActivitySQL = `
 SELECT min(t.ready_at)
 FROM unnest($1::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT ready_at FROM {{schema}}.activity_tasks
-    WHERE queue = q.name
+    WHERE part = $2 AND queue = q.name
     ORDER BY ready_at
     LIMIT 1) AS t`
 
@@ -198,12 +216,13 @@ type messageArgs struct {
 	errors         []string
 	envelopes      [][]byte
 	order          []time.Time
+	parts          []int32
 }
 
 // newMessageArgs prepares msgs for enqueueing at now: zero times take now,
 // and of two messages with one id the first wins, as it would when
 // enqueued one by one.
-func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error) {
+func (s *Store) newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error) {
 	a := &messageArgs{}
 	seen := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
@@ -227,12 +246,13 @@ func newMessageArgs(msgs []provider.Message, now time.Time) (*messageArgs, error
 		a.errors = append(a.errors, lastError)
 		a.envelopes = append(a.envelopes, env)
 		a.order = append(a.order, provider.OrderAt(m.VisibleAt, m.Priority))
+		a.parts = append(a.parts, s.part(m.InstanceID))
 	}
 	return a, nil
 }
 
 func (a *messageArgs) args(extra ...any) []any {
-	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, a.order}, extra...)
+	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, a.order, a.parts}, extra...)
 }
 
 // enqueueMessages runs the enqueue statement on db and reports whether it
@@ -241,12 +261,12 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 	if len(p.Messages) == 0 {
 		return false, nil
 	}
-	a, err := newMessageArgs(p.Messages, p.Now)
+	a, err := s.newMessageArgs(p.Messages, p.Now)
 	if err != nil {
 		return false, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(s.sql.lockInstances, a.instances)
+	b.Queue(s.sql.lockInstances, a.instances, a.parts)
 	b.Queue(s.sql.enqueueMessages, a.args()...)
 	var inserted int64
 	if err := sendLocked(ctx, db, b, &inserted); err != nil {
@@ -280,12 +300,12 @@ func (s *Store) EnqueueStart(ctx context.Context, p *provider.EnqueueStartParams
 			return false, fmt.Errorf("postgres: start of %s: message %s is of instance %s", p.InstanceID, p.Messages[i].ID, p.Messages[i].InstanceID)
 		}
 	}
-	a, err := newMessageArgs(p.Messages, p.Now)
+	a, err := s.newMessageArgs(p.Messages, p.Now)
 	if err != nil {
 		return false, fmt.Errorf("postgres: start of %s: %w", p.InstanceID, err)
 	}
 	var created, inserted int64
-	if err := s.rc.QueryRow(ctx, s.sql.enqueueStart, a.args(p.InstanceID)...).Scan(&created, &inserted); err != nil {
+	if err := s.rc.QueryRow(ctx, s.sql.enqueueStart, a.args(p.InstanceID, s.part(p.InstanceID))...).Scan(&created, &inserted); err != nil {
 		return false, failf(err, "start of %s", p.InstanceID)
 	}
 	if inserted > 0 {
@@ -331,7 +351,7 @@ func (s *Store) ListMessages(ctx context.Context, p *provider.ListMessagesParams
 	if limit <= 0 {
 		limit = 100
 	}
-	msgs, err := s.listMessages(ctx, s.pool, s.sql.listMessages, p.InstanceID, limit)
+	msgs, err := s.listMessages(ctx, s.pool, s.sql.listMessages, p.InstanceID, limit, s.part(p.InstanceID))
 	return msgs, failf(err, "list messages of %s", p.InstanceID)
 }
 
@@ -343,8 +363,9 @@ func (s *Store) ListMessages(ctx context.Context, p *provider.ListMessagesParams
 // round acking those messages.
 func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessagesParams) error {
 	b := &pgx.Batch{}
-	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt)
-	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+	part := s.part(p.InstanceID)
+	b.Queue(s.sql.holdInstance, p.InstanceID, p.VisibleAt, part)
+	b.Queue(s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error, part)
 	return failf(s.rc.SendBatch(ctx, b).Close(), "abandon messages of %s", p.InstanceID)
 }
 
@@ -354,27 +375,49 @@ func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessages
 // completions (see roundTx.lock), so a worker may find the time passed
 // and no instance to dequeue until those rounds end.
 func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
-	var at *time.Time
-	var err error
+	parts := s.partsOf(p.Partitions)
+	b := &pgx.Batch{}
 	switch p.Queue {
 	case provider.QueueOrchestration:
-		err = s.pool.QueryRow(ctx, s.sql.nextOrchestration, s.lockedInstances(), provider.ParkedUntil).Scan(&at)
+		locked := s.lockedInstances()
+		for _, part := range parts {
+			b.Queue(s.sql.nextOrchestration, locked, provider.ParkedUntil, part)
+		}
 	case provider.QueueActivity:
 		queues := p.Queues
 		if len(queues) == 0 {
 			queues = []string{""}
 		}
-		err = s.pool.QueryRow(ctx, s.sql.nextActivity, queues).Scan(&at)
+		for _, part := range parts {
+			b.Queue(s.sql.nextActivity, queues, part)
+		}
 	default:
 		return time.Time{}, false, fmt.Errorf("postgres: unknown queue %q", p.Queue)
+	}
+	// One statement per partition, each a router query of its
+	// partition, in one round trip.
+	var first *time.Time
+	br := s.pool.SendBatch(ctx, b)
+	var err error
+	for range parts {
+		var at *time.Time
+		if err = br.QueryRow().Scan(&at); err != nil {
+			break
+		}
+		if at != nil && (first == nil || at.Before(*first)) {
+			first = at
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
 	}
 	if err != nil {
 		return time.Time{}, false, failf(err, "next visible time of the %s queue", p.Queue)
 	}
-	if at == nil {
+	if first == nil {
 		return time.Time{}, false, nil
 	}
-	return at.UTC(), true, nil
+	return first.UTC(), true, nil
 }
 
 // lockedInstances returns the instances this store's open rounds hold.
@@ -422,4 +465,22 @@ func scanStoredMessages(rows pgx.Rows) ([]storedMessage, error) {
 		out = append(out, sm)
 	}
 	return out, rows.Err()
+}
+
+// partsOf returns the partitions to look at: parts, or every partition of
+// the store when parts is empty. Partitions out of range are left out.
+func (s *Store) partsOf(parts []int) []int32 {
+	out := make([]int32, 0, max(len(parts), s.partitions))
+	if len(parts) == 0 {
+		for i := range s.partitions {
+			out = append(out, int32(i))
+		}
+		return out
+	}
+	for _, p := range parts {
+		if p >= 0 && p < s.partitions {
+			out = append(out, int32(p))
+		}
+	}
+	return out
 }

@@ -140,7 +140,7 @@ func (s *Store) CompletesInRound() bool { return true }
 // matches fails that call with ErrLeaseLost.
 func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
 	return t.step(func() error {
-		a, err := newMessageArgs([]provider.Message{p.Result}, p.Now)
+		a, err := t.s.newMessageArgs([]provider.Message{p.Result}, p.Now)
 		if err != nil {
 			return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
 		}
@@ -151,8 +151,8 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		}
 		t.unsent = &unsentResult{msg: msg, args: a}
 		b := deferred{t}.batch()
-		b.Queue(t.s.sql.lockInstances, a.instances)
-		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token).QueryRow(func(row pgx.Row) error {
+		b.Queue(t.s.sql.lockInstances, a.instances, a.parts)
+		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token, t.s.part(p.Result.InstanceID)).QueryRow(func(row pgx.Row) error {
 			var done int64
 			if err := row.Scan(&done); err != nil {
 				return fmt.Errorf("complete activity task %s: %w", p.TaskID, err)
@@ -162,7 +162,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 			}
 			return nil
 		})
-		b.Queue(t.s.sql.openActivities, p.Result.InstanceID).QueryRow(func(row pgx.Row) error {
+		b.Queue(t.s.sql.openActivities, p.Result.InstanceID, t.s.part(p.Result.InstanceID)).QueryRow(func(row pgx.Row) error {
 			var open bool
 			if err := row.Scan(&open); err != nil {
 				return fmt.Errorf("complete activity task %s: open activities: %w", p.TaskID, err)
@@ -193,7 +193,7 @@ type unsentResult struct {
 // it (see roundTx.unsent): (completed) is 0 when the token no longer
 // matches.
 const deleteTaskSQL = `
-WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 RETURNING 1)
+WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2 RETURNING 1)
 SELECT count(*) FROM done`
 
 // lockInstanceByIDSQL locks an instance that is not held, whatever its
@@ -201,7 +201,7 @@ SELECT count(*) FROM done`
 const lockInstanceByIDSQL = `
 SELECT i.instance_id, i.hold_until IS NOT NULL
 FROM {{schema}}.instances i
-WHERE i.instance_id = $2
+WHERE i.part = $3 AND i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
 FOR NO KEY UPDATE SKIP LOCKED`
 
@@ -243,8 +243,8 @@ func (t *roundTx) consume(instanceID string, ids []string) {
 // queued, visible or not (a probe of the index on instance_id each).
 const anyMessagesSQL = `
 SELECT EXISTS (
-    SELECT 1 FROM unnest($1::text[]) AS u(id)
-    CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = u.id LIMIT 1) AS l)`
+    SELECT 1 FROM unnest($1::text[], $2::int[]) AS u(id, part)
+    CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.messages m WHERE m.part = u.part AND m.instance_id = u.id LIMIT 1) AS l)`
 
 // checkReleased asks, in the round's last round trip, whether the
 // instances it holds still have messages when it ends, and notes the
@@ -259,14 +259,18 @@ func (t *roundTx) checkReleased() {
 		return
 	}
 	t.arrivals = t.s.arrivals.Load()
-	deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked).QueryRow(func(row pgx.Row) error {
+	parts := make([]int32, len(t.locked))
+	for i, id := range t.locked {
+		parts[i] = t.s.part(id)
+	}
+	deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked, parts).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&t.left)
 	})
 }
 
 // openActivitiesSQL tells whether an instance has activity tasks queued
 // or claimed (a probe of the index on instance_id).
-const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE instance_id = $1)`
+const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE part = $2 AND instance_id = $1)`
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where
@@ -434,33 +438,42 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		// the next dequeue, which the end of that round wakes (end).
 		unsent = unsent && !t.busy[p.InstanceID]
 		skip := append(slices.Clone(t.locked), t.s.lockedInstances()...)
-		for {
+		var parts []int32
+		if p.InstanceID != "" {
+			parts = []int32{t.s.part(p.InstanceID)}
+		} else {
+			parts = t.s.partsOf(p.Partitions)
+		}
+		for len(parts) > 0 {
 			var (
 				id   string
 				held bool
 				err  error
 			)
+			part := parts[0]
 			switch {
 			case unsent:
-				err = t.tx.QueryRow(ctx, t.s.sql.lockInstanceByID, p.Now, p.InstanceID).Scan(&id, &held)
+				err = t.tx.QueryRow(ctx, t.s.sql.lockInstanceByID, p.Now, p.InstanceID, part).Scan(&id, &held)
 			case p.InstanceID != "":
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID).Scan(&id, &held)
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID, part).Scan(&id, &held)
 			default:
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip).Scan(&id, &held)
+				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip, part).Scan(&id, &held)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				if unsent {
 					// Held, or locked by another round: the result waits
 					// for a later round, queued.
 					t.insertUnsent()
+					return nil
 				}
-				return nil
+				parts = parts[1:] // nothing (more) in this partition
+				continue
 			}
 			if err != nil {
 				return failf(err, "dequeue: lock an instance")
 			}
 			t.lock(id)
-			msgs, head, err := t.fetch(ctx, id, p, limit, held)
+			msgs, head, err := t.fetch(ctx, id, part, p, limit, held)
 			if err != nil {
 				return err
 			}
@@ -486,6 +499,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			}
 			skip = append(skip, id)
 		}
+		return nil
 	})
 	return batch, err
 }
@@ -517,12 +531,12 @@ const dequeuedSavepoint = "chronicle_dequeued"
 // that has passed, and sets dequeuedSavepoint, in one round trip. Rows
 // whose envelope does not decode are dead-lettered, with their bytes,
 // rather than failing every round that meets them.
-func (t *roundTx) fetch(ctx context.Context, id string, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
+func (t *roundTx) fetch(ctx context.Context, id string, part int32, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
 	b := &pgx.Batch{}
-	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit)
-	b.Queue(t.s.sql.historyHead, id)
+	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit, part)
+	b.Queue(t.s.sql.historyHead, id, part)
 	if held {
-		b.Queue(t.s.sql.clearHold, id, p.Now)
+		b.Queue(t.s.sql.clearHold, id, p.Now, part)
 	}
 	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
@@ -585,7 +599,7 @@ func (t *roundTx) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams
 			return err
 		}
 		var err error
-		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, p.FromSeq)
+		events, err = loadHistory(ctx, t.tx, t.s.sql.loadHistory, p.InstanceID, t.s.part(p.InstanceID), p.FromSeq)
 		return err
 	})
 	return events, err
@@ -597,7 +611,7 @@ func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []by
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
-		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID).Scan(&data, &seq); err != nil {
+		if err := t.tx.QueryRow(ctx, t.s.sql.getSnapshot, instanceID, t.s.part(instanceID)).Scan(&data, &seq); err != nil {
 			return failf(err, "snapshot of %s", instanceID)
 		}
 		return nil
@@ -638,13 +652,13 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 		if len(p.Messages) == 0 {
 			return t.flush(ctx)
 		}
-		a, err := newMessageArgs(p.Messages, p.Now)
+		a, err := t.s.newMessageArgs(p.Messages, p.Now)
 		if err != nil {
 			return fmt.Errorf("postgres: enqueue %d messages: %w", len(p.Messages), err)
 		}
 		var inserted int64
 		b := deferred{t}.batch()
-		b.Queue(t.s.sql.lockInstances, a.instances)
+		b.Queue(t.s.sql.lockInstances, a.instances, a.parts)
 		b.Queue(t.s.sql.enqueueMessages, a.args()...).QueryRow(func(row pgx.Row) error {
 			if err := row.Scan(&inserted); err != nil {
 				return fmt.Errorf("enqueue %d messages: %w", len(a.ids), err)
@@ -660,7 +674,7 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 // EnqueueActivities implements provider.Steps, deferred (see Flush).
 func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivitiesParams) error {
 	return t.step(func() error {
-		args, err := activityArgs(p)
+		args, err := t.s.activityArgs(p)
 		if err != nil || args == nil {
 			return err
 		}
@@ -681,7 +695,7 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 // enqueued task's.
 func (t *roundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.EnqueueClaimedActivityParams) error {
 	return t.step(func() error {
-		args, err := activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
+		args, err := t.s.activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
 		if err != nil {
 			return err
 		}
@@ -730,7 +744,7 @@ func (t *roundTx) AckMessages(ctx context.Context, p *provider.AckMessagesParams
 			return nil
 		}
 		t.consume(p.InstanceID, p.MessageIDs)
-		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.ackMessages, p.InstanceID, p.MessageIDs, t.s.part(p.InstanceID))
 		return err
 	})
 }
@@ -761,8 +775,9 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 			t.unsent = nil
 			b.Queue(t.s.sql.enqueueMessages, u.args.args()...)
 		}
-		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt)
-		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error)
+		part := t.s.part(p.InstanceID)
+		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt, part)
+		b.Queue(t.s.sql.abandonMessages, p.InstanceID, p.MessageIDs, p.Error, part)
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 			return failf(err, "abandon messages of %s", p.InstanceID)
 		}

@@ -62,6 +62,11 @@ type Store struct {
 	claims      map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]
 	completions combiner[*provider.CompleteActivityParams, struct{}]
 
+	// partitions is the store's partition count (recorded in
+	// store_settings); createPartitions the count of Options.Partitions,
+	// recorded when this store creates the schema.
+	partitions, createPartitions int
+
 	// genericPlans caches whether the pool's sessions are on
 	// plan_cache_mode = force_generic_plan (see Store.forcedGeneric).
 	genericPlans atomic.Int32
@@ -91,7 +96,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
-		sql:       newStatements(opts.Schema),
+		sql:              newStatements(opts.Schema),
+		createPartitions: max(opts.Partitions, 1), partitions: 1,
 		locked:    map[string]int{},
 		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},
 		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
@@ -111,7 +117,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		s.ownsPool = true
 	}
 	s.rc = rcPool{s.pool}
-	if err := s.start(ctx, opts.MigrateOnStart); err != nil {
+	if err := s.start(ctx, opts.MigrateOnStart, opts.Partitions); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -124,20 +130,50 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return New(ctx, opts)
 }
 
-func (s *Store) start(ctx context.Context, migrate bool) error {
+func (s *Store) start(ctx context.Context, migrate bool, requested int) error {
+	var v int
+	var err error
 	if migrate {
-		_, err := s.Migrate(ctx)
-		return err
+		v, err = s.Migrate(ctx)
+	} else {
+		v, err = s.SchemaVersion(ctx)
 	}
-	v, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return err
 	}
-	if v != LatestSchemaVersion() {
+	if !migrate && v != LatestSchemaVersion() {
 		s.log.WarnContext(ctx, "chronicle schema is not at the version this package expects; run Migrate",
 			slog.String("schema", s.schema), slog.Int("version", v), slog.Int("expected", LatestSchemaVersion()))
 	}
+	if v >= partitionsMigration {
+		if err := s.readPartitions(ctx); err != nil {
+			return err
+		}
+	}
+	if requested != 0 && v != 0 && requested != s.partitions {
+		return &PartitionsError{Schema: s.schema, Recorded: s.partitions, Requested: requested}
+	}
 	return nil
+}
+
+// readPartitions reads the store's recorded partition count.
+func (s *Store) readPartitions(ctx context.Context) error {
+	var p int32
+	err := s.pool.QueryRow(ctx, `SELECT partitions FROM `+pgx.Identifier{s.schema, "store_settings"}.Sanitize()).Scan(&p)
+	if err != nil {
+		return failf(err, "read the partition count of %s", s.schema)
+	}
+	s.partitions = int(p)
+	return nil
+}
+
+// Partitions implements provider.Partitioned: the store's partition
+// count, recorded when it was created.
+func (s *Store) Partitions() int { return s.partitions }
+
+// part returns the partition of an instance.
+func (s *Store) part(instanceID string) int32 {
+	return int32(provider.PartitionOf(instanceID, s.partitions))
 }
 
 // Close stops the work-hint listener and, when the store opened the pool
@@ -228,6 +264,7 @@ type statements struct {
 	insertLeaves, listCheckpoints, checkpointLeaves            string
 	purge                                                      []string
 	holdLock, insertHold, getHold, releaseHold, listHolds      string
+	taskPart                                                   string
 }
 
 func newStatements(schema string) *statements {
@@ -236,11 +273,11 @@ func newStatements(schema string) *statements {
 	st := &statements{
 		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
 		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
-			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $8 AND token = $9 RETURNING 1),",
+			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE part = $11 AND id = $9 AND token = $10 RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
 		enqueueStart: q(fmt.Sprintf(enqueueMessagesSQL,
-			"created AS (INSERT INTO {{schema}}.instances (instance_id) VALUES ($8) ON CONFLICT DO NOTHING RETURNING 1),",
+			"created AS (INSERT INTO {{schema}}.instances (part, instance_id) VALUES ($10, $9) ON CONFLICT DO NOTHING RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM created)",
 			"(SELECT count(*) FROM created),")),
 		anyMessages: q(anyMessagesSQL), deleteTask: q(deleteTaskSQL), lockInstanceByID: q(lockInstanceByIDSQL),
@@ -278,6 +315,7 @@ func newStatements(schema string) *statements {
 		latestCheckpoint: q(latestCheckpointSQL), checkpointHash: q(checkpointHashSQL), insertCheckpoint: q(insertCheckpointSQL),
 		insertLeaves: q(insertLeavesSQL), listCheckpoints: q(listCheckpointsSQL), checkpointLeaves: q(checkpointLeavesSQL),
 		takenTask: q(takenTaskSQL), listTombstones: q(listTombstonesSQL),
+		taskPart: q(taskPartSQL),
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))

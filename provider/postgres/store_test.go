@@ -160,7 +160,8 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"activity_task_ids", "activity_tasks", "checkpoint_leaves", "checkpoints", "custom_projections", "dead_letters",
-		"flow_keys", "flow_rates", "flow_slots", "history", "human_task_events", "human_tasks", "instances", "legal_holds", "messages", "schema_migrations", "tombstones",
+		"flow_keys", "flow_rates", "flow_slots", "history", "human_task_events", "human_tasks", "instances", "legal_holds", "messages",
+		"partition_leases", "partition_nodes", "schema_migrations", "store_settings", "tombstones",
 	}, tables)
 
 	// The migrated schema works.

@@ -359,6 +359,7 @@ func testListQueuedActivities(t *testing.T, factory Factory) {
 	t.Run("QueuedAndClaimedTasksOfOneInstance", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
+		b.requireOneOrder(t)
 		b.enqueueTasks(t, base, activity("i-1", execID, 3, ""), activity("i-2", execID, 3, ""), activity("i-1", execID, 5, "x"))
 		l := b.claim(t, at(time.Second))
 		require.NotNil(t, l)

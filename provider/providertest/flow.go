@@ -20,6 +20,7 @@ func testPriority(t *testing.T, factory Factory) {
 	t.Run("MessagesByPriority", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
+		b.requireOneOrder(t)
 		low := signal(t, "m-low", "inst-low")
 		b.enqueue(t, base, low)
 		mid := signal(t, "m-mid", "inst-mid")
@@ -52,6 +53,7 @@ func testPriority(t *testing.T, factory Factory) {
 	t.Run("NegativePriorityWaits", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
+		b.requireOneOrder(t)
 		back := signal(t, "m-back", "inst-back")
 		back.Priority = -2
 		b.enqueue(t, base, back)
@@ -63,6 +65,7 @@ func testPriority(t *testing.T, factory Factory) {
 	t.Run("ActivitiesByPriority", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
+		b.requireOneOrder(t)
 		low := activity("inst-a", execID, 2, "")
 		b.enqueueTasks(t, base, low)
 		high := activity("inst-b", execID, 2, "")
@@ -95,6 +98,7 @@ func testActivityLimits(t *testing.T, factory Factory) {
 	t.Run("ConcurrencyKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)
+		b.requireOneOrder(t)
 		keyed := func(inst string, seq int64, key string, limit int) provider.ActivityTask {
 			task := activity(inst, execID, seq, "")
 			task.ConcurrencyKey, task.ConcurrencyLimit = key, limit

@@ -1,0 +1,196 @@
+package chronicle_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chronicleflow/chronicle"
+	"github.com/chronicleflow/chronicle/internal/bench"
+	"github.com/chronicleflow/chronicle/provider"
+	"github.com/chronicleflow/chronicle/provider/postgres"
+	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
+)
+
+// statementLog records the text of every statement a pool's connections
+// run, alone or in a batch.
+type statementLog struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (l *statementLog) add(sql string) {
+	l.mu.Lock()
+	l.seen[sql]++
+	l.mu.Unlock()
+}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.add(d.SQL)
+	return ctx
+}
+
+func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	l.add(d.SQL)
+}
+
+func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// perInstanceTables are the tables whose rows belong to one instance
+// (migration 0009).
+var perInstanceTables = regexp.MustCompile(`\.(instances|history|messages|activity_task_ids|activity_tasks|dead_letters|human_tasks|human_task_events|custom_projections|tombstones|legal_holds)\b`)
+
+// namesPart matches a statement that names a partition: a predicate
+// part = … or an insert of the column.
+var namesPart = regexp.MustCompile(`\bpart = |\(part, `)
+
+// TestPostgresRoundStatementsNamePartition runs W1 on a store of 16
+// partitions with every statement recorded, and checks that each
+// statement on a per-instance table names the partition, as a table
+// distributed by part needs to route it to one shard. The one exception
+// is listed: the count of a concurrency key's live claims, which spans
+// instances by definition (W1 runs without keys, so it is not expected).
+func TestPostgresRoundStatementsNamePartition(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	log := &statementLog{seen: map[string]int{}}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store, err := postgres.New(ctx, postgres.Options{Pool: pool, Schema: pgtest.Schema(t), MigrateOnStart: true, Partitions: 16})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+
+	res, err := bench.Run(ctx, store, bench.Config{Workload: bench.W1, Instances: 40})
+	require.NoError(t, err)
+	require.Equal(t, 40, res.Workflows)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	var checked, missing []string
+	for sql := range log.seen {
+		if !perInstanceTables.MatchString(sql) || strings.Contains(sql, "schema_migrations") || isMigration(sql) {
+			continue
+		}
+		checked = append(checked, sql)
+		if !namesPart.MatchString(sql) {
+			missing = append(missing, sql)
+		}
+	}
+	sort.Strings(missing)
+	require.Empty(t, missing, "statements on per-instance tables that do not name the partition")
+	// The round's statements were seen: dequeue, history, projections,
+	// activities, acks.
+	require.Greater(t, len(checked), 15, "statements checked")
+	for _, want := range []string{"FOR NO KEY UPDATE SKIP LOCKED", "INSERT INTO \"", "DELETE FROM"} {
+		require.True(t, containsAny(checked, want), "a checked statement has %q", want)
+	}
+	t.Logf("%d statements on per-instance tables, each naming its partition", len(checked))
+}
+
+// isMigration reports DDL: the migrations run through the same pool.
+func isMigration(sql string) bool {
+	s := strings.TrimSpace(sql)
+	for _, p := range []string{"CREATE ", "ALTER ", "DROP ", "COMMENT ", "-- "} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return strings.Contains(s, "CREATE TABLE") || strings.Contains(s, "CREATE INDEX")
+}
+
+func containsAny(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPostgresEnginesSplitPartitions runs two engines on one store of 16
+// partitions: they split the partitions between them and run every
+// workflow, and when one stops the other takes its partitions.
+func TestPostgresEnginesSplitPartitions(t *testing.T) {
+	t.Parallel()
+	store := pgtest.NewStore(t, postgres.Options{Partitions: 16})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	newEngine := func(node string) *chronicle.Engine {
+		// Short leases renewed every 100ms, so the test takes no longer
+		// than a few renewals.
+		e, err := chronicle.New(store, chronicle.Options{NodeID: node, SafetyPoll: time.Second, PartitionLease: 300 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, chronicle.RegisterActivity(e, "double", func(_ context.Context, n int) (int, error) { return 2 * n, nil }))
+		require.NoError(t, chronicle.RegisterWorkflow(e, "twice", func(ctx *chronicle.Context, n int) (int, error) {
+			a, err := chronicle.CallActivity[int](ctx, "double", n, nil)
+			if err != nil {
+				return 0, err
+			}
+			return chronicle.CallActivity[int](ctx, "double", a, nil)
+		}))
+		return e
+	}
+	a, b := newEngine("node-a"), newEngine("node-b")
+	runA, stopA := context.WithCancel(ctx)
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Run(runA) }()
+	go func() { doneB <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-doneB)
+	}()
+
+	require.Eventually(t, func() bool {
+		pa, pb := a.Partitions(), b.Partitions()
+		all := append(slices.Clone(pa), pb...)
+		slices.Sort(all)
+		return len(pa) == 8 && len(pb) == 8 && slices.Equal(all, provider.AllPartitions(16))
+	}, time.Minute, 10*time.Millisecond, "the engines split the 16 partitions 8 and 8")
+
+	ids := make([]string, 40)
+	for i := range ids {
+		id, err := a.Start(ctx, "twice", i, &chronicle.StartOptions{InstanceID: fmt.Sprintf("twice-%d", i)})
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	for i, id := range ids {
+		inst, err := b.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, chronicle.StatusCompleted, inst.Status, id)
+		var got int
+		require.NoError(t, inst.Result(&got))
+		require.Equal(t, 4*i, got)
+	}
+
+	stopA()
+	require.NoError(t, <-doneA)
+	require.Eventually(t, func() bool {
+		return slices.Equal(b.Partitions(), provider.AllPartitions(16))
+	}, time.Minute, 10*time.Millisecond, "the engine left takes every partition")
+	id, err := b.Start(ctx, "twice", 100, &chronicle.StartOptions{InstanceID: "twice-after"})
+	require.NoError(t, err)
+	inst, err := b.Wait(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, chronicle.StatusCompleted, inst.Status)
+}

@@ -175,6 +175,13 @@ type RoundStats struct {
 	Stale      int
 	// DeadLettered counts messages moved to the dead-letter store.
 	DeadLettered int
+	// Cold is true when the round read the instance's state from the
+	// store (its stored snapshot and the current execution's events, or
+	// its whole history) because the node's executor cache held none that
+	// was current: a new instance's first round, or one whose executor was
+	// evicted (Options.CacheSize) or is stale. A cold round of a running
+	// instance replays its history.
+	Cold bool
 	// Status is the instance's status after the round.
 	Status Status
 	// Err is set when the round failed and will be retried.

@@ -157,13 +157,14 @@ LIMIT $2`
 // the first), the second held instances whose hold delays a message.
 // Instances in $1 (locked by this store's open rounds) are left out, and
 // so are parked instances (hold $2, provider.ParkedUntil): only a wake
-// makes their messages due.
+// makes their messages due (the messages a park moved past $2 too, see
+// parkShift).
 const nextOrchestrationSQL = `
 SELECT least(
     (SELECT m.visible_at
      FROM {{schema}}.messages m
      JOIN {{schema}}.instances i ON i.instance_id = m.instance_id
-     WHERE (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
+     WHERE (i.hold_until IS NULL OR i.hold_until <= m.visible_at) AND m.visible_at < $2
        AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
      ORDER BY m.visible_at
      LIMIT 1),

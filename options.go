@@ -83,7 +83,9 @@ type Options struct {
 	// deployment should configure the same limits.
 	RateLimits []RateLimit
 	// CacheSize bounds the instances whose executors stay in memory between
-	// rounds. Default 1000; negative disables the cache.
+	// rounds. Default 1000; negative disables the cache. When it is full,
+	// instances that ended or wait for a concurrency slot leave first, then
+	// the least recently used running ones.
 	CacheSize int
 	// SafetyPoll is how often idle workers look for work when no hint
 	// arrives. Default 5s.

@@ -419,7 +419,7 @@ func (e *Engine) observeRounds(ctx context.Context, reps []*round.Report, d time
 		}
 		if o := e.opts.Observer; o != nil {
 			o.Round(RoundStats{InstanceID: rep.InstanceID, ExecutionID: rep.ExecutionID, Duration: d, Appended: rep.Appended,
-				Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Status: rep.Status, Err: rerr})
+				Processed: rep.Processed, Duplicates: rep.Duplicates, Stale: rep.Stale, DeadLettered: rep.DeadLettered, Cold: rep.Cold, Status: rep.Status, Err: rerr})
 		}
 	}
 	if err != nil {

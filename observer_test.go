@@ -66,6 +66,8 @@ func TestObserverNamesInstanceAndExecution(t *testing.T) {
 			require.NoError(t, s.Err)
 		}
 		require.Equal(t, chronicle.StatusCompleted, obs.rounds[1].Status)
+		require.True(t, obs.rounds[0].Cold, "a new instance's first round reads it from the store")
+		require.False(t, obs.rounds[1].Cold, "the next finds its executor cached")
 		require.Len(t, obs.activities, 2)
 		for i, outcome := range []string{"retry", "completed"} {
 			s := obs.activities[i]
@@ -76,6 +78,23 @@ func TestObserverNamesInstanceAndExecution(t *testing.T) {
 			require.Equal(t, exec, s.ExecutionID)
 		}
 		require.Equal(t, obs.activities[0].TaskID, obs.activities[1].TaskID)
+	})
+
+	t.Run("ColdWithoutACache", func(t *testing.T) {
+		t.Parallel()
+		obs := &recorder{}
+		b := setup(t, chronicle.Options{Observer: obs, CacheSize: -1})
+		activity(t, b.engine, "echo", func(_ context.Context, in string) (string, error) { return in, nil })
+		register(t, b.engine, "wf", func(ctx *chronicle.Context, in string) (string, error) {
+			return chronicle.CallActivity[string](ctx, "echo", in, nil)
+		})
+		b.start(t, "wf", "i", "x")
+		b.drain(t)
+		require.Equal(t, "x", result[string](t, b, "i"))
+		require.Len(t, obs.rounds, 2)
+		for _, s := range obs.rounds {
+			require.True(t, s.Cold, "no executor is kept between rounds")
+		}
 	})
 
 	t.Run("DeadLetteredStartNamesItsExecution", func(t *testing.T) {

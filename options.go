@@ -86,7 +86,9 @@ type Options struct {
 	// deployment should configure the same limits.
 	RateLimits []RateLimit
 	// CacheSize bounds the instances whose executors stay in memory between
-	// rounds. Default 1000; negative disables the cache.
+	// rounds. Default 1000; negative disables the cache. When it is full,
+	// instances that ended or wait for a concurrency slot leave first, then
+	// the least recently used running ones.
 	CacheSize int
 	// SafetyPoll is how often idle workers look for work when no hint
 	// arrives. Default 5s.
@@ -184,6 +186,13 @@ type RoundStats struct {
 	Stale      int
 	// DeadLettered counts messages moved to the dead-letter store.
 	DeadLettered int
+	// Cold is true when the round read the instance's state from the
+	// store (its stored snapshot and the current execution's events, or
+	// its whole history) because the node's executor cache held none that
+	// was current: a new instance's first round, or one whose executor was
+	// evicted (Options.CacheSize) or is stale. A cold round of a running
+	// instance replays its history.
+	Cold bool
 	// Status is the instance's status after the round.
 	Status Status
 	// Err is set when the round failed and will be retried.

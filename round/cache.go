@@ -25,9 +25,26 @@ func (e *cacheEntry) close() {
 	}
 }
 
+// idle reports whether the entry's instance runs no execution: its last one
+// ended for good, or it has not started (a start waiting for a concurrency
+// slot). Such an instance seldom has another round, and a waiting start's
+// state is rebuilt from nothing, so the cache gives these entries up before
+// those of running instances.
+func (e *cacheEntry) idle() bool {
+	s := e.snap
+	return s == nil || !s.Started() || (s.Ended && s.Status.Terminal())
+}
+
 // cache is a bounded LRU of instance states. A round takes its entry out and
 // puts it back only when the round committed, so a failed round never
 // leaves half-updated state behind.
+//
+// Entries of running instances are kept in preference to idle ones (see
+// [cacheEntry.idle]): an idle entry goes to the back of the order, where
+// eviction starts. Otherwise an instance's end would push out the state of
+// a running instance, whose next round would then replay its history;
+// this matters most when a concurrency limit keeps about as many instances
+// running as the cache holds, and every end makes room for a woken start.
 type cache struct {
 	mu    sync.Mutex
 	max   int
@@ -74,7 +91,11 @@ func (c *cache) put(e *cacheEntry) {
 			old.close()
 		}
 	}
-	c.items[e.instanceID] = c.order.PushFront(e)
+	if e.idle() {
+		c.items[e.instanceID] = c.order.PushBack(e)
+	} else {
+		c.items[e.instanceID] = c.order.PushFront(e)
+	}
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)

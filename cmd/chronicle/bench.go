@@ -53,6 +53,9 @@ type benchJSON struct {
 	ActivityLimitKeys int `json:"activity_limit_keys,omitempty"`
 	// DB is the database work per workflow, on PostgreSQL.
 	DB *dbWorkJSON `json:"db_per_workflow,omitempty"`
+	// ColdRounds counts the rounds that read their instance's state from
+	// the store instead of the executor cache.
+	ColdRounds int64 `json:"cold_rounds"`
 }
 
 // dbWorkJSON is the database work of a run divided by its workflows.
@@ -279,7 +282,7 @@ func runBench(c *cli, cmd *command, args []string) error {
 			P50Millis: millis(res.P50), P99Millis: millis(res.P99), KiBPerIdle: res.BytesPerIdle / 1024,
 			P50FirstMillis: millis(res.P50First), P50LastMillis: millis(res.P50Last), StartSeconds: res.StartDuration.Seconds(),
 			PeakRSSMiB: float64(res.PeakRSS) / (1 << 20), Checkpoints: res.Checkpoints, Preloaded: preloaded,
-			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys,
+			LimitKeys: *limitKeys, ActivityLimitKeys: *activityLimitKeys, ColdRounds: res.ColdRounds,
 		}
 		if work != nil {
 			row.DB = perWorkflow(work, res.Workflows)
@@ -295,6 +298,9 @@ func runBench(c *cli, cmd *command, args []string) error {
 			fmt.Fprintf(c.stdout, "%-8s %-7s %9d %8.2f %12.1f %8d %10.1f %12.0f %7.1fMiB %7.1fMiB %9s %9s\n",
 				row.Store, row.Workload, row.Instances, row.Seconds, row.WorkflowsPerSecond, row.Rounds, row.RoundsPerSecond,
 				row.AllocsPerRound, row.PeakHeapMiB, row.PeakRSSMiB, lat(row.P50Millis), lat(row.P99Millis))
+			if row.ColdRounds > 0 {
+				fmt.Fprintf(c.stdout, "%-8s %-7s %d cold rounds (state read from the store, not the executor cache)\n", "", "", row.ColdRounds)
+			}
 			if row.StartSeconds > 0 {
 				fmt.Fprintf(c.stdout, "%-8s %-7s started %d workflows in %.2fs from one goroutine\n", "", "", row.Instances, row.StartSeconds)
 			}

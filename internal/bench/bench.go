@@ -156,6 +156,10 @@ type Result struct {
 	// Workflows counts completed workflows (W1, W2) or resumed signals (W3).
 	Workflows int
 	Rounds    int64
+	// ColdRounds counts the rounds that read their instance's state from
+	// the store (RoundStats.Cold): one per new instance, and one for each
+	// replay after its executor left the cache.
+	ColdRounds int64
 	// Activities counts activity attempts.
 	Activities int64
 	// AllocsPerRound is the whole process's allocations divided by rounds.
@@ -201,10 +205,15 @@ type observer struct {
 	resumed            chan struct{}
 	// completed, for BACKLOG only, notes when each instance completed.
 	completed map[string]time.Time
+	// cold counts the cold rounds.
+	cold atomic.Int64
 }
 
 func (o *observer) Round(s chronicle.RoundStats) {
 	o.rounds.Add(1)
+	if s.Cold {
+		o.cold.Add(1)
+	}
 	if s.Err != nil || s.Processed == 0 {
 		return
 	}
@@ -431,7 +440,7 @@ func Run(ctx context.Context, store provider.Store, c Config) (_ *Result, err er
 	res.Duration = time.Since(start)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	res.Rounds, res.Activities = obs.rounds.Load(), obs.activities.Load()
+	res.Rounds, res.Activities, res.ColdRounds = obs.rounds.Load(), obs.activities.Load(), obs.cold.Load()
 	if res.Rounds > 0 {
 		res.AllocsPerRound = float64(after.Mallocs-before.Mallocs) / float64(res.Rounds)
 	}

@@ -150,8 +150,10 @@
 // (limit - holders) waiters, in one round trip each. A rolled-back round
 // undoes its acquire. ParkInstance sets the instance's hold to
 // provider.ParkedUntil, which the dequeue never reaches and
-// NextVisibleAt leaves out; WakeInstances clears only such a hold, and
-// its work is announced after the commit.
+// NextVisibleAt leaves out, and moves the instance's queued messages out
+// of the queue's order (far ahead, by one interval for every column of
+// the order); WakeInstances clears only such a hold, moves the messages
+// back, and its work is announced after the commit.
 //
 // Waits at enqueue ([provider.StartWaiter]): EnqueueWaiting inserts the
 // keys' missing flow_keys rows in a transaction of its own, then enqueues

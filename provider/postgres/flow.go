@@ -14,23 +14,56 @@ import (
 	"github.com/chronicleflow/chronicle/provider"
 )
 
-// parkInstanceSQL holds an instance until a wake: $2 is
-// provider.ParkedUntil, a hold no clock reaches.
+// A parked instance's queued messages are moved out of the queue's order
+// while it is parked: their visible_at and order_at move parkShift ahead,
+// past any time a message is due (provider.ParkedUntil, year 9999), and
+// the wake moves them back. Otherwise they would stay at the head of the
+// queue, before every message queued after them, and each dequeue would
+// read them and probe their held instances before finding work: with a
+// thousand waiting starts, a thousand rows per round. Moving both columns
+// by the same interval keeps each message's order among the others and
+// its place in the partial index of negative priorities; a message at or
+// past parkedFrom is a moved one, and only messages due before
+// provider.ParkedUntil are moved, so a park and a wake are idempotent.
+// Messages enqueued while the instance is parked are not moved; the
+// dequeue passes over them as before.
+const (
+	parkShift  = `interval '100000 years'`
+	parkedFrom = `interval '90000 years'` // after provider.ParkedUntil
+)
+
+// parkInstanceSQL holds an instance until a wake ($2 is
+// provider.ParkedUntil, a hold no clock reaches) and moves its queued
+// messages out of the queue's order.
 const parkInstanceSQL = `
-UPDATE {{schema}}.instances SET hold_until = $2 WHERE part = $3 AND instance_id = $1`
+WITH parked AS (
+    UPDATE {{schema}}.instances SET hold_until = $2 WHERE part = $3 AND instance_id = $1
+)
+UPDATE {{schema}}.messages
+SET visible_at = visible_at + ` + parkShift + `, order_at = order_at + ` + parkShift + `
+WHERE part = $3 AND instance_id = $1 AND visible_at < $2`
 
 // wakeInstancesSQL ends the park of the instances named that are parked
-// ($2 is provider.ParkedUntil); it leaves the others as they are.
+// ($2 is provider.ParkedUntil), and leaves the others as they are; it
+// moves their messages back into the queue's order. The rows it counts
+// are the instances it woke.
 const wakeInstancesSQL = `
+WITH restored AS (
+    UPDATE {{schema}}.messages
+    SET visible_at = visible_at - ` + parkShift + `, order_at = order_at - ` + parkShift + `
+    WHERE part = ANY ($3::int[]) AND instance_id = ANY ($1::text[]) AND visible_at >= $2::timestamptz + ` + parkedFrom + `
+)
 UPDATE {{schema}}.instances SET hold_until = NULL
 WHERE part = ANY ($3::int[]) AND instance_id = ANY ($1::text[]) AND hold_until >= $2`
 
 // upsertSlotKeySQL creates the row of a slot key or sets its limit, and
 // so locks it until the round ends: the acquires and releases of one key
-// are serialized by that row lock.
+// are serialized by that row lock. ON CONFLICT DO UPDATE locks the row
+// also when its WHERE leaves it as it is, so an acquire with the key's
+// current limit writes no new row version.
 const upsertSlotKeySQL = `
 INSERT INTO {{schema}}.flow_keys AS k (key, lim) VALUES ($1, $2)
-ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim`
+ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim WHERE k.lim <> EXCLUDED.lim`
 
 // lockSlotKeySQL locks the row of a slot key for a release; no row, no
 // slot set.
@@ -100,8 +133,9 @@ SELECT key FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key F
 // waitSlotsSQL applies the waits ($1 instances, $2 keys, $3 limits, in
 // input order) at $4 (see provider.StartWaiter): each instance that
 // neither holds nor waits joins the end of its key's waiters, in input
-// order, and is parked (hold $5, provider.ParkedUntil) when its place
-// among the waiters is past the key's free slots under its limit. It runs
+// order, and is parked (hold $5, provider.ParkedUntil; its messages moved
+// out of the queue's order, see parkShift) when its place among the
+// waiters is past the key's free slots under its limit. It runs
 // after lockSlotKeysSQL, in a statement whose snapshot follows the keys'
 // locks, and only for the keys that statement locked.
 const waitSlotsSQL = `
@@ -123,7 +157,11 @@ WITH input AS (
 ), parked AS (
     UPDATE {{schema}}.instances SET hold_until = $5
     WHERE instance_id IN (SELECT instance_id FROM placed WHERE place > lim - holders)
-    RETURNING 1
+    RETURNING instance_id
+), moved AS (
+    UPDATE {{schema}}.messages
+    SET visible_at = visible_at + ` + parkShift + `, order_at = order_at + ` + parkShift + `
+    WHERE instance_id IN (SELECT instance_id FROM placed WHERE place > lim - holders) AND visible_at < $5
 )
 SELECT count(*) FROM parked`
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
@@ -187,4 +188,125 @@ func TestFlowMigration(t *testing.T) {
 		got = append(got, l.Task.InstanceID)
 	}
 	require.Equal(t, []string{"inst-0", "inst-2"}, got, "one token for send-mail, read from the envelope")
+}
+
+// TestParkedMessagesLeaveTheQueueOrder: the queued messages of a parked
+// instance, parked by its enqueue or by a round, are out of the range the
+// dequeue walks (order_at and visible_at up to now), so a dequeue does
+// not read past a thousand waiting starts to find work queued after them;
+// a wake puts them back exactly where they were, and a second park or
+// wake changes nothing.
+func TestParkedMessagesLeaveTheQueueOrder(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := pgtest.NewStore(t, postgres.Options{})
+	conn := adminConn(t)
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	type cols struct{ visible, order time.Time }
+	columns := func() map[string]cols {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT id, visible_at, order_at FROM "+schema+".messages")
+		require.NoError(t, err)
+		out := map[string]cols{}
+		for rows.Next() {
+			var (
+				id string
+				c  cols
+			)
+			require.NoError(t, rows.Scan(&id, &c.visible, &c.order))
+			out[id] = cols{c.visible.UTC(), c.order.UTC()}
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	inRange := func() []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT id FROM "+schema+".messages WHERE order_at <= $1 AND visible_at <= $1 ORDER BY order_at, seq", base.Add(time.Hour))
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return ids
+	}
+	message := func(id, instanceID string, priority int) provider.Message {
+		m, err := provider.NewMessage(id, instanceID, "", id, &history.EventRaised{Name: "poke"})
+		require.NoError(t, err)
+		m.Priority = priority
+		return m
+	}
+
+	var msgs []provider.Message
+	var waits []provider.SlotWait
+	for i := range 20 {
+		id := fmt.Sprintf("w-%02d", i)
+		// Priorities of both signs: a moved message keeps its place
+		// among the others, and its side of the partial index.
+		msgs = append(msgs, message("m-"+id, id, i%3-1))
+		waits = append(waits, provider.SlotWait{InstanceID: id, Key: "k", Limit: 1})
+	}
+	require.NoError(t, s.EnqueueWaiting(ctx, &provider.EnqueueWaitingParams{Messages: msgs, Now: base, Waits: waits}))
+	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{
+		Messages: []provider.Message{message("m-other", "other", 0), message("m-round", "round", 0)}, Now: base.Add(time.Second)}))
+	require.Equal(t, []string{"m-other", "m-round", "m-w-00"}, inRange(),
+		"the first waiter's start (priority -1) and the other messages are in the dequeue's range, the parked starts are not")
+	moved := columns()
+
+	// A round parks an instance: its message leaves the range too; a second
+	// park does not move it again.
+	for range 2 {
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			return tx.(provider.FlowSteps).ParkInstance(ctx, &provider.ParkInstanceParams{InstanceID: "round"})
+		}))
+	}
+	require.Equal(t, []string{"m-other", "m-w-00"}, inRange())
+	require.Equal(t, moved["m-round"].visible.AddDate(100000, 0, 0), columns()["m-round"].visible)
+
+	// Wakes put the messages back where they were enqueued, once.
+	require.NoError(t, s.WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: []string{"w-05", "round"}}))
+	require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+		return tx.(provider.FlowSteps).WakeInstances(ctx, &provider.WakeInstancesParams{InstanceIDs: []string{"w-05", "w-07", "round"}})
+	}))
+	now := columns()
+	for _, id := range []string{"m-w-05", "m-w-07", "m-round"} {
+		want := moved[id]
+		if id != "m-round" {
+			want = cols{want.visible.AddDate(-100000, 0, 0), want.order.AddDate(-100000, 0, 0)}
+		}
+		require.Equal(t, want, now[id], id)
+	}
+	require.Equal(t, cols{base, provider.OrderAt(base, 1)}, now["m-w-05"], "the enqueue's time and order of priority 1")
+	require.Equal(t, []string{"m-w-05", "m-w-07", "m-other", "m-round", "m-w-00"}, inRange(),
+		"woken, they come before the messages queued after them, in their priority order")
+}
+
+// TestAcquireWritesTheKeyOnlyForANewLimit: an acquire locks its key's row
+// but writes a new version of it only when it changes the limit.
+func TestAcquireWritesTheKeyOnlyForANewLimit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := pgtest.NewStore(t, postgres.Options{})
+	conn := adminConn(t)
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	acquire := func(holder string, limit int) {
+		t.Helper()
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			_, err := tx.(provider.FlowSteps).AcquireSlot(ctx, &provider.AcquireSlotParams{Key: "k", Limit: limit, Holder: holder, Now: base})
+			return err
+		}))
+	}
+	version := func() (xmin string, limit int) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, "SELECT xmin::text, lim FROM "+schema+".flow_keys WHERE key = 'k'").Scan(&xmin, &limit))
+		return xmin, limit
+	}
+	acquire("inst-a", 2)
+	first, limit := version()
+	require.Equal(t, 2, limit)
+	acquire("inst-b", 2)
+	acquire("inst-c", 2)
+	again, _ := version()
+	require.Equal(t, first, again, "the same limit: the row is not written")
+	acquire("inst-d", 3)
+	changed, limit := version()
+	require.Equal(t, 3, limit)
+	require.NotEqual(t, first, changed)
 }

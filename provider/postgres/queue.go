@@ -162,7 +162,8 @@ LIMIT $2`
 // the first), the second held instances whose hold delays a message.
 // Instances in $1 (locked by this store's open rounds) are left out, and
 // so are parked instances (hold $2, provider.ParkedUntil): only a wake
-// makes their messages due. It looks at partition $3 (the store sends
+// makes their messages due (the messages a park moved past $2 too, see
+// parkShift). It looks at partition $3 (the store sends
 // one per partition in one round trip and takes the least). Both parts
 // walk an index in order under LIMIT 1 and probe the other table per row
 // (LATERAL … OFFSET 0, and a LIMITed probe of the instance's messages in
@@ -182,7 +183,8 @@ SELECT least(
          WHERE i.part = $3 AND i.instance_id = m.instance_id
            AND (i.hold_until IS NULL OR i.hold_until <= m.visible_at)
          OFFSET 0) AS l
-     WHERE m.part = $3 AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
+     WHERE m.part = $3 AND m.visible_at < $2
+       AND m.instance_id <> ALL (coalesce($1::text[], '{}'))
      ORDER BY m.part, m.visible_at
      LIMIT 1),
     (SELECT i.hold_until

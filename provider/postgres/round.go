@@ -239,12 +239,19 @@ func (t *roundTx) consume(instanceID string, ids []string) {
 	}
 }
 
-// anyMessagesSQL tells whether any of the instances $1 has a message
-// queued, visible or not (a probe of the index on instance_id each).
+// anyMessagesSQL tells whether any of the instances $1 (of partitions $2)
+// has a message queued, visible or not (a probe of the index on
+// instance_id each). The partition is named in a test no index serves
+// ((… = …) IS TRUE), so that the probe reads the instance's messages
+// (messages_instance) rather than AND a bitmap of them with one of the
+// partition's messages.
 const anyMessagesSQL = `
 SELECT EXISTS (
     SELECT 1 FROM unnest($1::text[], $2::int[]) AS u(id, part)
-    CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.messages m WHERE m.part = u.part AND m.instance_id = u.id LIMIT 1) AS l)`
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {{schema}}.messages m
+        WHERE m.instance_id = u.id AND (m.part = u.part) IS TRUE
+        LIMIT 1) AS l)`
 
 // checkReleased asks, in the round's last round trip, whether the
 // instances it holds still have messages when it ends, and notes the

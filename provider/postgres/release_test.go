@@ -109,21 +109,7 @@ func TestRoundReleaseWakes(t *testing.T) {
 
 	t.Run("CompletionRound", func(t *testing.T) {
 		t.Parallel()
-		s := pgtest.NewStore(t, postgres.Options{})
-		enqueueSignals(t, s, releaseT0, releaseSignal(t, "m-1", "inst-a"))
-		task := provider.ActivityTask{
-			ID: provider.ActivityTaskID("inst-a", "exec-1", 2), InstanceID: "inst-a", ExecutionID: "exec-1",
-			ScheduledSeq: 2, Name: "charge", Input: []byte(`1`), Attempt: 1, Timeout: time.Minute,
-		}
-		require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
-			dequeueAck(ctx, t, tx, "inst-a", releaseT0, -1)
-			return tx.EnqueueActivities(ctx, &provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{task}, Now: releaseT0})
-		}))
-		l, err := s.ClaimActivity(t.Context(), &provider.ClaimActivityParams{Owner: "node-1", Now: releaseT0, LockedUntil: releaseT0.Add(time.Minute)})
-		require.NoError(t, err)
-		require.NotNil(t, l)
-		res, err := provider.ActivityOutcome(&l.Task, []byte(`"done"`), nil)
-		require.NoError(t, err)
+		s, l, res := claimedTask(t)
 
 		hint := postgres.OrchestrationHint(s)
 		require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {

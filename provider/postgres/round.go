@@ -443,7 +443,6 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		// The instances the store's other rounds hold are locked: skip
 		// them without a probe. One whose round ends meanwhile is left to
 		// the next dequeue, which the end of that round wakes (end).
-		unsent = unsent && !t.busy[p.InstanceID]
 		skip := append(slices.Clone(t.locked), t.s.lockedInstances()...)
 		var parts []int32
 		if p.InstanceID != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -153,6 +154,15 @@ func Open(msg []byte, origin string, keys *history.Keyring, others ...note.Verif
 		return nil, nil, fmt.Errorf("%w: %v", ErrNoteSignature, err)
 	case err != nil:
 		return nil, nil, fmt.Errorf("%w: %v", ErrMalformedNote, err)
+	}
+	// Base64 decoding ignores the unused low bits of a signature's last
+	// character, so a note whose signature line is written otherwise
+	// verifies as well; a note has one encoding, so it is refused.
+	for _, sig := range append(n.Sigs, n.UnverifiedSigs...) {
+		b, err := base64.StdEncoding.Strict().DecodeString(sig.Base64)
+		if err != nil || base64.StdEncoding.EncodeToString(b) != sig.Base64 {
+			return nil, nil, fmt.Errorf("%w: signature of %s not in canonical base64", ErrMalformedNote, sig.Name)
+		}
 	}
 	signed := false
 	for _, s := range n.Sigs {

@@ -1,9 +1,11 @@
 package tlog_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"net/http/httptest"
@@ -282,4 +284,32 @@ func TestParseAddCheckpoint(t *testing.T) {
 		_, _, _, err := tlog.ParseAddCheckpoint([]byte(bad))
 		require.ErrorIs(t, err, tlog.ErrBadRequest, "%q", bad)
 	}
+}
+
+// TestNoteSignatureInOtherBase64 writes a signature's last character with
+// other unused low bits: the same signature bytes, another note, refused.
+func TestNoteSignatureInOtherBase64(t *testing.T) {
+	t.Parallel()
+	s, keys := newKey(t, "2026-11")
+	msg := string(signedNote(t, s, treeOf(t, 5)))
+	lines := strings.Split(strings.TrimSuffix(msg, "\n"), "\n")
+	last := lines[len(lines)-1]
+	sig := last[strings.LastIndex(last, " ")+1:]
+	want, err := base64.StdEncoding.DecodeString(sig)
+	require.NoError(t, err)
+	k := len(strings.TrimRight(sig, "="))
+	require.Less(t, k, len(sig), "a signature of 68 bytes ends in padding")
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var other string
+	for _, c := range alphabet {
+		alt := sig[:k-1] + string(c) + sig[k:]
+		if got, err := base64.StdEncoding.DecodeString(alt); alt != sig && err == nil && bytes.Equal(got, want) {
+			other = alt
+			break
+		}
+	}
+	require.NotEmpty(t, other, "another writing of the same bytes")
+	edited := strings.Replace(msg, sig, other, 1)
+	_, _, err = tlog.Open([]byte(edited), origin, keys)
+	require.ErrorIs(t, err, tlog.ErrMalformedNote)
 }

@@ -20,6 +20,12 @@ TLOG_FUZZTIME ?= 5s
 TLOG_FUZZ   := FuzzCheckpointNote FuzzConsistencyProof FuzzInclusionProof FuzzWitnessRequest
 # the PostgreSQL server bench-compare runs on (each run in a database of its own)
 CHRONICLE_TEST_PG_URL ?= postgres://root@127.0.0.1:5432/test
+# the coordinator of the local Citus cluster (scripts/citus.sh) when the
+# extension is installed on this machine; the Citus tests skip without it
+ifeq ($(origin CHRONICLE_TEST_CITUS_URL),undefined)
+CHRONICLE_TEST_CITUS_URL := $(shell ./scripts/citus.sh installed && ./scripts/citus.sh url)
+endif
+export CHRONICLE_TEST_CITUS_URL
 # flags for bench-compare, e.g. COMPARE_FLAGS='-runs 1 -workloads W1 -json compare.json'
 COMPARE_FLAGS ?=
 
@@ -87,7 +93,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (those of TLOG_FUZZ for TLOG_FU
 # server) outside the fuzz package; CI runs them verbosely so its output
 # shows that they ran against the server, or the loud message of those
 # skipped without one (the MongoDB replica set, Oracle).
-SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*|TestPostgresUI|TestPostgresNoSequentialScans)$$
+SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*|TestPostgresUI|TestPostgresNoSequentialScans|TestCitus.*|TestKillWorkersCitus)$$
 SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./provider/oracle/ ./cmd/chronicle/ ./internal/killtest/ .
 
 .PHONY: ci

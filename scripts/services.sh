@@ -109,6 +109,21 @@ else
   fi
 fi
 
+# Citus: a local cluster (coordinator and two workers, ports 9700-9702)
+# for the Citus suite, started when the extension is installed on this
+# machine. Citus is not in Debian's packages (docs/scaling.md says how to
+# build it); without it the Citus tests skip. A failure here stops no
+# other service.
+if "$root/scripts/citus.sh" installed; then
+  if "$root/scripts/citus.sh" start; then
+    echo "services: Citus is up: the Citus tests use CHRONICLE_TEST_CITUS_URL=$("$root/scripts/citus.sh" url)"
+  else
+    echo "services: !!! the local Citus cluster did NOT start (see /var/tmp/chronicle-citus/*.log): the Citus tests skip"
+  fi
+else
+  echo "services: !!! Citus is not installed on this machine: the Citus tests (TestCitus*) skip; docs/scaling.md says how to build it"
+fi
+
 # FerretDB: reuse this checkout's, or start one on a port nobody else holds.
 if [ -n "${CHRONICLE_TEST_FERRETDB_URL:-}" ]; then
   echo "services: the MongoDB tests use CHRONICLE_TEST_FERRETDB_URL=$CHRONICLE_TEST_FERRETDB_URL; not starting FerretDB"

@@ -153,11 +153,13 @@ func runBench(c *cli, cmd *command, args []string) error {
 	window := fs.Duration("duration", 3*time.Minute, "with --schedules: how long the firings are measured (whole minutes), from the schedules' first firings")
 	encrypt := fs.Bool("encrypt", false, "start each W1 and BACKLOG workflow with a data subject (one of 1,000), so that its payloads are stored sealed with AES-256-GCM; keys in --keys DIR (made on first use) or else in a temporary directory, made before the run")
 	partitions := fs.Int("partitions", 0, "PostgreSQL: create the benchmark's schema with this many partitions (0: one); the engine leases them")
+	citus := fs.Bool("citus", false, "PostgreSQL: distribute the benchmark's schema by partition on the Citus cluster of the store's coordinator (docs/scaling.md)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
 	c.partitions = *partitions
+	c.citus = *citus
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -579,7 +581,7 @@ func (c *cli) benchStore(keep bool) (provider.Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := postgres.New(c.ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true, Partitions: c.partitions})
+	store, err := postgres.New(c.ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true, Partitions: c.partitions, Citus: c.citus})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

@@ -97,6 +97,8 @@ type cli struct {
 
 	// partitions is the partition count of a benchmark's schema.
 	partitions int
+	// citus distributes a benchmark's schema on a Citus cluster.
+	citus bool
 
 	// Global flags.
 	storeURL string
@@ -232,7 +234,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		{"demo", "", "describe the demo data of the memory store", runDemo},
-		{"migrate", "[--partitions P]", "create or upgrade the PostgreSQL schema", runMigrate},
+		{"migrate", "[--partitions P] [--citus]", "create or upgrade the PostgreSQL schema", runMigrate},
 		{"instances list", "[--where QUERY] [--columns A,B] [--status S] [--workflow W] [--key K] [--from TIME] [--to TIME] [--after ID] [--limit N]", "list instances", runInstancesList},
 		{"instances count", "[--by FIELD] [--where QUERY]", "count instances, grouped by a field", runInstancesCount},
 		{"instance show", "ID", "show an instance: fields, result, open human tasks, dead letters", runInstanceShow},
@@ -288,7 +290,7 @@ func commands() []*command {
 		{"keys kek", "--id KEKID --out FILE", "make a key-encryption key (KEK) for the data keys of --keys DIR", runKeysKEK},
 		{"keys rotate", "(needs --keys DIR --kek NEW [--kek OLD]...)", "re-wrap every data key under the first --kek, so older KEKs can be destroyed", runKeysRotate},
 		{"doctor", "[--key FILE [--published DIR]]", "report incidents, dead letters waiting, failing rounds, projections that fail to fold and, with --key, history the signed checkpoints (and the published ones) contradict", runDoctor},
-		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--preload N] [--partitions P] [--keep]", "run the benchmark workloads and print their numbers", runBench},
+		{"bench", "[--workload W1,W2,W3] [--instances N] [--orchestration-workers N] [--activity-workers N] [--checkpoints D] [--preload N] [--partitions P] [--citus] [--keep]", "run the benchmark workloads and print their numbers", runBench},
 		{"ui", "[--listen HOST:PORT] [--insecure-listen] [--host NAME]... [--actions [--user U] [--roles R1,R2]] [--key FILE]", "serve the operator console in a browser", runUI},
 		{"help", "[COMMAND]", "show this help, or a command's", runHelp},
 	}

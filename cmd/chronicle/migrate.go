@@ -20,6 +20,7 @@ type migrateJSON struct {
 func runMigrate(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
 	partitions := fs.Int("partitions", 0, "PostgreSQL: the partition count of a schema this migration creates (0: one); a schema that exists keeps its count")
+	citus := fs.Bool("citus", false, "PostgreSQL: then distribute the schema's tables by partition on the Citus cluster of the store's coordinator (docs/scaling.md)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -41,10 +42,18 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *citus {
+		if err := store.Distribute(c.ctx); err != nil {
+			return err
+		}
+	}
 	if c.json {
 		return c.printJSON(migrateJSON{Schema: store.Schema(), Version: version, Latest: postgres.LatestSchemaVersion()})
 	}
 	fmt.Fprintf(c.stdout, "schema %s is at version %d (latest %d)\n", store.Schema(), version, postgres.LatestSchemaVersion())
+	if store.Distributed() {
+		fmt.Fprintf(c.stdout, "schema %s is distributed by Citus: %d partitions\n", store.Schema(), store.Partitions())
+	}
 	return nil
 }
 

@@ -121,11 +121,25 @@ func (w *worker) kill(t *testing.T) {
 // and no dead letter was left.
 func TestKillWorkersPostgres(t *testing.T) {
 	url := pgtest.URL(t)
+	testKillWorkers(t, url, pgtest.NewStore(t, postgres.Options{}))
+}
+
+// TestKillWorkersCitus is TestKillWorkersPostgres on a store of 16
+// partitions distributed on the Citus cluster of CHRONICLE_TEST_CITUS_URL
+// (skipped, loudly, without it): the workers open the schema without
+// Options.Citus and find it distributed.
+func TestKillWorkersCitus(t *testing.T) {
+	url := pgtest.CitusURL(t)
+	testKillWorkers(t, url, pgtest.NewCitusStore(t, postgres.Options{Partitions: 16}))
+}
+
+// testKillWorkers runs the kill test on store, whose server the workers
+// reach at url.
+func testKillWorkers(t *testing.T, url string, store *postgres.Store) {
 	const instances, kills = 300, 30
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	store := pgtest.NewStore(t, postgres.Options{})
 	client, err := chronicle.New(store, chronicle.Options{NodeID: "client", Logger: discard()})
 	require.NoError(t, err)
 	require.NoError(t, register(client))

@@ -454,7 +454,11 @@ func (s *Store) claimActivities(ctx context.Context, q string, part int32, calls
 	}
 	owner, rates := live[0].in.Owner, live[0].in.Rates
 	activities, queues := rateColumns(rates)
-	rows, err := s.rc.Query(ctx, s.sql.claimActivity, q, now, owner, until, len(live), activities, queues, part)
+	args := []any{q, now, owner, until, len(live), activities, queues, part}
+	if s.citus {
+		args = append(args, newToken())
+	}
+	rows, err := s.rc.Query(ctx, s.sql.claimActivity, args...)
 	if err != nil {
 		for _, c := range live {
 			c.err = failf(err, "claim activity task")
@@ -608,11 +612,15 @@ func (s *Store) claimLimited(ctx context.Context, q string, part int32, owner st
 					continue
 				}
 			}
-			var newToken string
-			if err := tx.QueryRow(ctx, s.sql.claimTask, *id, owner, until, part).Scan(&newToken); err != nil {
+			args := []any{*id, owner, until, part}
+			if s.citus {
+				args = append(args, newToken())
+			}
+			var taken string
+			if err := tx.QueryRow(ctx, s.sql.claimTask, args...).Scan(&taken); err != nil {
 				return failf(err, "claim activity task %s", *id)
 			}
-			lease = &provider.ActivityLease{Task: task, Token: newToken, Owner: owner, LockedUntil: until}
+			lease = &provider.ActivityLease{Task: task, Token: taken, Owner: owner, LockedUntil: until}
 			if token != nil {
 				lease.Expired = &provider.ExpiredClaim{Owner: deref(oldOwner), LockedUntil: fromNullTime(oldUntil)}
 			}
@@ -716,8 +724,12 @@ func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivi
 // When the transaction fails, each is completed on its own, so that one
 // call's bad result fails only that call.
 func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provider.CompleteActivityParams, struct{}]) {
-	if len(calls) == 1 {
-		calls[0].err = s.completeActivity(ctx, calls[0].in)
+	if len(calls) == 1 || s.citus {
+		// On Citus each completion is a transaction of its own (see
+		// citusCompleteActivity).
+		for _, c := range calls {
+			c.err = s.completeActivity(c.ctx, c.in)
+		}
 		return
 	}
 	now := calls[0].in.Now
@@ -780,6 +792,9 @@ func (s *Store) completeActivity(ctx context.Context, p *provider.CompleteActivi
 	a, err := s.newMessageArgs([]provider.Message{p.Result}, p.Now)
 	if err != nil {
 		return fmt.Errorf("postgres: complete activity task %s: %w", p.TaskID, err)
+	}
+	if s.citus {
+		return s.citusCompleteActivity(ctx, p, a)
 	}
 	// The result's instance is locked first, as in EnqueueMessages.
 	b := &pgx.Batch{}

@@ -330,24 +330,14 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 	var inserted int64
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(s.sql.lockInstances, a.instances, a.parts)
-		b.Queue(s.sql.enqueueMessages, a.args()...)
-		b.Queue(s.sql.lockSlotKeys, keys)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			err = br.QueryRow().Scan(&inserted)
-		}
+		s.queueEnqueue(b, a, true, func(n int64) error { inserted = n; return nil })
 		var locked []string
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				locked, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			}
-		}
-		if closeErr := br.Close(); err == nil {
-			err = closeErr
-		}
+		b.Queue(s.sql.lockSlotKeys, keys).Query(func(rows pgx.Rows) error {
+			var err error
+			locked, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		err := tx.SendBatch(ctx, b).Close()
 		if err != nil || len(locked) == 0 {
 			return err
 		}

@@ -129,23 +129,28 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 		seqs[i], executions[i], kinds[i], correlations[i] = e.Seq, e.ExecutionID, string(e.Kind), e.CorrelationID
 		classes[i], ats[i], hashes[i], blobs[i] = e.Kind.Class(), e.At, e.Hash, history.MarshalEvent(e)
 	}
-	b := &pgx.Batch{}
-	b.Queue(`SAVEPOINT chronicle_append`)
 	part := s.part(p.InstanceID)
-	b.Queue(s.sql.appendHistory, p.InstanceID, seqs, executions, kinds, classes, correlations, ats, hashes, blobs, first, part)
-	b.Queue(`RELEASE SAVEPOINT chronicle_append`)
-	br := tx.SendBatch(ctx, b)
-	_, err := br.Exec()
 	var inserted int64
-	if err == nil {
-		tag, tagErr := br.Exec()
-		inserted, err = tag.RowsAffected(), tagErr
-	}
-	if err == nil {
+	var err error
+	if s.citus {
+		inserted, err = s.citusAppend(ctx, tx, p.InstanceID, part, first, seqs, executions, kinds, classes, correlations, ats, hashes, blobs)
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(`SAVEPOINT chronicle_append`)
+		b.Queue(s.sql.appendHistory, p.InstanceID, seqs, executions, kinds, classes, correlations, ats, hashes, blobs, first, part)
+		b.Queue(`RELEASE SAVEPOINT chronicle_append`)
+		br := tx.SendBatch(ctx, b)
 		_, err = br.Exec()
-	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
+		if err == nil {
+			tag, tagErr := br.Exec()
+			inserted, err = tag.RowsAffected(), tagErr
+		}
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if closeErr := br.Close(); err == nil {
+			err = closeErr
+		}
 	}
 	if err != nil {
 		if _, rbErr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT chronicle_append`); rbErr != nil {

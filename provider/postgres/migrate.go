@@ -65,7 +65,12 @@ func LatestSchemaVersion() int { return len(migrations) }
 // of [Options].Partitions (1 when it is 0); a schema migrated from an
 // earlier version has one partition.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
-	return migrate(ctx, s.pool, s.schema, len(migrations), s.createPartitions)
+	v, err := migrate(ctx, s.pool, s.schema, len(migrations), s.createPartitions)
+	if err == nil && v >= partitionsMigration {
+		// A schema this call created has the count just recorded.
+		err = s.readPartitions(ctx)
+	}
+	return v, err
 }
 
 // partitionsMigration is the version of the migration that creates

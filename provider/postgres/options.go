@@ -58,6 +58,14 @@ type Options struct {
 	// *[PartitionsError]. The count cannot change after creation (see
 	// docs/scaling.md).
 	Partitions int
+	// Citus distributes the store's tables on the Citus cluster whose
+	// coordinator the connection names (see [Store.Distribute] and
+	// docs/scaling.md): with MigrateOnStart, New distributes them after
+	// migrating, unless they are already. A store opened without Citus
+	// on a distributed schema finds out by itself and uses the same
+	// statements; Citus without MigrateOnStart only requires that the
+	// schema be distributed.
+	Citus bool
 }
 
 // withDefaults returns the options with defaults filled in, or an error

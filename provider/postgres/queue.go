@@ -268,10 +268,9 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 		return false, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(s.sql.lockInstances, a.instances, a.parts)
-	b.Queue(s.sql.enqueueMessages, a.args()...)
 	var inserted int64
-	if err := sendLocked(ctx, db, b, &inserted); err != nil {
+	s.queueEnqueue(b, a, true, func(n int64) error { inserted = n; return nil })
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
 	}
 	return inserted > 0, nil
@@ -305,6 +304,9 @@ func (s *Store) EnqueueStart(ctx context.Context, p *provider.EnqueueStartParams
 	a, err := s.newMessageArgs(p.Messages, p.Now)
 	if err != nil {
 		return false, fmt.Errorf("postgres: start of %s: %w", p.InstanceID, err)
+	}
+	if s.citus {
+		return s.citusEnqueueStart(ctx, p, a)
 	}
 	var created, inserted int64
 	if err := s.rc.QueryRow(ctx, s.sql.enqueueStart, a.args(p.InstanceID, s.part(p.InstanceID))...).Scan(&created, &inserted); err != nil {

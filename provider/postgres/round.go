@@ -151,7 +151,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		}
 		t.unsent = &unsentResult{msg: msg, args: a}
 		b := deferred{t}.batch()
-		b.Queue(t.s.sql.lockInstances, a.instances, a.parts)
+		t.s.queueLock(b, a.instances, a.parts)
 		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token, t.s.part(p.Result.InstanceID)).QueryRow(func(row pgx.Row) error {
 			var done int64
 			if err := row.Scan(&done); err != nil {
@@ -216,11 +216,7 @@ func (t *roundTx) insertUnsent() {
 	}
 	t.unsent = nil
 	id, instanceID := u.msg.ID, u.msg.InstanceID
-	deferred{t}.batch().Queue(t.s.sql.enqueueMessages, u.args.args()...).QueryRow(func(row pgx.Row) error {
-		var inserted int64
-		if err := row.Scan(&inserted); err != nil {
-			return fmt.Errorf("enqueue the result %s: %w", id, err)
-		}
+	t.s.queueEnqueue(deferred{t}.batch(), u.args, false, func(inserted int64) error {
 		if inserted > 0 {
 			if t.results == nil {
 				t.results = map[string]string{}
@@ -270,9 +266,29 @@ func (t *roundTx) checkReleased() {
 	for i, id := range t.locked {
 		parts[i] = t.s.part(id)
 	}
-	deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked, parts).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&t.left)
-	})
+	if !t.s.citus {
+		deferred{t}.batch().Queue(t.s.sql.anyMessages, t.locked, parts).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&t.left)
+		})
+		return
+	}
+	// One router query per partition (citusAnyMessagesSQL).
+	t.left = false
+	order, groups := partGroups(parts)
+	for _, p := range order {
+		ids := make([]string, 0, len(groups[p]))
+		for _, i := range groups[p] {
+			ids = append(ids, t.locked[i])
+		}
+		deferred{t}.batch().Queue(t.s.sql.citusAnyMessages, ids, p).QueryRow(func(row pgx.Row) error {
+			var left bool
+			if err := row.Scan(&left); err != nil {
+				return err
+			}
+			t.left = t.left || left
+			return nil
+		})
+	}
 }
 
 // openActivitiesSQL tells whether an instance has activity tasks queued
@@ -663,12 +679,8 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 			return fmt.Errorf("postgres: enqueue %d messages: %w", len(p.Messages), err)
 		}
 		var inserted int64
-		b := deferred{t}.batch()
-		b.Queue(t.s.sql.lockInstances, a.instances, a.parts)
-		b.Queue(t.s.sql.enqueueMessages, a.args()...).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&inserted); err != nil {
-				return fmt.Errorf("enqueue %d messages: %w", len(a.ids), err)
-			}
+		t.s.queueEnqueue(deferred{t}.batch(), a, true, func(n int64) error {
+			inserted = n
 			return nil
 		})
 		err = t.flush(ctx)
@@ -779,7 +791,7 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 			// The result is queued (an ack or dead letter of it is
 			// undone), and counts the failed delivery.
 			t.unsent = nil
-			b.Queue(t.s.sql.enqueueMessages, u.args.args()...)
+			t.s.queueEnqueue(b, u.args, false, nil)
 		}
 		part := t.s.part(p.InstanceID)
 		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt, part)

@@ -71,6 +71,10 @@ type Store struct {
 	// plan_cache_mode = force_generic_plan (see Store.forcedGeneric).
 	genericPlans atomic.Int32
 
+	// citus is whether the store's tables are distributed by Citus (see
+	// Store.Distribute); the statements are then their Citus forms.
+	citus bool
+
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
 	// commit whose outcome the caller cannot know.
@@ -96,7 +100,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: opts.Pool, schema: opts.Schema, log: opts.Logger,
-		sql:              newStatements(opts.Schema),
+		sql:              newStatements(opts.Schema, false),
 		createPartitions: max(opts.Partitions, 1), partitions: 1,
 		locked:    map[string]int{},
 		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},
@@ -118,6 +122,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.rc = rcPool{s.pool}
 	if err := s.start(ctx, opts.MigrateOnStart, opts.Partitions); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.startCitus(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -265,11 +273,19 @@ type statements struct {
 	purge                                                      []string
 	holdLock, insertHold, getHold, releaseHold, listHolds      string
 	taskPart                                                   string
+
+	// The statements only a store distributed by Citus runs (citus.go).
+	citusLock, citusNewInstances, citusStart, citusAnyMessages string
+	citusAppendCheck                                           string
+	citusMessages, citusHistory                                map[int]string
 }
 
-func newStatements(schema string) *statements {
+func newStatements(schema string, citus bool) *statements {
 	r := strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize())
 	q := func(sql string) string { return r.Replace(sql) }
+	if citus {
+		q = func(sql string) string { return citusForm(r.Replace(sql)) }
+	}
 	st := &statements{
 		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
 		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
@@ -319,6 +335,26 @@ func newStatements(schema string) *statements {
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))
+	}
+	if citus {
+		// Citus refuses volatile functions in an UPDATE of a distributed
+		// table: the claims' tokens come from the store (newToken).
+		nextToken := q(`nextval('{{schema}}.lease_tokens')::text`)
+		st.claimActivity = strings.Replace(st.claimActivity, nextToken, `$9::text || '/' || t.id`, 1)
+		st.claimTask = strings.Replace(st.claimTask, nextToken, `$5::text || '/' || id`, 1)
+		// The probe of a held instance's messages names the partition:
+		// Citus joins distributed tables only on the distribution column.
+		st.nextOrchestration = strings.Replace(st.nextOrchestration,
+			"WHERE m.instance_id = i.instance_id AND (m.visible_at < i.hold_until) IS TRUE",
+			"WHERE m.part = $3 AND m.instance_id = i.instance_id AND m.visible_at < i.hold_until", 1)
+		st.citusLock, st.citusNewInstances, st.citusStart = q(citusLockSQL), q(citusNewInstancesSQL), q(citusStartSQL)
+		st.citusAnyMessages = q(citusAnyMessagesSQL)
+		st.citusAppendCheck = q(citusAppendCheckSQL)
+		st.citusMessages, st.citusHistory = map[int]string{}, map[int]string{}
+		for _, n := range citusChunks {
+			st.citusMessages[n] = q(citusMessagesSQL(n))
+			st.citusHistory[n] = q(citusHistorySQL(n))
+		}
 	}
 	return st
 }

@@ -133,3 +133,67 @@ func NewStore(t testing.TB, opts postgres.Options) *postgres.Store {
 	t.Cleanup(s.Close)
 	return s
 }
+
+// EnvCitusURL is the environment variable naming the coordinator of a
+// Citus cluster for the Citus tests (scripts/citus.sh url). A database on
+// it must have the citus extension and the workers added.
+const EnvCitusURL = "CHRONICLE_TEST_CITUS_URL"
+
+// CitusURL returns the Citus coordinator of EnvCitusURL. When the variable
+// is unset it skips the test with a loud message, under CI=true too:
+// Citus is not in Debian's packages and cannot be installed from this
+// repository's files (docs/scaling.md says how to build it, and
+// scripts/services.sh starts a local cluster when it is installed). A set
+// but unreachable coordinator fails the test.
+func CitusURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(EnvCitusURL)
+	if url == "" {
+		t.Skip("!!! " + EnvCitusURL + " is unset: skipping the Citus test. Citus is not in Debian's packages and cannot be " +
+			"installed from this repository's files; build it as docs/scaling.md says, and make services starts a local " +
+			"cluster (scripts/citus.sh) and sets the variable")
+	}
+	probeMu.Lock()
+	err, ok := probed[url]
+	if !ok {
+		err = probe(url)
+		probed[url] = err
+	}
+	probeMu.Unlock()
+	if err != nil {
+		t.Fatalf("pgtest: the Citus coordinator %s=%s is unreachable: %v", EnvCitusURL, url, err)
+	}
+	return url
+}
+
+// NewCitusStore returns a store whose tables are distributed on the Citus
+// cluster of [CitusURL], in a fresh schema of its own (opts.Schema,
+// opts.MigrateOnStart and opts.Citus are overridden; opts.URL defaults to
+// CitusURL). The store is closed and its schema dropped, with its shards
+// on the workers, when the test ends.
+func NewCitusStore(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	url := CitusURL(t)
+	if opts.Pool == nil && opts.URL == "" {
+		opts.URL = url
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("pgtest: random schema name: %v", err)
+	}
+	opts.Schema = "chronicle_citus_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { Drop(t, url, opts.Schema) })
+	opts.MigrateOnStart = true
+	opts.Citus = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := postgres.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("pgtest: new Citus store: %v", err)
+	}
+	if !s.Distributed() {
+		t.Fatalf("pgtest: the Citus store of schema %s is not distributed", opts.Schema)
+	}
+	t.Cleanup(s.Close)
+	return s
+}

@@ -1,0 +1,544 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chronicleflow/chronicle/provider"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Citus (https://www.citusdata.com) distributes a table by one of its
+// columns: each value's rows live in one shard, on one worker node, and a
+// statement whose every distributed table is pinned to one value of the
+// column runs there as a single-shard "router" query. A store on a Citus
+// coordinator distributes its per-instance tables by part, co-located, so
+// that a round, which names its instance's partition in every statement,
+// runs on the worker holding that partition; the small global tables are
+// reference tables, copied to every node. See docs/scaling.md.
+
+// perInstanceKeys are the per-instance tables (migration 0009) with the
+// columns of their primary key and unique indexes as a distributed store
+// has them: Citus requires every unique index of a distributed table to
+// contain the distribution column, so part leads each. The first table
+// is the one the others are co-located with.
+var perInstanceKeys = []struct {
+	table string
+	// pkey is the primary key; unique the unique indexes (name and DDL
+	// of the index with part, {{schema}} for the schema).
+	pkey   string
+	unique map[string]string
+}{
+	{table: "instances", pkey: "part, instance_id"},
+	{table: "history", pkey: "part, instance_id, seq", unique: map[string]string{
+		"history_idempotency_key": `CREATE UNIQUE INDEX history_idempotency_key
+    ON {{schema}}.history (part, instance_id, execution_id, class, correlation_id)
+    WHERE class IS NOT NULL`,
+	}},
+	{table: "messages", pkey: "part, id"},
+	{table: "activity_task_ids", pkey: "part, instance_id, id"},
+	{table: "activity_tasks", pkey: "part, id"},
+	{table: "dead_letters", pkey: "part, id"},
+	{table: "human_tasks", pkey: "part, task_id"},
+	{table: "human_task_events", pkey: "part, instance_id, seq, task_id"},
+	{table: "custom_projections", pkey: "part, instance_id, name"},
+	{table: "tombstones", pkey: "part, instance_id, seq"},
+	{table: "legal_holds", pkey: "part, instance_id"},
+}
+
+// referenceTables are the global tables of a distributed store, made
+// reference tables (a copy on every node) in this order: a table comes
+// after the one its foreign key references.
+var referenceTables = []string{
+	"schema_migrations", "store_settings", "partition_leases", "partition_nodes",
+	"checkpoints", "checkpoint_leaves", "flow_rates", "flow_keys", "flow_slots",
+}
+
+// Distribute makes the store's tables distributed on the Citus cluster
+// whose coordinator the store is connected to: it adds part to the
+// primary key and unique indexes of each per-instance table, distributes
+// those tables by part, co-located with instances, and makes the global
+// tables reference tables. The schema must be at [LatestSchemaVersion]
+// and the citus extension created in the database. Tables distributed
+// already are left alone, so Distribute may run again (New with
+// [Options].Citus and MigrateOnStart runs it after every Migrate); it
+// takes the schema's migration lock, so nodes starting together
+// distribute once. Afterwards the store uses the statement forms that
+// Citus routes to one shard; a Store opened on a distributed schema
+// finds out by itself (see [Store.Distributed]).
+//
+// Distribute is meant for a new, empty store, before it is used: Citus
+// copies the rows of a table it distributes, under a lock that stops
+// every round, and the store switches its statements.
+func (s *Store) Distribute(ctx context.Context) error {
+	ident := pgx.Identifier{s.schema}.Sanitize()
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{{schema}}", ident) }
+	var hasCitus bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&hasCitus); err != nil {
+		return failf(err, "distribute %s: find the citus extension", s.schema)
+	}
+	if !hasCitus {
+		return fmt.Errorf("postgres: distribute %s: %w", s.schema, ErrNoCitus)
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v != LatestSchemaVersion() {
+		return fmt.Errorf("postgres: distribute %s: the schema is at version %d, not %d: migrate it first", s.schema, v, LatestSchemaVersion())
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return failf(err, "distribute %s", s.schema)
+	}
+	defer conn.Release()
+	// A session-level advisory lock: create_distributed_table commits
+	// work on the workers, and runs best outside a transaction block.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey(s.schema)); err != nil {
+		return failf(err, "distribute %s: lock", s.schema)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey(s.schema)) // the session's lock ends with it anyway
+	}()
+	kinds := map[string]string{}
+	rows, err := conn.Query(ctx, `
+SELECT c.relname, p.partmethod::text
+FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+WHERE c.relnamespace = $1::regnamespace`, s.schema)
+	if err != nil {
+		return failf(err, "distribute %s: read the distributed tables", s.schema)
+	}
+	for rows.Next() {
+		var name, method string
+		if err := rows.Scan(&name, &method); err != nil {
+			rows.Close()
+			return failf(err, "distribute %s: read the distributed tables", s.schema)
+		}
+		kinds[name] = method
+	}
+	if err := rows.Err(); err != nil {
+		return failf(err, "distribute %s: read the distributed tables", s.schema)
+	}
+	for i, t := range perInstanceKeys {
+		if _, ok := kinds[t.table]; ok {
+			continue
+		}
+		table := ident + "." + pgx.Identifier{t.table}.Sanitize()
+		err := pgx.BeginTxFunc(ctx, conn, readCommitted, func(tx pgx.Tx) error {
+			stmts := []string{
+				`ALTER TABLE ` + table + ` DROP CONSTRAINT ` + pgx.Identifier{t.table + "_pkey"}.Sanitize(),
+				`ALTER TABLE ` + table + ` ADD PRIMARY KEY (` + t.pkey + `)`,
+			}
+			for name, ddl := range t.unique {
+				stmts = append(stmts, `DROP INDEX `+ident+`.`+pgx.Identifier{name}.Sanitize(), q(ddl))
+			}
+			for _, sql := range stmts {
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					return fmt.Errorf("%s: %w", sql, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return failf(err, "distribute %s: key %s by part", s.schema, t.table)
+		}
+		// The first table gets its own co-location group and shard count,
+		// the others are co-located with it.
+		sql, args := `SELECT create_distributed_table($1, 'part', colocate_with => 'none', shard_count => $2)`, []any{s.schema + "." + t.table, s.shardCount()}
+		if i > 0 {
+			sql, args = `SELECT create_distributed_table($1, 'part', colocate_with => $2)`, []any{s.schema + "." + t.table, s.schema + "." + perInstanceKeys[0].table}
+		}
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			return failf(err, "distribute %s: distribute %s", s.schema, t.table)
+		}
+	}
+	for _, t := range referenceTables {
+		if _, ok := kinds[t]; ok {
+			continue
+		}
+		if _, err := conn.Exec(ctx, `SELECT create_reference_table($1)`, s.schema+"."+t); err != nil {
+			return failf(err, "distribute %s: make %s a reference table", s.schema, t)
+		}
+	}
+	return s.useCitus(ctx)
+}
+
+// ErrNoCitus is returned by [Store.Distribute] on a database without the
+// citus extension.
+var ErrNoCitus = fmt.Errorf("the citus extension is not created in the database")
+
+// Distributed reports whether the store's tables are distributed by
+// Citus: then the store uses the statement forms that Citus routes to one
+// shard.
+func (s *Store) Distributed() bool { return s.citus }
+
+// useCitus finds out whether the store's instances table is distributed,
+// and if it is, switches the store to the statement forms for Citus.
+func (s *Store) useCitus(ctx context.Context) error {
+	var hasCitus, distributed bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&hasCitus); err != nil {
+		return failf(err, "find out whether %s is distributed", s.schema)
+	}
+	if hasCitus {
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`,
+			pgx.Identifier{s.schema, "instances"}.Sanitize()).Scan(&distributed)
+		if err != nil {
+			return failf(err, "find out whether %s is distributed", s.schema)
+		}
+	}
+	if distributed != s.citus {
+		s.citus = distributed
+		s.sql = newStatements(s.schema, distributed)
+	}
+	return nil
+}
+
+// startCitus distributes the store's tables when opts ask for it, and
+// switches the store to the statements for Citus when its tables are
+// distributed.
+func (s *Store) startCitus(ctx context.Context, opts Options) error {
+	if opts.Citus && opts.MigrateOnStart {
+		return s.Distribute(ctx)
+	}
+	if err := s.useCitus(ctx); err != nil {
+		return err
+	}
+	if opts.Citus && !s.citus {
+		return fmt.Errorf("postgres: schema %s is not distributed by Citus: run Distribute (chronicle migrate --citus)", s.schema)
+	}
+	return nil
+}
+
+// citusConflicts rewrites the conflict targets of the per-instance tables
+// to their keys on a distributed store, which lead with part.
+var citusConflicts = strings.NewReplacer(
+	"ON CONFLICT (id)", "ON CONFLICT (part, id)",
+	"ON CONFLICT (instance_id)", "ON CONFLICT (part, instance_id)",
+	"ON CONFLICT (task_id)", "ON CONFLICT (part, task_id)",
+	"ON CONFLICT (instance_id, seq, task_id)", "ON CONFLICT (part, instance_id, seq, task_id)",
+	"ON CONFLICT (instance_id, name)", "ON CONFLICT (part, instance_id, name)",
+)
+
+// priorityShift matches the order key of a claimed task,
+// $n::timestamptz - make_interval(mins => priority): Citus refuses a
+// STABLE function (timestamptz - interval) of a column in an UPDATE, and
+// citusForm computes the same instant in UTC timestamps, whose arithmetic
+// is IMMUTABLE.
+var priorityShift = regexp.MustCompile(`(\$\d+)::timestamptz - make_interval\(mins => ([a-z_.]+)\)`)
+
+// citusForm returns the form of a statement (schema filled in) for a
+// store distributed by Citus.
+func citusForm(sql string) string {
+	sql = priorityShift.ReplaceAllString(sql, "(${1}::timestamptz AT TIME ZONE 'UTC' - make_interval(mins => ${2})) AT TIME ZONE 'UTC'")
+	return citusConflicts.Replace(sql)
+}
+
+// The enqueue of messages on a distributed store. The plain statement
+// (enqueueMessagesSQL) inserts the rows of every partition from arrays,
+// an INSERT … SELECT that Citus runs through the coordinator, and locks
+// and creates instance rows by a join Citus cannot push down. On Citus
+// the messages are grouped by partition, and each group is enqueued by
+// statements that name its partition:
+//
+//   - citusLockSQL locks the group's instance rows FOR KEY SHARE (a router
+//     query);
+//   - citusNewInstancesSQL inserts the rows of instances that have none,
+//     the NOT EXISTS that keeps the insert from waiting on a row a round
+//     holds (see enqueueMessagesSQL): its SELECT is a router query of the
+//     partition's shard, whose rows, when there are any, the coordinator
+//     copies into that shard;
+//   - citusMessagesSQL inserts the messages by a multi-row VALUES, a
+//     router query, in chunks of citusChunks rows.
+const (
+	citusLockSQL = `
+SELECT 1 FROM {{schema}}.instances WHERE part = $2 AND instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
+	citusNewInstancesSQL = `
+INSERT INTO {{schema}}.instances (part, instance_id)
+SELECT $2::int, v.id FROM unnest($1::text[]) AS v(id)
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.part = $2 AND i.instance_id = v.id)
+ORDER BY v.id
+ON CONFLICT DO NOTHING`
+	// citusStartSQL creates the row of a started instance (EnqueueStart).
+	citusStartSQL = `INSERT INTO {{schema}}.instances (part, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	// citusAnyMessagesSQL is anyMessagesSQL for the instances of one
+	// partition.
+	citusAnyMessagesSQL = `
+SELECT EXISTS (SELECT 1 FROM {{schema}}.messages WHERE part = $2 AND instance_id = ANY ($1::text[]))`
+)
+
+// citusChunks are the row counts of the multi-row inserts of messages: a
+// group is split into chunks of these sizes, largest first, so that a
+// connection prepares at most len(citusChunks) texts of it.
+var citusChunks = []int{64, 32, 16, 8, 4, 2, 1}
+
+// citusMessagesSQL returns the insert of n messages, each row (part, id,
+// instance_id, visible_at, attempts, last_error, envelope, order_at).
+func citusMessagesSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO {{schema}}.messages (part, id, instance_id, visible_at, attempts, last_error, envelope, order_at) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := i*8 + 1
+		fmt.Fprintf(&b, "($%d::int, $%d::text, $%d::text, $%d::timestamptz, $%d::int, $%d::text, $%d::bytea, $%d::timestamptz)",
+			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
+	}
+	b.WriteString(" ON CONFLICT (part, id) DO NOTHING")
+	return b.String()
+}
+
+// partGroups returns the indexes of parts grouped by partition, the
+// partitions in ascending order and each group in input order.
+func partGroups(parts []int32) (order []int32, groups map[int32][]int) {
+	groups = map[int32][]int{}
+	for i, p := range parts {
+		if _, ok := groups[p]; !ok {
+			order = append(order, p)
+		}
+		groups[p] = append(groups[p], i)
+	}
+	slices.Sort(order)
+	return order, groups
+}
+
+// queueLock queues on b the FOR KEY SHARE lock of the rows of instances
+// (of partitions parts) that an enqueue takes (see lockInstancesSQL).
+func (s *Store) queueLock(b *pgx.Batch, instances []string, parts []int32) {
+	if !s.citus {
+		b.Queue(s.sql.lockInstances, instances, parts)
+		return
+	}
+	order, groups := partGroups(parts)
+	for _, p := range order {
+		ids := make([]string, 0, len(groups[p]))
+		for _, i := range groups[p] {
+			ids = append(ids, instances[i])
+		}
+		b.Queue(s.sql.citusLock, ids, p)
+	}
+}
+
+// queueEnqueue queues on b the statements that enqueue the messages of a,
+// after the lock of their instances' rows when lock is set; once the
+// batch ran them, done (if not nil) gets the count of messages inserted.
+func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, lock bool, done func(inserted int64) error) {
+	if !s.citus {
+		if lock {
+			b.Queue(s.sql.lockInstances, a.instances, a.parts)
+		}
+		b.Queue(s.sql.enqueueMessages, a.args()...).QueryRow(func(row pgx.Row) error {
+			var n int64
+			if err := row.Scan(&n); err != nil {
+				return err
+			}
+			if done != nil {
+				return done(n)
+			}
+			return nil
+		})
+		return
+	}
+	order, groups := partGroups(a.parts)
+	var total int64
+	var last *pgx.QueuedQuery
+	for _, p := range order {
+		idx := groups[p]
+		instances := make([]string, 0, len(idx))
+		seen := map[string]bool{}
+		for _, i := range idx {
+			if !seen[a.instances[i]] {
+				seen[a.instances[i]] = true
+				instances = append(instances, a.instances[i])
+			}
+		}
+		if lock {
+			b.Queue(s.sql.citusLock, instances, p)
+		}
+		b.Queue(s.sql.citusNewInstances, instances, p)
+		for len(idx) > 0 {
+			n := 1
+			for _, c := range citusChunks {
+				if c <= len(idx) {
+					n = c
+					break
+				}
+			}
+			args := make([]any, 0, 8*n)
+			for _, i := range idx[:n] {
+				args = append(args, p, a.ids[i], a.instances[i], a.visible[i], a.attempts[i], a.errors[i], a.envelopes[i], a.order[i])
+			}
+			idx = idx[n:]
+			last = b.Queue(s.sql.citusMessages[n], args...)
+			last.Exec(func(ct pgconn.CommandTag) error {
+				total += ct.RowsAffected()
+				return nil
+			})
+		}
+	}
+	if last != nil {
+		last.Exec(func(ct pgconn.CommandTag) error {
+			total += ct.RowsAffected()
+			if done != nil {
+				return done(total)
+			}
+			return nil
+		})
+	}
+}
+
+// newToken returns the token of a claim on a distributed store: 128
+// random bits, to which the claim statement appends the task's id, so
+// that every claim of a task has a token of its own.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error: it crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// citusCompleteActivity is completeActivity on a distributed store, in a
+// transaction of two round trips: the result's instance locked and the
+// task deleted while the token matches (router queries), and only when
+// it was, the result enqueued. (The plain statement guards the inserts
+// with the delete in one statement of data-modifying CTEs, which Citus
+// runs as several distributed subplans.)
+func (s *Store) citusCompleteActivity(ctx context.Context, p *provider.CompleteActivityParams, a *messageArgs) error {
+	var inserted int64
+	err := s.inTx(ctx, "complete activity task "+p.TaskID, func(tx pgx.Tx) error {
+		part := s.part(p.Result.InstanceID)
+		var done int64
+		b := &pgx.Batch{}
+		s.queueLock(b, a.instances, a.parts)
+		b.Queue(s.sql.deleteTask, p.TaskID, p.Token, part).QueryRow(func(row pgx.Row) error { return row.Scan(&done) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return failf(err, "complete activity task %s", p.TaskID)
+		}
+		if done == 0 {
+			return leaseLost(p.TaskID)
+		}
+		b = &pgx.Batch{}
+		s.queueEnqueue(b, a, false, func(n int64) error { inserted = n; return nil })
+		return failf(tx.SendBatch(ctx, b).Close(), "complete activity task %s", p.TaskID)
+	})
+	if err != nil {
+		return err
+	}
+	if inserted > 0 {
+		s.announce(provider.QueueOrchestration)
+	}
+	return nil
+}
+
+// citusEnqueueStart is EnqueueStart on a distributed store, in a
+// transaction: the instance's row inserted (a router query; a concurrent
+// insert of the row makes it wait for that one's commit and then find
+// it), and only when it was, the messages enqueued.
+func (s *Store) citusEnqueueStart(ctx context.Context, p *provider.EnqueueStartParams, a *messageArgs) (bool, error) {
+	var created, inserted int64
+	err := s.inTx(ctx, "start of "+p.InstanceID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.sql.citusStart, s.part(p.InstanceID), p.InstanceID)
+		if err != nil {
+			return failf(err, "start of %s", p.InstanceID)
+		}
+		if created = tag.RowsAffected(); created == 0 || len(a.ids) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		s.queueEnqueue(b, a, false, func(n int64) error { inserted = n; return nil })
+		return failf(tx.SendBatch(ctx, b).Close(), "start of %s", p.InstanceID)
+	})
+	if err != nil {
+		return false, err
+	}
+	if inserted > 0 {
+		s.announce(provider.QueueOrchestration)
+	}
+	return created > 0, nil
+}
+
+// shardCount is the shard count of a distributed store's tables: one
+// shard per partition, at most 32 (Citus's default). More shards than
+// partitions would stay empty; a shard holding several partitions moves
+// between nodes with all of them.
+func (s *Store) shardCount() int { return min(max(s.partitions, 1), 32) }
+
+// citusAppendCheckSQL tells whether an append whose first event is $3
+// continues the stored log of an instance: nothing at or after it, and its
+// predecessor present (appendHistorySQL's guard, a router query).
+const citusAppendCheckSQL = `
+SELECT NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $2 AND h.instance_id = $1 AND h.seq >= $3)
+  AND ($3 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $2 AND h.instance_id = $1 AND h.seq = $3 - 1))`
+
+// citusHistorySQL returns the insert of n events, each row (part,
+// instance_id, seq, execution_id, kind, class, correlation_id, at, hash,
+// event).
+func citusHistorySQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO {{schema}}.history (part, instance_id, seq, execution_id, kind, class, correlation_id, at, hash, event) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := i*10 + 1
+		fmt.Fprintf(&b, "($%d::int, $%d::text, $%d::bigint, $%d::text, $%d::text, nullif($%d::text, ''), $%d::text, $%d::timestamptz, $%d::bytea, $%d::bytea)",
+			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7, p+8, p+9)
+	}
+	return b.String()
+}
+
+// citusAppend is the append of appendHistory on a distributed store: its
+// guard (citusAppendCheckSQL) in one round trip, then, when the append
+// continues the log, the events inserted by multi-row VALUES under the
+// savepoint chronicle_append, router queries all. It returns the count
+// inserted: 0 when the guard failed or an insert met a unique key (a
+// concurrent append, a used idempotency key), after rolling back to the
+// savepoint; appendHistory then finds out which.
+func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, instanceID string, part int32, first int64,
+	seqs []int64, executions, kinds, classes, correlations []string, ats []time.Time, hashes, blobs [][]byte) (int64, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, s.sql.citusAppendCheck, instanceID, part, first).Scan(&ok); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SAVEPOINT chronicle_append`)
+	var inserted int64
+	for i := 0; i < len(seqs); {
+		n := 1
+		for _, c := range citusChunks {
+			if c <= len(seqs)-i {
+				n = c
+				break
+			}
+		}
+		args := make([]any, 0, 10*n)
+		for j := i; j < i+n; j++ {
+			args = append(args, part, instanceID, seqs[j], executions[j], kinds[j], classes[j], correlations[j], ats[j], hashes[j], blobs[j])
+		}
+		b.Queue(s.sql.citusHistory[n], args...).Exec(func(ct pgconn.CommandTag) error {
+			inserted += ct.RowsAffected()
+			return nil
+		})
+		i += n
+	}
+	b.Queue(`RELEASE SAVEPOINT chronicle_append`)
+	err := tx.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation {
+		if _, rbErr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT chronicle_append`); rbErr != nil {
+			return 0, rbErr
+		}
+		return 0, nil
+	}
+	return inserted, err
+}

@@ -14,19 +14,23 @@ import (
 // (scripts/citus.sh), each store in a schema of its own whose tables are
 // distributed by partition; without the variable they skip loudly.
 
-// newCitusStore returns a distributed store of 16 partitions.
-func newCitusStore(t *testing.T) *postgres.Store {
+// citusStores returns a maker of distributed stores of 16 partitions for
+// the subtests of t (schemas reused, see pgtest.CitusStores).
+func citusStores(t *testing.T) func(t *testing.T) provider.Store {
 	t.Helper()
-	s := pgtest.NewCitusStore(t, postgres.Options{Partitions: 16})
-	require.True(t, s.Distributed())
-	return s
+	newStore := pgtest.CitusStores(t, postgres.Options{Partitions: 16})
+	return func(t *testing.T) provider.Store {
+		s := newStore(t)
+		require.True(t, s.Distributed())
+		require.Equal(t, 16, s.Partitions())
+		return s
+	}
 }
 
 // TestCitusEndToEnd runs the end-to-end workflows on distributed stores.
 func TestCitusEndToEnd(t *testing.T) {
 	t.Parallel()
-	pgtest.CitusURL(t)
-	testEndToEnd(t, func(t *testing.T) provider.Store { return newCitusStore(t) })
+	testEndToEnd(t, citusStores(t))
 }
 
 // TestCitusSignalWorkflow runs the signals between workflows on
@@ -35,6 +39,5 @@ func TestCitusEndToEnd(t *testing.T) {
 // multi-shard transaction.
 func TestCitusSignalWorkflow(t *testing.T) {
 	t.Parallel()
-	pgtest.CitusURL(t)
-	testSignalWorkflow(t, func(t *testing.T) provider.Store { return newCitusStore(t) })
+	testSignalWorkflow(t, citusStores(t))
 }

@@ -243,29 +243,23 @@ func citusForm(sql string) string {
 
 // The enqueue of messages on a distributed store. The plain statement
 // (enqueueMessagesSQL) inserts the rows of every partition from arrays,
-// an INSERT … SELECT that Citus runs through the coordinator, and locks
-// and creates instance rows by a join Citus cannot push down. On Citus
-// the messages are grouped by partition, and each group is enqueued by
-// statements that name its partition:
+// an INSERT … SELECT that Citus runs through the coordinator, and creates
+// instance rows by a join Citus cannot push down. On Citus the messages
+// are grouped by partition, and every statement names its partition, a
+// router query of one shard:
 //
-//   - citusLockSQL locks the group's instance rows FOR KEY SHARE (a router
-//     query);
-//   - citusNewInstancesSQL inserts the rows of instances that have none,
-//     the NOT EXISTS that keeps the insert from waiting on a row a round
-//     holds (see enqueueMessagesSQL): its SELECT is a router query of the
-//     partition's shard, whose rows, when there are any, the coordinator
-//     copies into that shard;
-//   - citusMessagesSQL inserts the messages by a multi-row VALUES, a
-//     router query, in chunks of citusChunks rows.
+//   - citusLockSQL locks the group's instance rows FOR KEY SHARE and
+//     returns the ids it found;
+//   - citusMessagesSQL inserts the messages by a multi-row VALUES, in
+//     chunks of citusChunks rows;
+//   - once those ran, citusInstancesSQL inserts the rows of the instances
+//     the lock did not find, in a later round trip of the same
+//     transaction. (An insert of a row that exists, even ON CONFLICT DO
+//     NOTHING, waits for a round that holds the row; the plain statement
+//     avoids it with NOT EXISTS, which Citus cannot route.)
 const (
 	citusLockSQL = `
-SELECT 1 FROM {{schema}}.instances WHERE part = $2 AND instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
-	citusNewInstancesSQL = `
-INSERT INTO {{schema}}.instances (part, instance_id)
-SELECT $2::int, v.id FROM unnest($1::text[]) AS v(id)
-WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.instances i WHERE i.part = $2 AND i.instance_id = v.id)
-ORDER BY v.id
-ON CONFLICT DO NOTHING`
+SELECT instance_id FROM {{schema}}.instances WHERE part = $2 AND instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
 	// citusStartSQL creates the row of a started instance (EnqueueStart).
 	citusStartSQL = `INSERT INTO {{schema}}.instances (part, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	// citusAnyMessagesSQL is anyMessagesSQL for the instances of one
@@ -274,26 +268,53 @@ ON CONFLICT DO NOTHING`
 SELECT EXISTS (SELECT 1 FROM {{schema}}.messages WHERE part = $2 AND instance_id = ANY ($1::text[]))`
 )
 
-// citusChunks are the row counts of the multi-row inserts of messages: a
-// group is split into chunks of these sizes, largest first, so that a
-// connection prepares at most len(citusChunks) texts of it.
+// citusChunks are the row counts of the multi-row inserts: n rows are
+// inserted in chunks of these sizes, largest first, so that a connection
+// prepares at most len(citusChunks) texts of each insert.
 var citusChunks = []int{64, 32, 16, 8, 4, 2, 1}
 
-// citusMessagesSQL returns the insert of n messages, each row (part, id,
-// instance_id, visible_at, attempts, last_error, envelope, order_at).
-func citusMessagesSQL(n int) string {
+// chunk returns the size of the next chunk of n rows.
+func chunk(n int) int {
+	for _, c := range citusChunks {
+		if c <= n {
+			return c
+		}
+	}
+	return 1
+}
+
+// valuesSQL returns an INSERT of n rows into columns, each value cast to
+// the type of its column ($k::type).
+func valuesSQL(head string, types []string, n int, tail string) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO {{schema}}.messages (part, id, instance_id, visible_at, attempts, last_error, envelope, order_at) VALUES ")
+	b.WriteString(head)
+	b.WriteString(" VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		p := i*8 + 1
-		fmt.Fprintf(&b, "($%d::int, $%d::text, $%d::text, $%d::timestamptz, $%d::int, $%d::text, $%d::bytea, $%d::timestamptz)",
-			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
+		b.WriteString("(")
+		for j, typ := range types {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "$%d::%s", i*len(types)+j+1, typ)
+		}
+		b.WriteString(")")
 	}
-	b.WriteString(" ON CONFLICT (part, id) DO NOTHING")
+	b.WriteString(tail)
 	return b.String()
+}
+
+// citusMessagesSQL returns the insert of n messages.
+func citusMessagesSQL(n int) string {
+	return valuesSQL("INSERT INTO {{schema}}.messages (part, id, instance_id, visible_at, attempts, last_error, envelope, order_at)",
+		[]string{"int", "text", "text", "timestamptz", "int", "text", "bytea", "timestamptz"}, n, " ON CONFLICT (part, id) DO NOTHING")
+}
+
+// citusInstancesSQL returns the insert of the rows of n instances.
+func citusInstancesSQL(n int) string {
+	return valuesSQL("INSERT INTO {{schema}}.instances (part, instance_id)", []string{"int", "text"}, n, " ON CONFLICT DO NOTHING")
 }
 
 // partGroups returns the indexes of parts grouped by partition, the
@@ -311,28 +332,67 @@ func partGroups(parts []int32) (order []int32, groups map[int32][]int) {
 }
 
 // queueLock queues on b the FOR KEY SHARE lock of the rows of instances
-// (of partitions parts) that an enqueue takes (see lockInstancesSQL).
-func (s *Store) queueLock(b *pgx.Batch, instances []string, parts []int32) {
+// (of partitions parts) that an enqueue takes (see lockInstancesSQL). On
+// Citus found, when not nil, gets the ids of the rows found.
+func (s *Store) queueLock(b *pgx.Batch, instances []string, parts []int32, found func(ids []string)) {
 	if !s.citus {
 		b.Queue(s.sql.lockInstances, instances, parts)
 		return
 	}
 	order, groups := partGroups(parts)
 	for _, p := range order {
+		seen := map[string]bool{}
 		ids := make([]string, 0, len(groups[p]))
 		for _, i := range groups[p] {
-			ids = append(ids, instances[i])
+			if !seen[instances[i]] {
+				seen[instances[i]] = true
+				ids = append(ids, instances[i])
+			}
 		}
-		b.Queue(s.sql.citusLock, ids, p)
+		b.Queue(s.sql.citusLock, ids, p).Query(func(rows pgx.Rows) error {
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err == nil && found != nil {
+				found(got)
+			}
+			return err
+		})
+	}
+}
+
+// queueInstances queues on b the insert of the rows of instances (of
+// partitions parts) that are not in found.
+func (s *Store) queueInstances(b *pgx.Batch, instances []string, parts []int32, found map[string]bool) {
+	order, groups := partGroups(parts)
+	for _, p := range order {
+		var ids []string
+		for _, i := range groups[p] {
+			if !found[instances[i]] {
+				found[instances[i]] = true
+				ids = append(ids, instances[i])
+			}
+		}
+		for len(ids) > 0 {
+			n := chunk(len(ids))
+			args := make([]any, 0, 2*n)
+			for _, id := range ids[:n] {
+				args = append(args, p, id)
+			}
+			ids = ids[n:]
+			b.Queue(s.sql.citusInstances[n], args...)
+		}
 	}
 }
 
 // queueEnqueue queues on b the statements that enqueue the messages of a,
-// after the lock of their instances' rows when lock is set; once the
-// batch ran them, done (if not nil) gets the count of messages inserted.
-func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, lock bool, done func(inserted int64) error) {
+// after the lock of their instances' rows; once the batch ran them, done
+// (if not nil) gets the count of messages inserted. On Citus the rows of
+// instances that have none are inserted by statements the batch's
+// callbacks queue on later(), a batch the caller sends after b in the
+// same transaction; a nil later means that every instance has its row
+// already (the round holds it), and queues neither lock nor insert.
+func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, later func() *pgx.Batch, done func(inserted int64) error) {
 	if !s.citus {
-		if lock {
+		if later != nil {
 			b.Queue(s.sql.lockInstances, a.instances, a.parts)
 		}
 		b.Queue(s.sql.enqueueMessages, a.args()...).QueryRow(func(row pgx.Row) error {
@@ -347,31 +407,31 @@ func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, lock bool, done func(
 		})
 		return
 	}
+	if later != nil {
+		found := map[string]bool{}
+		groups := 0
+		order, _ := partGroups(a.parts)
+		s.queueLock(b, a.instances, a.parts, func(ids []string) {
+			for _, id := range ids {
+				found[id] = true
+			}
+			if groups++; groups == len(order) {
+				next := &pgx.Batch{}
+				s.queueInstances(next, a.instances, a.parts, found)
+				if next.Len() > 0 {
+					l := later()
+					l.QueuedQueries = append(l.QueuedQueries, next.QueuedQueries...)
+				}
+			}
+		})
+	}
 	order, groups := partGroups(a.parts)
 	var total int64
 	var last *pgx.QueuedQuery
 	for _, p := range order {
 		idx := groups[p]
-		instances := make([]string, 0, len(idx))
-		seen := map[string]bool{}
-		for _, i := range idx {
-			if !seen[a.instances[i]] {
-				seen[a.instances[i]] = true
-				instances = append(instances, a.instances[i])
-			}
-		}
-		if lock {
-			b.Queue(s.sql.citusLock, instances, p)
-		}
-		b.Queue(s.sql.citusNewInstances, instances, p)
 		for len(idx) > 0 {
-			n := 1
-			for _, c := range citusChunks {
-				if c <= len(idx) {
-					n = c
-					break
-				}
-			}
+			n := chunk(len(idx))
 			args := make([]any, 0, 8*n)
 			for _, i := range idx[:n] {
 				args = append(args, p, a.ids[i], a.instances[i], a.visible[i], a.attempts[i], a.errors[i], a.envelopes[i], a.order[i])
@@ -395,13 +455,28 @@ func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, lock bool, done func(
 	}
 }
 
-// newToken returns the token of a claim on a distributed store: 128
-// random bits, to which the claim statement appends the task's id, so
-// that every claim of a task has a token of its own.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error: it crashes the program instead
-	return hex.EncodeToString(b[:])
+// sendAll sends b on db, then the statements its callbacks queued on
+// *next, until none are left; db must be a transaction for them to be
+// atomic.
+func sendAll(ctx context.Context, db dbtx, b *pgx.Batch, next **pgx.Batch) error {
+	for b != nil && b.Len() > 0 {
+		*next = nil
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		b = *next
+	}
+	return nil
+}
+
+// laterOf returns a later function for queueEnqueue that queues on *next.
+func laterOf(next **pgx.Batch) func() *pgx.Batch {
+	return func() *pgx.Batch {
+		if *next == nil {
+			*next = &pgx.Batch{}
+		}
+		return *next
+	}
 }
 
 // citusCompleteActivity is completeActivity on a distributed store, in a
@@ -415,8 +490,13 @@ func (s *Store) citusCompleteActivity(ctx context.Context, p *provider.CompleteA
 	err := s.inTx(ctx, "complete activity task "+p.TaskID, func(tx pgx.Tx) error {
 		part := s.part(p.Result.InstanceID)
 		var done int64
+		found := map[string]bool{}
 		b := &pgx.Batch{}
-		s.queueLock(b, a.instances, a.parts)
+		s.queueLock(b, a.instances, a.parts, func(ids []string) {
+			for _, id := range ids {
+				found[id] = true
+			}
+		})
 		b.Queue(s.sql.deleteTask, p.TaskID, p.Token, part).QueryRow(func(row pgx.Row) error { return row.Scan(&done) })
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return failf(err, "complete activity task %s", p.TaskID)
@@ -425,7 +505,8 @@ func (s *Store) citusCompleteActivity(ctx context.Context, p *provider.CompleteA
 			return leaseLost(p.TaskID)
 		}
 		b = &pgx.Batch{}
-		s.queueEnqueue(b, a, false, func(n int64) error { inserted = n; return nil })
+		s.queueInstances(b, a.instances, a.parts, found)
+		s.queueEnqueue(b, a, nil, func(n int64) error { inserted = n; return nil })
 		return failf(tx.SendBatch(ctx, b).Close(), "complete activity task %s", p.TaskID)
 	})
 	if err != nil {
@@ -452,7 +533,7 @@ func (s *Store) citusEnqueueStart(ctx context.Context, p *provider.EnqueueStartP
 			return nil
 		}
 		b := &pgx.Batch{}
-		s.queueEnqueue(b, a, false, func(n int64) error { inserted = n; return nil })
+		s.queueEnqueue(b, a, nil, func(n int64) error { inserted = n; return nil })
 		return failf(tx.SendBatch(ctx, b).Close(), "start of %s", p.InstanceID)
 	})
 	if err != nil {
@@ -541,4 +622,120 @@ func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, instanceID string, p
 		return 0, nil
 	}
 	return inserted, err
+}
+
+// newToken returns the token of a claim on a distributed store: 128
+// random bits, to which the claim statement appends the task's id, so
+// that every claim of a task has a token of its own.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error: it crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// The enqueue of activity tasks on a distributed store. The plain
+// statement (enqueueActivitiesSQL) records the new task ids and inserts
+// their tasks in one statement of data-modifying CTEs, which Citus runs as
+// subplans through the coordinator. On Citus citusTaskIDsSQL records the
+// ids by a multi-row VALUES … RETURNING the ids it inserted (a router
+// query per partition), and, once the round trip returned them,
+// citusTasksSQL inserts those tasks, deferred with the round's next
+// writes.
+
+// citusTaskIDsSQL returns the insert of n task ids.
+func citusTaskIDsSQL(n int) string {
+	return valuesSQL("INSERT INTO {{schema}}.activity_task_ids (part, id, instance_id)", []string{"int", "text", "text"}, n,
+		" ON CONFLICT DO NOTHING RETURNING id")
+}
+
+// citusTasksSQL returns the insert of n activity tasks, queued (token,
+// owner and locked_until NULL) or claimed.
+func citusTasksSQL(n int) string {
+	return valuesSQL("INSERT INTO {{schema}}.activity_tasks (part, id, instance_id, execution_id, queue, ready_at, envelope, "+
+		"priority, order_at, name, concurrency_key, concurrency_limit, token, owner, locked_until)",
+		[]string{"int", "text", "text", "text", "text", "timestamptz", "bytea", "int", "timestamptz", "text", "text", "int", "text", "text", "timestamptz"},
+		n, "")
+}
+
+// claimOf is the claim of a task inserted claimed.
+type claimOf struct {
+	token, owner string
+	until        time.Time
+}
+
+// citusEnqueueActivities enqueues the tasks of args (as activityArgs
+// returns them), claimed when claim is not nil, on a distributed store:
+// the ids in a round trip of their own (the writes deferred before go
+// with them), the tasks of the new ones deferred. done gets the count of
+// tasks inserted when the insert ran.
+func (t *roundTx) citusEnqueueActivities(ctx context.Context, args []any, claim *claimOf, done func(int64)) error {
+	ids, instances, executions, queues := args[0].([]string), args[1].([]string), args[2].([]string), args[3].([]string)
+	ready, envelopes, priorities, order := args[4].([]time.Time), args[5].([][]byte), args[6].([]int32), args[7].([]time.Time)
+	names, keys, limits, parts := args[8].([]string), args[9].([]string), args[10].([]int32), args[11].([]int32)
+	fresh := map[string]bool{}
+	b := deferred{t}.batch()
+	groupOrder, groups := partGroups(parts)
+	for _, p := range groupOrder {
+		idx := groups[p]
+		for len(idx) > 0 {
+			n := chunk(len(idx))
+			row := make([]any, 0, 3*n)
+			for _, i := range idx[:n] {
+				row = append(row, p, ids[i], instances[i])
+			}
+			idx = idx[n:]
+			b.Queue(t.s.sql.citusTaskIDs[n], row...).Query(func(rows pgx.Rows) error {
+				got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				for _, id := range got {
+					fresh[id] = true
+				}
+				return err
+			})
+		}
+	}
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	var total int64
+	var last *pgx.QueuedQuery
+	for _, p := range groupOrder {
+		var idx []int
+		for _, i := range groups[p] {
+			if fresh[ids[i]] {
+				idx = append(idx, i)
+			}
+		}
+		for len(idx) > 0 {
+			n := chunk(len(idx))
+			row := make([]any, 0, 15*n)
+			for _, i := range idx[:n] {
+				var key, limit any
+				if keys[i] != "" {
+					key, limit = keys[i], limits[i]
+				}
+				readyAt, orderAt := ready[i], order[i]
+				var token, owner, until any
+				if claim != nil {
+					readyAt, orderAt = claim.until, provider.OrderAt(claim.until, int(priorities[i]))
+					token, owner, until = claim.token, claim.owner, claim.until
+				}
+				row = append(row, p, ids[i], instances[i], executions[i], queues[i], readyAt, envelopes[i],
+					priorities[i], orderAt, names[i], key, limit, token, owner, until)
+			}
+			idx = idx[n:]
+			last = deferred{t}.batch().Queue(t.s.sql.citusTasks[n], row...)
+			last.Exec(func(ct pgconn.CommandTag) error {
+				total += ct.RowsAffected()
+				return nil
+			})
+		}
+	}
+	if last != nil && done != nil {
+		last.Exec(func(ct pgconn.CommandTag) error {
+			total += ct.RowsAffected()
+			done(total)
+			return nil
+		})
+	}
+	return nil
 }

@@ -16,9 +16,11 @@ import (
 // CHRONICLE_TEST_CITUS_URL (skipped, loudly, without it).
 func TestCitusConformance(t *testing.T) {
 	t.Parallel()
-	pgtest.CitusURL(t)
+	// Distributing a schema takes seconds: the cases reuse schemas,
+	// emptied between them.
+	newStore := pgtest.CitusStores(t, postgres.Options{Partitions: 16})
 	providertest.Exercise(t, func(t *testing.T) provider.Store {
-		s := pgtest.NewCitusStore(t, postgres.Options{Partitions: 16})
+		s := newStore(t)
 		require.Equal(t, 16, s.Partitions())
 		return s
 	})

@@ -329,15 +329,15 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 	}
 	var inserted int64
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		s.queueEnqueue(b, a, true, func(n int64) error { inserted = n; return nil })
+		b, next := &pgx.Batch{}, (*pgx.Batch)(nil)
+		s.queueEnqueue(b, a, laterOf(&next), func(n int64) error { inserted = n; return nil })
 		var locked []string
 		b.Queue(s.sql.lockSlotKeys, keys).Query(func(rows pgx.Rows) error {
 			var err error
 			locked, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
 		})
-		err := tx.SendBatch(ctx, b).Close()
+		err := sendAll(ctx, tx, b, &next)
 		if err != nil || len(locked) == 0 {
 			return err
 		}

@@ -267,10 +267,18 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 	if err != nil {
 		return false, err
 	}
-	b := &pgx.Batch{}
 	var inserted int64
-	s.queueEnqueue(b, a, true, func(n int64) error { inserted = n; return nil })
-	if err := db.SendBatch(ctx, b).Close(); err != nil {
+	b, next := &pgx.Batch{}, (*pgx.Batch)(nil)
+	s.queueEnqueue(b, a, laterOf(&next), func(n int64) error { inserted = n; return nil })
+	send := func(db dbtx) error { return sendAll(ctx, db, b, &next) }
+	if _, inTx := db.(pgx.Tx); s.citus && !inTx {
+		// The rows of new instances come in a second round trip, which
+		// must be in the transaction of the first.
+		err = s.inTx(ctx, "enqueue", func(tx pgx.Tx) error { return send(tx) })
+	} else {
+		err = send(db)
+	}
+	if err != nil {
 		return false, failf(err, "enqueue %d messages", len(a.ids))
 	}
 	return inserted > 0, nil

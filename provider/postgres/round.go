@@ -151,7 +151,7 @@ func (t *roundTx) CompleteActivity(ctx context.Context, p *provider.CompleteActi
 		}
 		t.unsent = &unsentResult{msg: msg, args: a}
 		b := deferred{t}.batch()
-		t.s.queueLock(b, a.instances, a.parts)
+		t.s.queueLock(b, a.instances, a.parts, nil)
 		b.Queue(t.s.sql.deleteTask, p.TaskID, p.Token, t.s.part(p.Result.InstanceID)).QueryRow(func(row pgx.Row) error {
 			var done int64
 			if err := row.Scan(&done); err != nil {
@@ -216,7 +216,7 @@ func (t *roundTx) insertUnsent() {
 	}
 	t.unsent = nil
 	id, instanceID := u.msg.ID, u.msg.InstanceID
-	t.s.queueEnqueue(deferred{t}.batch(), u.args, false, func(inserted int64) error {
+	t.s.queueEnqueue(deferred{t}.batch(), u.args, nil, func(inserted int64) error {
 		if inserted > 0 {
 			if t.results == nil {
 				t.results = map[string]string{}
@@ -345,12 +345,19 @@ func (deferredResults) Tx() pgx.Tx                       { return nil }
 
 // flush sends the pending writes in one round trip; callers hold t.mu.
 func (t *roundTx) flush(ctx context.Context) error {
-	b := t.pending
-	if b == nil || b.Len() == 0 {
-		return nil
+	// The callbacks of a batch may queue more (on Citus, the rows of the
+	// instances an enqueue found without one): they go in the next round
+	// trip.
+	for {
+		b := t.pending
+		if b == nil || b.Len() == 0 {
+			return nil
+		}
+		t.pending = nil
+		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+			return failf(err, "round writes")
+		}
 	}
-	t.pending = nil
-	return failf(t.tx.SendBatch(ctx, b).Close(), "round writes")
 }
 
 // Flush implements provider.TxFlusher: the projections, enqueues, cancels
@@ -679,7 +686,7 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 			return fmt.Errorf("postgres: enqueue %d messages: %w", len(p.Messages), err)
 		}
 		var inserted int64
-		t.s.queueEnqueue(deferred{t}.batch(), a, true, func(n int64) error {
+		t.s.queueEnqueue(deferred{t}.batch(), a, deferred{t}.batch, func(n int64) error {
 			inserted = n
 			return nil
 		})
@@ -695,6 +702,9 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 		args, err := t.s.activityArgs(p)
 		if err != nil || args == nil {
 			return err
+		}
+		if t.s.citus {
+			return t.citusEnqueueActivities(ctx, args, nil, func(n int64) { t.enqueuedTasks = t.enqueuedTasks || n > 0 })
 		}
 		deferred{t}.batch().Queue(t.s.sql.enqueueActivities, args...).QueryRow(func(row pgx.Row) error {
 			var inserted int64
@@ -716,6 +726,9 @@ func (t *roundTx) EnqueueClaimedActivity(ctx context.Context, p *provider.Enqueu
 		args, err := t.s.activityArgs(&provider.EnqueueActivitiesParams{Tasks: []provider.ActivityTask{p.Task}, Now: p.Now})
 		if err != nil {
 			return err
+		}
+		if t.s.citus {
+			return t.citusEnqueueActivities(ctx, args, &claimOf{token: p.Token, owner: p.Owner, until: p.LockedUntil}, nil)
 		}
 		args = append(args, p.Token, p.Owner, p.LockedUntil)
 		deferred{t}.batch().Queue(t.s.sql.enqueueClaimed, args...).QueryRow(func(row pgx.Row) error {
@@ -791,7 +804,7 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 			// The result is queued (an ack or dead letter of it is
 			// undone), and counts the failed delivery.
 			t.unsent = nil
-			t.s.queueEnqueue(b, u.args, false, nil)
+			t.s.queueEnqueue(b, u.args, nil, nil)
 		}
 		part := t.s.part(p.InstanceID)
 		b.Queue(t.s.sql.holdInstance, p.InstanceID, p.VisibleAt, part)

@@ -275,9 +275,10 @@ type statements struct {
 	taskPart                                                   string
 
 	// The statements only a store distributed by Citus runs (citus.go).
-	citusLock, citusNewInstances, citusStart, citusAnyMessages string
-	citusAppendCheck                                           string
-	citusMessages, citusHistory                                map[int]string
+	citusLock, citusStart, citusAnyMessages  string
+	citusInstances, citusTaskIDs, citusTasks map[int]string
+	citusAppendCheck                         string
+	citusMessages, citusHistory              map[int]string
 }
 
 func newStatements(schema string, citus bool) *statements {
@@ -347,13 +348,17 @@ func newStatements(schema string, citus bool) *statements {
 		st.nextOrchestration = strings.Replace(st.nextOrchestration,
 			"WHERE m.instance_id = i.instance_id AND (m.visible_at < i.hold_until) IS TRUE",
 			"WHERE m.part = $3 AND m.instance_id = i.instance_id AND m.visible_at < i.hold_until", 1)
-		st.citusLock, st.citusNewInstances, st.citusStart = q(citusLockSQL), q(citusNewInstancesSQL), q(citusStartSQL)
+		st.citusLock, st.citusStart = q(citusLockSQL), q(citusStartSQL)
+		st.citusInstances, st.citusTaskIDs, st.citusTasks = map[int]string{}, map[int]string{}, map[int]string{}
 		st.citusAnyMessages = q(citusAnyMessagesSQL)
 		st.citusAppendCheck = q(citusAppendCheckSQL)
 		st.citusMessages, st.citusHistory = map[int]string{}, map[int]string{}
 		for _, n := range citusChunks {
 			st.citusMessages[n] = q(citusMessagesSQL(n))
 			st.citusHistory[n] = q(citusHistorySQL(n))
+			st.citusInstances[n] = q(citusInstancesSQL(n))
+			st.citusTaskIDs[n] = q(citusTaskIDsSQL(n))
+			st.citusTasks[n] = q(citusTasksSQL(n))
 		}
 	}
 	return st

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +197,96 @@ func NewCitusStore(t testing.TB, opts postgres.Options) *postgres.Store {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// CitusStores returns a maker of distributed stores for the subtests of
+// t, as [NewCitusStore] makes them, except that schemas are reused:
+// distributing a schema's tables takes Citus seconds, which a suite of
+// many small tests would spend again and again. When a subtest ends, its
+// store is closed and its schema emptied (every table but the migrations
+// and the settings TRUNCATEd), ready for the next subtest; every schema
+// is dropped when t ends. Identity sequences are not reset, so a store
+// made here may number its rows after those of an earlier test.
+func CitusStores(t testing.TB, opts postgres.Options) func(t testing.TB) *postgres.Store {
+	t.Helper()
+	url := CitusURL(t)
+	var (
+		mu      sync.Mutex
+		free    []string
+		schemas []string
+	)
+	t.Cleanup(func() {
+		for _, schema := range schemas {
+			Drop(t, url, schema)
+		}
+	})
+	return func(st testing.TB) *postgres.Store {
+		st.Helper()
+		mu.Lock()
+		schema := ""
+		if n := len(free); n > 0 {
+			schema, free = free[n-1], free[:n-1]
+		}
+		mu.Unlock()
+		o := opts
+		if o.Pool == nil && o.URL == "" {
+			o.URL = url
+		}
+		if schema == "" {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				st.Fatalf("pgtest: random schema name: %v", err)
+			}
+			schema = "chronicle_citus_" + hex.EncodeToString(b[:])
+			mu.Lock()
+			schemas = append(schemas, schema)
+			mu.Unlock()
+		}
+		o.Schema, o.MigrateOnStart, o.Citus = schema, true, true
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s, err := postgres.New(ctx, o)
+		if err != nil {
+			st.Fatalf("pgtest: new Citus store: %v", err)
+		}
+		if !s.Distributed() {
+			st.Fatalf("pgtest: the Citus store of schema %s is not distributed", schema)
+		}
+		st.Cleanup(func() {
+			s.Close()
+			if err := empty(url, schema); err != nil {
+				st.Errorf("pgtest: empty schema %s: %v", schema, err)
+				return
+			}
+			mu.Lock()
+			free = append(free, schema)
+			mu.Unlock()
+		})
+		return s
+	}
+}
+
+// empty truncates every table of schema but schema_migrations and
+// store_settings.
+func empty(url, schema string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }() // the truncate's own error is returned
+	rows, err := conn.Query(ctx, `
+SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables
+WHERE table_schema = $1 AND table_type = 'BASE TABLE' AND table_name NOT IN ('schema_migrations', 'store_settings')
+ORDER BY table_name`, schema)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", "))
+	return err
 }

@@ -234,12 +234,41 @@ var citusConflicts = strings.NewReplacer(
 // is IMMUTABLE.
 var priorityShift = regexp.MustCompile(`(\$\d+)::timestamptz - make_interval\(mins => ([a-z_.]+)\)`)
 
+// citusShifts rewrite the park's shifts of messages' times (see
+// parkShift) in UTC timestamps, for the same reason as priorityShift.
+var citusShifts = func() *strings.Replacer {
+	var pairs []string
+	for _, col := range []string{"visible_at", "order_at"} {
+		for _, op := range []string{" + ", " - "} {
+			pairs = append(pairs, col+op+parkShift, "("+col+" AT TIME ZONE 'UTC'"+op+parkShift+") AT TIME ZONE 'UTC'")
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}()
+
 // citusForm returns the form of a statement (schema filled in) for a
 // store distributed by Citus.
 func citusForm(sql string) string {
 	sql = priorityShift.ReplaceAllString(sql, "(${1}::timestamptz AT TIME ZONE 'UTC' - make_interval(mins => ${2})) AT TIME ZONE 'UTC'")
+	sql = citusShifts.Replace(sql)
 	return citusConflicts.Replace(sql)
 }
+
+// joinOnPart returns the join condition of two per-instance tables'
+// partitions, "a.part = b.part AND ", on a distributed store, where Citus
+// joins distributed tables on their distribution column only; "" on
+// PostgreSQL, whose plans need not change.
+func (s *Store) joinOnPart(a, b string) string {
+	if !s.citus {
+		return ""
+	}
+	return a + ".part = " + b + ".part AND "
+}
+
+// citusDeadLetterPartSQL finds the partition of a dead letter, by its id
+// alone (a query of every shard): Citus locks rows (FOR UPDATE) only in a
+// query of one shard.
+const citusDeadLetterPartSQL = `SELECT part FROM {{schema}}.dead_letters WHERE id = $1 LIMIT 1`
 
 // The enqueue of messages on a distributed store. The plain statement
 // (enqueueMessagesSQL) inserts the rows of every partition from arrays,

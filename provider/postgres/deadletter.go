@@ -197,7 +197,15 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 			msg, task            []byte
 			status, reason, text string
 		)
-		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, p.ID).Scan(&instanceID, &msg, &task, &status, &reason, &text); err != nil {
+		args := []any{p.ID}
+		if s.citus {
+			var part int32
+			if err := tx.QueryRow(ctx, s.sql.citusDeadLetterPart, p.ID).Scan(&part); err != nil {
+				return failf(err, "dead letter %s", p.ID)
+			}
+			args = append(args, part)
+		}
+		if err := tx.QueryRow(ctx, s.sql.lockDeadLetter, args...).Scan(&instanceID, &msg, &task, &status, &reason, &text); err != nil {
 			return failf(err, "dead letter %s", p.ID)
 		}
 		if provider.DeadLetterStatus(status) != provider.DeadLetterDead {

@@ -238,7 +238,7 @@ func (s *Store) ListCustomProjections(ctx context.Context, p *provider.ListCusto
 		after = "\n  AND c.instance_id > " + w.arg(p.AfterID) + "::text"
 	}
 	sql := "SELECT c.instance_id, c.version, c.seq, c.data\nFROM " + s.table("custom_projections") + " AS c\nJOIN " +
-		s.table("instances") + " AS i ON i.instance_id = c.instance_id\nWHERE c.name = " + name + "::text" + after +
+		s.table("instances") + " AS i ON " + s.joinOnPart("i", "c") + "i.instance_id = c.instance_id\nWHERE c.name = " + name + "::text" + after +
 		"\n  AND " + cond + "\nORDER BY " + w.orderBy("c.instance_id") + "\nLIMIT " + strconv.Itoa(limitOf(p.Limit))
 	rows, err := s.pool.Query(ctx, sql, append([]any{searchMode}, w.args...)...)
 	if err != nil {

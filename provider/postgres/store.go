@@ -277,7 +277,7 @@ type statements struct {
 	// The statements only a store distributed by Citus runs (citus.go).
 	citusLock, citusStart, citusAnyMessages  string
 	citusInstances, citusTaskIDs, citusTasks map[int]string
-	citusAppendCheck                         string
+	citusAppendCheck, citusDeadLetterPart    string
 	citusMessages, citusHistory              map[int]string
 }
 
@@ -351,7 +351,8 @@ func newStatements(schema string, citus bool) *statements {
 		st.citusLock, st.citusStart = q(citusLockSQL), q(citusStartSQL)
 		st.citusInstances, st.citusTaskIDs, st.citusTasks = map[int]string{}, map[int]string{}, map[int]string{}
 		st.citusAnyMessages = q(citusAnyMessagesSQL)
-		st.citusAppendCheck = q(citusAppendCheckSQL)
+		st.citusAppendCheck, st.citusDeadLetterPart = q(citusAppendCheckSQL), q(citusDeadLetterPartSQL)
+		st.lockDeadLetter = strings.Replace(st.lockDeadLetter, "WHERE id = $1", "WHERE part = $2 AND id = $1", 1)
 		st.citusMessages, st.citusHistory = map[int]string{}, map[int]string{}
 		for _, n := range citusChunks {
 			st.citusMessages[n] = q(citusMessagesSQL(n))

@@ -173,7 +173,7 @@ WHERE c.relnamespace = $1::regnamespace`, s.schema)
 
 // ErrNoCitus is returned by [Store.Distribute] on a database without the
 // citus extension.
-var ErrNoCitus = fmt.Errorf("the citus extension is not created in the database")
+var ErrNoCitus = errors.New("the citus extension is not created in the database")
 
 // Distributed reports whether the store's tables are distributed by
 // Citus: then the store uses the statement forms that Citus routes to one

@@ -289,8 +289,9 @@ const citusDeadLetterPartSQL = `SELECT part FROM {{schema}}.dead_letters WHERE i
 const (
 	citusLockSQL = `
 SELECT instance_id FROM {{schema}}.instances WHERE part = $2 AND instance_id = ANY ($1::text[]) ORDER BY instance_id FOR KEY SHARE`
-	// citusStartSQL creates the row of a started instance (EnqueueStart).
-	citusStartSQL = `INSERT INTO {{schema}}.instances (part, instance_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	// citusStartSQL creates the row of a started instance (EnqueueStart);
+	// a unique violation tells that it exists.
+	citusStartSQL = `INSERT INTO {{schema}}.instances (part, instance_id) VALUES ($1, $2)`
 	// citusAnyMessagesSQL is anyMessagesSQL for the instances of one
 	// partition.
 	citusAnyMessagesSQL = `
@@ -547,31 +548,35 @@ func (s *Store) citusCompleteActivity(ctx context.Context, p *provider.CompleteA
 	return nil
 }
 
-// citusEnqueueStart is EnqueueStart on a distributed store, in a
-// transaction: the instance's row inserted (a router query; a concurrent
-// insert of the row makes it wait for that one's commit and then find
-// it), and only when it was, the messages enqueued.
+// citusEnqueueStart is EnqueueStart on a distributed store, in one round
+// trip of router queries: the instance's row inserted without ON
+// CONFLICT, then the messages, in one batch, whose implicit transaction a
+// unique violation of the row (the instance exists) rolls back whole. As
+// with ON CONFLICT, a concurrent insert of the row makes it wait for that
+// one's commit and then find it. (The plain statement guards the messages
+// with the row's insert in data-modifying CTEs, which Citus runs as
+// subplans.)
 func (s *Store) citusEnqueueStart(ctx context.Context, p *provider.EnqueueStartParams, a *messageArgs) (bool, error) {
-	var created, inserted int64
-	err := s.inTx(ctx, "start of "+p.InstanceID, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.sql.citusStart, s.part(p.InstanceID), p.InstanceID)
-		if err != nil {
-			return failf(err, "start of %s", p.InstanceID)
-		}
-		if created = tag.RowsAffected(); created == 0 || len(a.ids) == 0 {
-			return nil
-		}
-		b := &pgx.Batch{}
+	var inserted int64
+	b := &pgx.Batch{}
+	b.Queue(s.sql.citusStart, s.part(p.InstanceID), p.InstanceID)
+	if len(a.ids) > 0 {
 		s.queueEnqueue(b, a, nil, func(n int64) error { inserted = n; return nil })
-		return failf(tx.SendBatch(ctx, b).Close(), "start of %s", p.InstanceID)
-	})
+	}
+	err := s.rc.SendBatch(ctx, b).Close()
+	// The row's insert is the batch's only one without ON CONFLICT (and
+	// Citus relays a worker's error without the constraint's name).
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation {
+		return false, nil
+	}
 	if err != nil {
-		return false, err
+		return false, failf(err, "start of %s", p.InstanceID)
 	}
 	if inserted > 0 {
 		s.announce(provider.QueueOrchestration)
 	}
-	return created > 0, nil
+	return true, nil
 }
 
 // shardCount is the shard count of a distributed store's tables: one

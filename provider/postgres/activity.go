@@ -724,7 +724,11 @@ func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivi
 // When the transaction fails, each is completed on its own, so that one
 // call's bad result fails only that call.
 func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provider.CompleteActivityParams, struct{}]) {
-	if len(calls) == 1 || s.citus {
+	if len(calls) == 1 {
+		calls[0].err = s.completeActivity(ctx, calls[0].in)
+		return
+	}
+	if s.citus {
 		// On Citus each completion is a transaction of its own (see
 		// citusCompleteActivity).
 		for _, c := range calls {

@@ -259,6 +259,15 @@
 //     delivered in identity order, which may differ from commit order.
 //   - Human task ids are unique across instances.
 //
+// # Citus
+//
+// With [Options].Citus (or [Store.Distribute]) the per-instance tables
+// are distributed by partition on a Citus cluster, and the store sends
+// the statement forms Citus runs as single-shard router queries (see
+// citus.go and docs/scaling.md). Ids of messages, activity tasks, dead
+// letters and human tasks are then unique within a partition (Citus
+// requires the distribution column in every unique key).
+//
 // # Tests
 //
 // The package's tests run [github.com/chronicleflow/chronicle/provider/providertest.Exercise] and provider-specific
@@ -266,4 +275,6 @@
 // postgres://127.0.0.1:5432/test), each case in a schema of its own that is
 // dropped afterwards; see package pgtest, which other packages' tests can
 // use too. Without a reachable server they skip, or fail under CI=true.
+// The Citus tests run on the coordinator named by CHRONICLE_TEST_CITUS_URL
+// and skip without it.
 package postgres

@@ -287,7 +287,8 @@ func TestCheckpointDetectsRewrittenHistoryOnMongo(t *testing.T) {
 // TestMongoOperations runs the operations of docs/operations.md on the
 // mongo provider over the FerretDB test server (peek-lock rounds): a
 // schedule that is backfilled and catches up after every node was down, a
-// batch paused on one node and finished by another, and the reruns.
+// batch paused on one node and finished by another, the reruns and a
+// human task's escalation.
 func TestMongoOperations(t *testing.T) {
 	t.Parallel()
 	testOperations(t, func(t *testing.T) provider.Store {
@@ -307,9 +308,10 @@ func TestMongoOperationsTransactional(t *testing.T) {
 	testOperations(t, func(t *testing.T) provider.Store { return mongotest.NewStoreAt(t, url, chmongo.Options{}) })
 }
 
-// testOperations runs the schedule, batch and rerun tests that
-// TestPostgresSchedule, TestPostgresBatch and TestPostgresRerun run on
-// PostgreSQL, on stores made by newStore.
+// testOperations runs the schedule, batch, rerun and task escalation
+// tests that TestPostgresSchedule, TestPostgresBatch, TestPostgresRerun
+// and TestTaskEscalationPostgres run on PostgreSQL, on stores made by
+// newStore.
 func testOperations(t *testing.T, newStore func(t *testing.T) provider.Store) {
 	t.Run("Schedule", func(t *testing.T) {
 		t.Parallel()
@@ -322,5 +324,9 @@ func testOperations(t *testing.T, newStore func(t *testing.T) provider.Store) {
 	t.Run("Rerun", func(t *testing.T) {
 		t.Parallel()
 		testRerunOn(t, newStore)
+	})
+	t.Run("TaskEscalation", func(t *testing.T) {
+		t.Parallel()
+		testTaskEscalationOn(t, newStore(t))
 	})
 }

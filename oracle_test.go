@@ -25,7 +25,7 @@ func TestOracleEndToEnd(t *testing.T) {
 	})
 }
 
-// TestOracleOperations runs the schedule, batch and rerun tests of
+// TestOracleOperations runs the schedule, batch, rerun and escalation tests of
 // testOperations on the oracle provider, skipped loudly without
 // CHRONICLE_TEST_ORACLE_DSN.
 func TestOracleOperations(t *testing.T) {

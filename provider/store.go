@@ -830,6 +830,9 @@ type LeaseParams struct {
 	Limit int
 	// InstanceID, when set, leases only that instance.
 	InstanceID string
+	// Partitions are the partitions to look in, as in DequeueParams;
+	// empty means every partition.
+	Partitions []int
 }
 
 // RenewLeaseParams are the params of RenewLease.

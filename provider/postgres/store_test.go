@@ -450,7 +450,9 @@ func TestWorkHints(t *testing.T) {
 		b, err := postgres.New(t.Context(), postgres.Options{URL: pgtest.URL(t), Schema: a.Schema()})
 		require.NoError(t, err)
 		t.Cleanup(b.Close)
+		// Both listeners connected: a connection closes every hint.
 		listening(t, a)
+		listening(t, b)
 		id := "i-0"
 		for i := 1; provider.PartitionOf(id, 2) != 1; i++ {
 			id = fmt.Sprintf("i-%d", i)

@@ -58,3 +58,6 @@ var (
 	PartitionPayload = partitionPayload
 	ParsePayload     = parsePayload
 )
+
+// ChannelName returns the NOTIFY channel of queue q of a schema.
+func ChannelName(schema string, q provider.Queue) string { return channelName(schema, q) }

@@ -39,6 +39,19 @@ func TestMongoEndToEnd(t *testing.T) {
 	})
 }
 
+// TestMongoEndToEndPartitions16 runs them on stores of 16 partitions
+// over the FerretDB test server.
+func TestMongoEndToEndPartitions16(t *testing.T) {
+	t.Parallel()
+	testEndToEnd(t, func(t *testing.T) provider.Store {
+		s := mongotest.NewStore(t, chmongo.Options{Partitions: 16})
+		if s.Partitions() != 16 {
+			t.Fatalf("store has %d partitions, want 16", s.Partitions())
+		}
+		return s
+	})
+}
+
 // TestMongoEndToEndTransactional runs them on the replica set named by
 // CHRONICLE_TEST_MONGO_URL, skipped loudly without one.
 func TestMongoEndToEndTransactional(t *testing.T) {

@@ -19,12 +19,12 @@ type migrateJSON struct {
 
 func runMigrate(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
-	partitions := fs.Int("partitions", 0, "PostgreSQL: the partition count of a schema this migration creates (0: one); a schema that exists keeps its count")
+	partitions := fs.Int("partitions", 0, "PostgreSQL and MongoDB: the partition count of a schema or database this migration creates (0: one); one that exists keeps its count")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
 	if isMongo(c.storeURL) {
-		return migrateMongo(c)
+		return migrateMongo(c, *partitions)
 	}
 	if isOracle(c.storeURL) {
 		return migrateOracle(c)
@@ -50,8 +50,8 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 
 // migrateMongo creates or upgrades the collections and indexes of a
 // MongoDB store.
-func migrateMongo(c *cli) error {
-	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: c.schema, Logger: quietLogger()})
+func migrateMongo(c *cli, partitions int) error {
+	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: c.schema, Logger: quietLogger(), Partitions: partitions})
 	if err != nil {
 		return err
 	}

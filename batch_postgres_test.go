@@ -7,6 +7,7 @@ import (
 	"github.com/chronicleflow/chronicle"
 	"github.com/chronicleflow/chronicle/chronicletest"
 	"github.com/chronicleflow/chronicle/history"
+	"github.com/chronicleflow/chronicle/provider"
 	"github.com/chronicleflow/chronicle/provider/postgres"
 	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
@@ -17,7 +18,12 @@ import (
 // each selected instance terminated once and no other touched.
 func TestPostgresBatch(t *testing.T) {
 	t.Parallel()
-	store := pgtest.NewStore(t, postgres.Options{})
+	testBatchResumedByAnotherNode(t, pgtest.NewStore(t, postgres.Options{}))
+}
+
+// testBatchResumedByAnotherNode runs the batch of TestPostgresBatch on
+// store, its query translated by the store's search.
+func testBatchResumedByAnotherNode(t *testing.T, store provider.Store) {
 	env, _ := batchEnv(t, chronicletest.Store(store))
 	e, ctx := env.Engine(), env.Context()
 	uk := startWaiters(env, "uk", 30, waiterIn{})

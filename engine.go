@@ -51,6 +51,9 @@ type Engine struct {
 	// share is the engine's share of a partitioned store's partitions;
 	// nil for a store of one partition.
 	share *partitionShare
+	// queues are the states of the queues of Run's workers, while it
+	// runs: a change of the partition leases wakes their workers.
+	queues atomic.Pointer[[]*queueState]
 	// payloads decodes user payloads, opening sealed ones, and seals
 	// those of instances with a data subject.
 	payloads *payloadCodec
@@ -286,9 +289,13 @@ func (e *Engine) Run(ctx context.Context) error {
 			return worked, worked, err
 		}},
 	}
+	var states []*queueState
+	defer e.queues.Store(nil)
 	for _, p := range pools {
-		qs := &queueState{q: p.q, wake: make(chan struct{}, 1)}
+		qs := &queueState{q: p.q, wake: make(chan struct{}, 1), share: e.share}
+		states = append(states, qs)
 		if n, ok := e.store.(provider.Notifier); ok {
+			qs.leases = make(chan struct{}, 1)
 			// The first hint is asked for before any worker looks for
 			// work: what is enqueued after a worker's look is hinted.
 			hint := n.WorkHint(p.q)
@@ -306,6 +313,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}()
 		}
 	}
+	e.queues.Store(&states)
 	if l, ok := e.store.(provider.PartitionLeaser); ok && e.share != nil {
 		wg.Add(1)
 		go func() {
@@ -470,6 +478,16 @@ func (e *Engine) observeActivity(ctx context.Context, rep *round.ActivityReport,
 type queueState struct {
 	q    provider.Queue
 	wake chan struct{}
+	// share is the engine's share of a partitioned store's partitions
+	// (nil: one partition): hints of work in the partitions of other
+	// nodes wake no worker.
+	share *partitionShare
+	// woke counts the hints that woke a worker, skipped those of work in
+	// partitions held by other nodes.
+	woke, skipped atomic.Uint64
+	// leases tells the hint watcher that the engine's partitions changed
+	// (nil without a watcher).
+	leases chan struct{}
 
 	mu sync.Mutex
 	// hints counts the hints seen; next, read at nextRead (zero: never),
@@ -494,21 +512,94 @@ func (s *queueState) wakeOne() {
 // them all to the store, where one finds the work and the others only
 // look. A worker that finds work wakes the next one (see loop), so a burst
 // of work still reaches every worker.
+//
+// On a partitioned store whose hints name partitions
+// ([provider.PartitionNotifier]), a hint wakes a worker only when it
+// names a partition the engine holds, or the engine holds none: the work
+// of another node's partitions is that node's, and this engine's workers
+// find it anyway at their look at every partition once per SafetyPoll.
 func (s *queueState) watchHints(stop context.Context, n provider.Notifier, hint <-chan struct{}) {
+	pn, _ := n.(provider.PartitionNotifier)
+	if s.share == nil {
+		pn = nil
+	}
+	w := partitionWatch{parts: map[int]<-chan struct{}{}}
 	for {
 		select {
 		case <-stop.Done():
 			return
+		case <-s.leases:
+			// The hints of the new partitions are asked for before the
+			// wake-up, so work announced in them before is seen by the
+			// woken worker and what is announced after is hinted.
+			if pn != nil {
+				w.watch(pn, s.q, s.share.heldNow())
+			}
+			s.arrived()
+			continue
 		case <-hint:
 		}
 		// The next hint is asked for before the wake-up this one causes,
 		// so work enqueued in between is seen by the woken worker.
 		hint = n.WorkHint(s.q)
-		s.mu.Lock()
-		s.hints++
-		s.mu.Unlock()
-		s.wakeOne()
+		if pn != nil && !w.mine(pn, s.q, s.share.heldNow()) {
+			s.skipped.Add(1)
+			continue
+		}
+		s.woke.Add(1)
+		s.arrived()
 	}
+}
+
+// arrived tells the queue's workers that work may have arrived: the next
+// visible time is asked again, and one idle worker looks.
+func (s *queueState) arrived() {
+	s.mu.Lock()
+	s.hints++
+	s.mu.Unlock()
+	s.wakeOne()
+}
+
+// partitionWatch is the hint channels of the partitions an engine held at
+// the last hint of a queue.
+type partitionWatch struct {
+	held  []int
+	parts map[int]<-chan struct{}
+}
+
+// watch takes the hint channels of the partitions held.
+func (w *partitionWatch) watch(pn provider.PartitionNotifier, q provider.Queue, held []int) {
+	w.held = held
+	clear(w.parts)
+	for _, p := range held {
+		w.parts[p] = pn.PartitionHint(q, p)
+	}
+}
+
+// mine reports whether the hint just seen may be of work in the held
+// partitions: one of their channels is closed (it is replaced), the
+// engine holds none, or held changed and the watcher was not told yet
+// (see Engine.leasesChanged; the channels of the new partitions are taken
+// now).
+func (w *partitionWatch) mine(pn provider.PartitionNotifier, q provider.Queue, held []int) bool {
+	if len(held) == 0 {
+		w.watch(pn, q, nil)
+		return true
+	}
+	if !slices.Equal(held, w.held) {
+		w.watch(pn, q, held)
+		return true
+	}
+	mine := false
+	for p, ch := range w.parts {
+		select {
+		case <-ch:
+			mine = true
+			w.parts[p] = pn.PartitionHint(q, p)
+		default:
+		}
+	}
+	return mine
 }
 
 // nextVisible returns the queue's next visible time, asking the store

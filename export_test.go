@@ -1,6 +1,10 @@
 package chronicle
 
-import "context"
+import (
+	"context"
+
+	"github.com/chronicleflow/chronicle/provider"
+)
 
 // PendingWrites returns how many client calls wait for a combined write.
 func PendingWrites(e *Engine) int {
@@ -22,4 +26,18 @@ func SetScheduleVersion(v int) (restore func()) {
 	old := scheduleVersion
 	scheduleVersion = v
 	return func() { scheduleVersion = old }
+}
+
+// HintWakeups returns how many work hints of queue q woke a worker of
+// the running engine, and how many it skipped as work of partitions other
+// engines hold (zeros when it does not run).
+func HintWakeups(e *Engine, q provider.Queue) (woke, skipped uint64) {
+	if qs := e.queues.Load(); qs != nil {
+		for _, s := range *qs {
+			if s.q == q {
+				return s.woke.Load(), s.skipped.Load()
+			}
+		}
+	}
+	return 0, 0
 }

@@ -283,3 +283,50 @@ func TestCheckpointDetectsRewrittenHistoryOnMongo(t *testing.T) {
 	require.NoError(t, err)
 	requireMismatch(t, rep, "m-1", last)
 }
+
+// TestMongoOperations runs the operations of docs/operations.md on the
+// mongo provider over the FerretDB test server (peek-lock rounds): a
+// schedule that is backfilled and catches up after every node was down, a
+// batch paused on one node and finished by another, the reruns and a
+// human task's escalation.
+func TestMongoOperations(t *testing.T) {
+	t.Parallel()
+	testOperations(t, func(t *testing.T) provider.Store {
+		s := mongotest.NewStore(t, chmongo.Options{})
+		if s.Mode() != provider.ModePeekLock {
+			t.Fatalf("store on FerretDB runs %s rounds, want peek-lock", s.Mode())
+		}
+		return s
+	})
+}
+
+// TestMongoOperationsTransactional runs them on the replica set named by
+// CHRONICLE_TEST_MONGO_URL, skipped loudly without one.
+func TestMongoOperationsTransactional(t *testing.T) {
+	url := mongotest.ReplicaSetURL(t)
+	t.Parallel()
+	testOperations(t, func(t *testing.T) provider.Store { return mongotest.NewStoreAt(t, url, chmongo.Options{}) })
+}
+
+// testOperations runs the schedule, batch, rerun and task escalation
+// tests that TestPostgresSchedule, TestPostgresBatch, TestPostgresRerun
+// and TestTaskEscalationPostgres run on PostgreSQL, on stores made by
+// newStore.
+func testOperations(t *testing.T, newStore func(t *testing.T) provider.Store) {
+	t.Run("Schedule", func(t *testing.T) {
+		t.Parallel()
+		testScheduleCatchup(t, newStore(t))
+	})
+	t.Run("Batch", func(t *testing.T) {
+		t.Parallel()
+		testBatchResumedByAnotherNode(t, newStore(t))
+	})
+	t.Run("Rerun", func(t *testing.T) {
+		t.Parallel()
+		testRerunOn(t, newStore)
+	})
+	t.Run("TaskEscalation", func(t *testing.T) {
+		t.Parallel()
+		testTaskEscalationOn(t, newStore(t))
+	})
+}

@@ -24,3 +24,12 @@ func TestOracleEndToEnd(t *testing.T) {
 		return s
 	})
 }
+
+// TestOracleOperations runs the schedule, batch, rerun and escalation tests of
+// testOperations on the oracle provider, skipped loudly without
+// CHRONICLE_TEST_ORACLE_DSN.
+func TestOracleOperations(t *testing.T) {
+	oracletest.DSN(t)
+	t.Parallel()
+	testOperations(t, func(t *testing.T) provider.Store { return oracletest.NewStore(t, oracle.Options{}) })
+}

@@ -64,6 +64,37 @@ func (ps *partitionShare) lookIn(now time.Time, sweep time.Duration) []int {
 	return append(slices.Clone(held[i:]), held[:i]...)
 }
 
+// heldNow returns the partitions held (nil: none); the slice is not
+// modified afterwards.
+func (ps *partitionShare) heldNow() []int {
+	if hp := ps.held.Load(); hp != nil {
+		return *hp
+	}
+	return nil
+}
+
+// leasesChanged wakes one idle worker of each queue when the engine's
+// partitions changed, through the queue's hint watcher when it has one
+// (which watches the new partitions first): work announced in a
+// partition before the engine took it woke no worker of it (see
+// queueState.watchHints).
+func (e *Engine) leasesChanged() {
+	qs := e.queues.Load()
+	if qs == nil {
+		return
+	}
+	for _, s := range *qs {
+		if s.leases == nil {
+			s.arrived()
+			continue
+		}
+		select {
+		case s.leases <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Partitions returns the partitions this engine holds leases on while it
 // runs (nil for a store of one partition, or before the first lease):
 // its workers look there first.
@@ -93,6 +124,7 @@ func (e *Engine) runPartitionLeases(ctx context.Context, l provider.PartitionLea
 		old := e.share.held.Swap(&held)
 		if old == nil || !slices.Equal(*old, held) {
 			e.log.InfoContext(ctx, "partition leases", slog.String("node", e.opts.NodeID), slog.Any("partitions", held))
+			e.leasesChanged()
 		}
 		e.sleep(ctx, nil, ttl/3)
 		if ctx.Err() != nil {

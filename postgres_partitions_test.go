@@ -194,3 +194,99 @@ func TestPostgresEnginesSplitPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, chronicle.StatusCompleted, inst.Status)
 }
+
+// TestPostgresPartitionWakeups runs three engines, each on a store of its
+// own, on a schema of two partitions: two hold one partition each and the
+// third none. Work started in one partition by a fourth store wakes a
+// worker of the engine holding it and of the engine holding none (which
+// looks at every partition), and no worker of the engine holding the
+// other partition.
+func TestPostgresPartitionWakeups(t *testing.T) {
+	t.Parallel()
+	client := pgtest.NewStore(t, postgres.Options{Partitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	engines := make([]*chronicle.Engine, 3)
+	done := make(chan error, len(engines))
+	for i := range engines {
+		store, err := postgres.New(ctx, postgres.Options{URL: pgtest.URL(t), Schema: client.Schema()})
+		require.NoError(t, err)
+		t.Cleanup(store.Close)
+		// Leases renewed every second: they settle in a few renewals
+		// and stay put while the test looks. No safety poll meanwhile.
+		e, err := chronicle.New(store, chronicle.Options{NodeID: fmt.Sprintf("node-%d", i), SafetyPoll: time.Minute, PartitionLease: 3 * time.Second})
+		require.NoError(t, err)
+		require.NoError(t, chronicle.RegisterActivity(e, "double", func(_ context.Context, n int) (int, error) { return 2 * n, nil }))
+		require.NoError(t, chronicle.RegisterWorkflow(e, "once", func(ctx *chronicle.Context, n int) (int, error) {
+			return chronicle.CallActivity[int](ctx, "double", n, nil)
+		}))
+		engines[i] = e
+		go func() { done <- e.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range engines {
+			require.NoError(t, <-done)
+		}
+	}()
+	var owner, other, fallback *chronicle.Engine
+	require.Eventually(t, func() bool {
+		owner, other, fallback = nil, nil, nil
+		for _, e := range engines {
+			switch p := e.Partitions(); {
+			case len(p) == 0:
+				fallback = e
+			case slices.Equal(p, []int{0}):
+				owner = e
+			case slices.Equal(p, []int{1}):
+				other = e
+			}
+		}
+		return owner != nil && other != nil && fallback != nil
+	}, time.Minute, 10*time.Millisecond, "two engines hold one partition each, the third none")
+
+	id := "wake-0"
+	for i := 1; provider.PartitionOf(id, 2) != 0; i++ {
+		id = fmt.Sprintf("wake-%d", i)
+	}
+	type counts struct{ woke, skipped uint64 }
+	hints := func(e *chronicle.Engine) (orch, act counts) {
+		orch.woke, orch.skipped = chronicle.HintWakeups(e, provider.QueueOrchestration)
+		act.woke, act.skipped = chronicle.HintWakeups(e, provider.QueueActivity)
+		return orch, act
+	}
+	ownerOrch, ownerAct := hints(owner)
+	otherOrch, otherAct := hints(other)
+	fallbackOrch, fallbackAct := hints(fallback)
+
+	starter, err := chronicle.NewClient(client, chronicle.ClientOptions{})
+	require.NoError(t, err)
+	_, err = starter.Start(ctx, "once", 21, &chronicle.StartOptions{InstanceID: id})
+	require.NoError(t, err)
+	inst, err := starter.Wait(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, chronicle.StatusCompleted, inst.Status)
+
+	// The workflow's start, activity and result were announced in
+	// partition 0; the other engine skipped them all.
+	require.Eventually(t, func() bool {
+		o, a := hints(other)
+		return o.skipped+o.woke >= otherOrch.skipped+otherOrch.woke+2 && a.skipped+a.woke > otherAct.skipped+otherAct.woke
+	}, time.Minute, 10*time.Millisecond, "the engine holding partition 1 sees the hints of partition 0")
+	o, a := hints(other)
+	require.Equal(t, otherOrch.woke, o.woke, "a hint of partition 0 woke an orchestration worker of the engine holding partition 1")
+	require.Equal(t, otherAct.woke, a.woke, "a hint of partition 0 woke an activity worker of the engine holding partition 1")
+	for _, c := range []struct {
+		name     string
+		e        *chronicle.Engine
+		orch, ac counts
+	}{{"the engine holding partition 0", owner, ownerOrch, ownerAct}, {"the engine holding no partition", fallback, fallbackOrch, fallbackAct}} {
+		require.Eventually(t, func() bool {
+			o, a := hints(c.e)
+			return o.woke > c.orch.woke && a.woke > c.ac.woke
+		}, time.Minute, 10*time.Millisecond, "%s is woken for partition 0's work", c.name)
+		o, a := hints(c.e)
+		require.Equal(t, c.orch.skipped, o.skipped, "%s skipped a hint", c.name)
+		require.Equal(t, c.ac.skipped, a.skipped, "%s skipped a hint", c.name)
+	}
+}

@@ -2,6 +2,8 @@ package chronicle_test
 
 import (
 	"testing"
+
+	"github.com/chronicleflow/chronicle/provider"
 )
 
 // The rerun tests on PostgreSQL (transactional rounds, its only mode): a
@@ -10,6 +12,12 @@ import (
 // request, a pending timer armed again and a suspended instance.
 func TestPostgresRerun(t *testing.T) {
 	t.Parallel()
+	testRerunOn(t, func(t *testing.T) provider.Store { return newPostgresStore(t) })
+}
+
+// testRerunOn runs the rerun tests on stores made by newStore, one for
+// each test.
+func testRerunOn(t *testing.T, newStore func(t *testing.T) provider.Store) {
 	for name, test := range map[string]func(*testing.T, *bundle){
 		"CompletedFromMidHistory":            testRerunCompleted,
 		"FailedActivityWithReplacedInput":    testRerunFailedActivity,
@@ -21,7 +29,7 @@ func TestPostgresRerun(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			test(t, setupPostgres(t))
+			test(t, setupOn(t, newStore(t)))
 		})
 	}
 }

@@ -373,7 +373,13 @@ func TestTaskCompletedAtDueWinsOverDefault(t *testing.T) {
 // status in columns of their own.
 func TestTaskEscalationPostgres(t *testing.T) {
 	t.Parallel()
-	env := chronicletest.New(t, chronicletest.Store(pgtest.NewStore(t, postgres.Options{})))
+	testTaskEscalationOn(t, pgtest.NewStore(t, postgres.Options{}))
+}
+
+// testTaskEscalationOn runs the escalation of TestTaskEscalationPostgres
+// on store.
+func testTaskEscalationOn(t *testing.T, store provider.Store) {
+	env := chronicletest.New(t, chronicletest.Store(store))
 	register(t, env.Engine(), "expense", escalatingWorkflow(
 		chronicle.TaskEscalation{ReassignRoles: []string{"supervisor"}},
 		approveExpense.CompleteWith(2*escalationDue, verdict{By: "policy"}, "default"),

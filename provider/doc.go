@@ -105,7 +105,8 @@
 // [Store], with [TxStore] or [LeaseStore], is the required core: all the
 // engine needs to run workflows, activities and their dead letters. The
 // rest are optional capabilities the engine discovers by type assertion:
-// [Notifier] (hints that work arrived), [QueryStore] (instances, human
+// [Notifier] (hints that work arrived; [PartitionNotifier] when they name
+// partitions, see [Partitioned]), [QueryStore] (instances, human
 // tasks, custom projections), [DeadLetterStore] (listing, redriving and
 // discarding dead letters), [PurgeStore] (purge and tombstones),
 // [InspectStore] (what tests see of the activity queue) and

@@ -558,6 +558,19 @@ type Notifier interface {
 	WorkHint(queue Queue) <-chan struct{}
 }
 
+// PartitionNotifier is implemented by partitioned stores (see
+// [Partitioned]) whose hints name the partitions of the work, so that an
+// engine wakes its workers only for work in the partitions it holds.
+type PartitionNotifier interface {
+	Notifier
+	// PartitionHint returns a channel that is closed when work may have
+	// been enqueued on queue in partition after the call, or an instance
+	// of it released. Whatever closes it also closes the channel of
+	// WorkHint; a hint that names no partition (a lost connection, a
+	// store of an older version) closes the channels of every partition.
+	PartitionHint(queue Queue, partition int) <-chan struct{}
+}
+
 // Queue names one of the two queues.
 type Queue string
 
@@ -817,6 +830,9 @@ type LeaseParams struct {
 	Limit int
 	// InstanceID, when set, leases only that instance.
 	InstanceID string
+	// Partitions are the partitions to look in, as in DequeueParams;
+	// empty means every partition.
+	Partitions []int
 }
 
 // RenewLeaseParams are the params of RenewLease.

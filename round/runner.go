@@ -583,9 +583,11 @@ func eagerToken() string {
 
 func (r *Runner) runLease(ctx context.Context) (*Report, error) {
 	now := roundNow(r.opts.Clock)
-	lease, err := r.lease.LeaseInstance(ctx, &provider.LeaseParams{
-		Now: now, LockedUntil: now.Add(r.opts.LeaseDuration), Owner: r.opts.Node, Limit: r.opts.BatchLimit,
-	})
+	lp := &provider.LeaseParams{Now: now, LockedUntil: now.Add(r.opts.LeaseDuration), Owner: r.opts.Node, Limit: r.opts.BatchLimit}
+	if r.opts.Partitions != nil {
+		lp.Partitions = r.opts.Partitions()
+	}
+	lease, err := r.lease.LeaseInstance(ctx, lp)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}

@@ -19,13 +19,13 @@ type migrateJSON struct {
 
 func runMigrate(c *cli, cmd *command, args []string) error {
 	fs := c.flags(cmd)
-	partitions := fs.Int("partitions", 0, "PostgreSQL: the partition count of a schema this migration creates (0: one); a schema that exists keeps its count")
+	partitions := fs.Int("partitions", 0, "PostgreSQL and MongoDB: the partition count of a schema or database this migration creates (0: one); one that exists keeps its count")
 	citus := fs.Bool("citus", false, "PostgreSQL: then distribute the schema's tables by partition on the Citus cluster of the store's coordinator (docs/scaling.md)")
 	if _, err := c.parse(cmd, fs, args, 0, 0); err != nil {
 		return err
 	}
 	if isMongo(c.storeURL) {
-		return migrateMongo(c)
+		return migrateMongo(c, *partitions)
 	}
 	if isOracle(c.storeURL) {
 		return migrateOracle(c)
@@ -59,8 +59,8 @@ func runMigrate(c *cli, cmd *command, args []string) error {
 
 // migrateMongo creates or upgrades the collections and indexes of a
 // MongoDB store.
-func migrateMongo(c *cli) error {
-	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: c.schema, Logger: quietLogger()})
+func migrateMongo(c *cli, partitions int) error {
+	store, err := mongo.Open(c.ctx, c.storeURL, mongo.Options{Database: c.schema, Logger: quietLogger(), Partitions: partitions})
 	if err != nil {
 		return err
 	}

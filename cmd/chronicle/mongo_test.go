@@ -88,3 +88,30 @@ func TestMongoCommands(t *testing.T) {
 	code, _, _ = cli("history", "verify", "--all")
 	require.Equal(t, 1, code)
 }
+
+// TestMongoMigratePartitions: migrate --partitions creates a MongoDB
+// database of that many partitions, and a second migrate with another
+// count fails with the count recorded.
+func TestMongoMigratePartitions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, db := mongotest.URL(t), mongotest.Database()
+	client := mongotest.Client(t, url)
+	t.Cleanup(func() { _ = client.Database(db).Drop(context.Background()) })
+	cli := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append([]string{"--store", url, "--schema", db}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, _, stderr := cli("migrate", "--partitions", "16")
+	require.Equal(t, 0, code, stderr)
+	store, err := mongo.New(ctx, mongo.Options{Client: client, Database: db})
+	require.NoError(t, err)
+	defer store.Close()
+	require.Equal(t, 16, store.Partitions())
+	code, _, stderr = cli("migrate", "--partitions", "8")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "created with 16 partitions, opened with 8")
+	code, _, stderr = cli("migrate")
+	require.Equal(t, 0, code, stderr)
+}

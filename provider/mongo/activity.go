@@ -55,6 +55,10 @@ type taskDoc struct {
 	Name           string `bson:"an"`
 	Priority       int    `bson:"pr,omitempty"`
 	ConcurrencyKey string `bson:"ck,omitempty"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // Kinds of a task's steps.
@@ -165,6 +169,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 		return err
 	}
 	wrote := false
+	var ids []string
 	for _, t := range p.Tasks {
 		t.SetDefaults(p.Now)
 		data, err := provider.MarshalActivityTask(&t)
@@ -172,7 +177,7 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 			return fmt.Errorf("enqueue activity task %s: %w", t.ID, err)
 		}
 		ok, err := insertIgnoringDuplicate(ctx, s.c.tasks, t.ID, &taskDoc{
-			ID: t.ID, Instance: t.InstanceID, Execution: t.ExecutionID, Queue: t.Queue,
+			Part: s.part(t.InstanceID), ID: t.ID, Instance: t.InstanceID, Execution: t.ExecutionID, Queue: t.Queue,
 			ClaimableAt: provider.UnixNanos(t.VisibleAt), OrderAt: orderAt(provider.UnixNanos(t.VisibleAt), t.Priority),
 			Order: nextOrder(p.Now), Task: data,
 			Name: t.Name, Priority: t.Priority, ConcurrencyKey: t.ConcurrencyKey,
@@ -181,9 +186,10 @@ func (s *Store) EnqueueActivities(ctx context.Context, p *provider.EnqueueActivi
 			return fmt.Errorf("enqueue activity task %s: %w", t.ID, err)
 		}
 		wrote = wrote || ok
+		ids = append(ids, t.InstanceID)
 	}
 	if wrote {
-		s.notify(provider.QueueActivity)
+		s.notifyOf(provider.QueueActivity, ids...)
 	}
 	return nil
 }
@@ -260,6 +266,7 @@ func (s *Store) ClaimActivity(ctx context.Context, p *provider.ClaimActivityPara
 	var after *taskDoc
 	for {
 		f := filter("q", filter("$in", queuesOf(p.Queues)), "d", false, "ca", filter("$lte", provider.UnixNanos(p.Now)))
+		f = s.partFilter(f, p.Partitions)
 		f = c.exclusions(f)
 		if after != nil {
 			f = append(f, bson.E{Key: "$or", Value: bson.A{
@@ -391,7 +398,7 @@ func (s *Store) finish(ctx context.Context, instanceID string, st *stepDoc, now 
 		if _, err := s.enqueueMessages(ctx, []provider.Message{st.Result.message()}, now); err != nil {
 			return err
 		}
-		s.notify(provider.QueueOrchestration)
+		s.notifyOf(provider.QueueOrchestration, st.Result.Instance)
 	case st.Letter != nil:
 		// A letter an operator resolved already is not raised again.
 		var cur letterDoc
@@ -551,7 +558,7 @@ func (s *Store) settle(ctx context.Context, taskID, token, kind string, build fu
 // its claim writes nothing.
 func (s *Store) CompleteActivity(ctx context.Context, p *provider.CompleteActivityParams) error {
 	m := p.Result
-	res := newMessageDoc(&m, p.Now)
+	res := newMessageDoc(&m, p.Now, s.part(m.InstanceID))
 	st, err := s.settle(ctx, p.TaskID, p.Token, stepComplete, func(_, st *stepDoc) error {
 		st.Result = &res
 		return nil
@@ -604,7 +611,7 @@ func (s *Store) DeadLetterActivity(ctx context.Context, p *provider.DeadLetterAc
 		if l.Activity == nil {
 			l.Activity = &t
 		}
-		st.Letter, err = newLetterDoc(&l)
+		st.Letter, err = newLetterDoc(&l, s.part(l.InstanceID))
 		return err
 	})
 	if err != nil {
@@ -753,10 +760,17 @@ func (s *Store) requeueTask(ctx context.Context, t provider.ActivityTask, now ti
 			break
 		}
 	}
-	_, err = s.c.tasks.UpdateOne(ctx, filter("_id", t.ID),
+	// On a store of several partitions the upsert's filter holds the
+	// shard key (docs/scaling.md): a sharded collection takes an upsert
+	// only with it.
+	f := filter("_id", t.ID)
+	if s.partitions > 1 {
+		f = append(f, filter("pt", s.part(t.InstanceID), "i", t.InstanceID)...)
+	}
+	_, err = s.c.tasks.UpdateOne(ctx, f,
 		set("i", t.InstanceID, "x", t.ExecutionID, "q", t.Queue, "ca", provider.UnixNanos(now), "po", orderAt(provider.UnixNanos(now), t.Priority),
 			"o", nextOrder(now), "tok", "", "own", "", "u", int64(0), "d", false, "t", data,
-			"an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey), options.UpdateOne().SetUpsert(true))
+			"an", t.Name, "pr", t.Priority, "ck", t.ConcurrencyKey, "pt", s.part(t.InstanceID)), options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("requeue activity task %s: %w", t.ID, translate(err))
 	}

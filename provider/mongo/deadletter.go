@@ -28,6 +28,10 @@ type letterDoc struct {
 	Status     string `bson:"st"`
 	ResolvedBy string `bson:"rb"`
 	ResolvedAt int64  `bson:"ra"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // incidentDoc is an instance's incident: the newest unresolved dead
@@ -38,9 +42,10 @@ type incidentDoc struct {
 	Text string `bson:"tx"`
 }
 
-func newLetterDoc(l *provider.DeadLetter) (*letterDoc, error) {
+// newLetterDoc builds the document of l, of partition part.
+func newLetterDoc(l *provider.DeadLetter, part int) (*letterDoc, error) {
 	d := &letterDoc{
-		ID: l.ID, Instance: l.InstanceID, Raw: l.Raw, Reason: string(l.Reason), Error: l.Error, Node: l.Node,
+		Part: part, ID: l.ID, Instance: l.InstanceID, Raw: l.Raw, Reason: string(l.Reason), Error: l.Error, Node: l.Node,
 		At: provider.UnixNanos(l.At), Attempts: l.Attempts, Status: string(l.Status), ResolvedBy: l.ResolvedBy, ResolvedAt: provider.UnixNanos(l.ResolvedAt),
 	}
 	if d.Status == "" {
@@ -153,7 +158,7 @@ func (s *Store) deadLetterWrites(ctx context.Context, instanceID string, letters
 func (s *Store) insertLetter(ctx context.Context, l *provider.DeadLetter) error {
 	c := *l
 	for range 8 {
-		d, err := newLetterDoc(&c)
+		d, err := newLetterDoc(&c, s.part(c.InstanceID))
 		if err != nil {
 			return err
 		}

@@ -27,11 +27,20 @@
 // a task's claims: claim, settlement, cancel, requeue), dead_letters, incidents, snapshots, instances, human_tasks,
 // human_task_events, custom_projections, tombstones, checkpoints and
 // checkpoint_leaves (signed checkpoints, [provider.CheckpointStore]),
-// slot_sets, activity_slots and rate_tokens (flow control, below), and
-// chronicle_meta (schema version and migration lock). Times are Unix nanoseconds from
+// slot_sets, activity_slots and rate_tokens (flow control, below),
+// partition_leases and partition_nodes ([provider.PartitionLeaser]), and
+// chronicle_meta (schema version, migration lock and settings). Times are Unix nanoseconds from
 // the engine's clock (BSON dates keep milliseconds only); no method reads
 // the clock. Migrations ([Store.Migrate]) are versioned, idempotent and
 // run under a lock document.
+//
+// A store has [Options].Partitions partitions, recorded when its database
+// is created ([provider.Partitioned]): every document of an instance in
+// instances, history, messages, activity_tasks, dead_letters, human_tasks,
+// human_task_events and custom_projections carries its partition in the
+// field pt, the first field of the shard key of a sharded cluster, and
+// the dequeue, the claim and the next-visible query look in the
+// partitions asked for (docs/scaling.md, "MongoDB").
 //
 // An instance document keeps the search attributes twice (values by name
 // for ranges, prefixes and grouping; one key per value for equality and

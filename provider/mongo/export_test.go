@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/chronicleflow/chronicle/history"
 	"github.com/chronicleflow/chronicle/provider"
@@ -108,5 +109,20 @@ func AsBeforeFlow(ctx context.Context, s *Store) error {
 		return err
 	}
 	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 4))
+	return err
+}
+
+// AsBeforePartitions makes the store look as a store of schema 5 left
+// it: no settings document, no field "pt" on any document, the version 5.
+func AsBeforePartitions(ctx context.Context, s *Store) error {
+	for _, c := range []*mongo.Collection{s.c.instances, s.c.history, s.c.messages, s.c.tasks, s.c.letters, s.c.humanTasks, s.c.taskEvents, s.c.custom} {
+		if _, err := c.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: filter("pt", "")}}); err != nil {
+			return err
+		}
+	}
+	if _, err := s.c.meta.DeleteOne(ctx, filter("_id", settingsID)); err != nil {
+		return err
+	}
+	_, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", 5))
 	return err
 }

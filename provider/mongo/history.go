@@ -22,6 +22,10 @@ type historyDoc struct {
 	Last     int64    `bson:"l"`
 	LastHash []byte   `bson:"lh"`
 	Events   [][]byte `bson:"ev"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // keyDoc claims an idempotency key of an instance for the event at Seq of
@@ -131,7 +135,7 @@ func (s *Store) AppendHistory(ctx context.Context, p *provider.AppendHistoryPara
 		}
 	}
 	doc := historyDoc{
-		ID: historyID(p.InstanceID, first), Instance: p.InstanceID, First: first, Last: first + int64(len(p.Events)) - 1,
+		Part: s.part(p.InstanceID), ID: historyID(p.InstanceID, first), Instance: p.InstanceID, First: first, Last: first + int64(len(p.Events)) - 1,
 		LastHash: p.Events[len(p.Events)-1].Hash, Events: make([][]byte, len(p.Events)),
 	}
 	for i := range p.Events {

@@ -17,18 +17,69 @@ import (
 type migration struct {
 	version int
 	name    string
-	apply   func(ctx context.Context, s *Store) error
+	// apply applies the step to a database at version from.
+	apply func(ctx context.Context, s *Store, from int) error
 }
 
 // migrations are applied in order; each is idempotent (creating an index
 // that exists is a no-op), so a migration interrupted half-way is simply
 // run again.
 var migrations = []migration{
-	{1, "collections and indexes", migrateIndexes},
-	{2, "signed checkpoints", migrateCheckpoints},
-	{3, "activity task steps", migrateActivitySteps},
-	{4, "search fields of instance records", migrateSearch},
-	{5, "priority and flow control", migrateFlow},
+	{1, "collections and indexes", ignoreFrom(migrateIndexes)},
+	{2, "signed checkpoints", ignoreFrom(migrateCheckpoints)},
+	{3, "activity task steps", ignoreFrom(migrateActivitySteps)},
+	{4, "search fields of instance records", ignoreFrom(migrateSearch)},
+	{5, "priority and flow control", ignoreFrom(migrateFlow)},
+	{partitionsMigration, "partitions", migratePartitions},
+}
+
+// partitionsMigration is the version that records the partition count.
+const partitionsMigration = 6
+
+// ignoreFrom adapts a step that does not depend on the version it
+// starts from.
+func ignoreFrom(f func(ctx context.Context, s *Store) error) func(context.Context, *Store, int) error {
+	return func(ctx context.Context, s *Store, _ int) error { return f(ctx, s) }
+}
+
+// migratePartitions records the partition count in the settings
+// document: Options.Partitions for a new database (from 0), 1 for one
+// created before partitions, whose documents have no "pt" and are all
+// of partition 0. A store of several partitions gets the queue indexes
+// led by "pt": messages by (pt, po, o) and (pt, v, o), activity tasks by
+// (pt, q, d, po, o) and (pt, q, d, ca, o). A store of one partition
+// keeps the indexes of before, which its queries (naming no partition)
+// use.
+func migratePartitions(ctx context.Context, s *Store, from int) error {
+	p := 1
+	if from == 0 {
+		p = s.createPartitions
+	}
+	// A count recorded by an earlier run of this step stays.
+	if _, err := s.c.meta.UpdateOne(ctx, filter("_id", settingsID), bson.D{{Key: "$setOnInsert", Value: filter("partitions", p)}},
+		options.UpdateOne().SetUpsert(true)); err != nil {
+		return fmt.Errorf("record the partition count: %w", translate(err))
+	}
+	if err := s.readPartitions(ctx, partitionsMigration); err != nil {
+		return err
+	}
+	if s.partitions <= 1 {
+		return nil
+	}
+	for _, step := range []struct {
+		c    *mongo.Collection
+		keys bson.D
+	}{
+		{s.c.messages, bson.D{{Key: "pt", Value: 1}, {Key: "po", Value: 1}, {Key: "o", Value: 1}}},
+		{s.c.messages, bson.D{{Key: "pt", Value: 1}, {Key: "v", Value: 1}, {Key: "o", Value: 1}}},
+		{s.c.tasks, bson.D{{Key: "pt", Value: 1}, {Key: "q", Value: 1}, {Key: "d", Value: 1}, {Key: "po", Value: 1}, {Key: "o", Value: 1}}},
+		{s.c.tasks, bson.D{{Key: "pt", Value: 1}, {Key: "q", Value: 1}, {Key: "d", Value: 1}, {Key: "ca", Value: 1}, {Key: "o", Value: 1}}},
+	} {
+		if _, err := step.c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: step.keys}); err != nil {
+			return fmt.Errorf("index on %s: %w", step.c.Name(), translate(err))
+		}
+	}
+	return nil
 }
 
 // migrateFlow adds what priority and flow control need: the order field
@@ -308,7 +359,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if m.version <= current {
 			continue
 		}
-		if err := m.apply(ctx, s); err != nil {
+		if err := m.apply(ctx, s, current); err != nil {
 			return fmt.Errorf("mongo: migration %d (%s): %w", m.version, m.name, err)
 		}
 		if _, err := s.c.meta.UpdateOne(ctx, filter("_id", "version"), set("v", m.version), options.UpdateOne().SetUpsert(true)); err != nil {

@@ -40,6 +40,10 @@ type instanceDoc struct {
 	A            bson.D   `bson:"a,omitempty"`
 	AX           []string `bson:"ax"`
 	Record       []byte   `bson:"r"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // newInstanceDoc builds the document of rec, folded at seq; data is rec
@@ -70,6 +74,10 @@ type humanTaskDoc struct {
 	Assignee string   `bson:"as"`
 	Roles    []string `bson:"ro"`
 	Record   []byte   `bson:"r"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // taskEventDoc is a human task event, by (instance, Seq, task).
@@ -79,6 +87,10 @@ type taskEventDoc struct {
 	Seq      int64  `bson:"s"`
 	Task     string `bson:"t"`
 	Record   []byte `bson:"r"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // customDoc is a custom projection's record, by (name, instance).
@@ -89,6 +101,10 @@ type customDoc struct {
 	Version  int    `bson:"ver"`
 	Seq      int64  `bson:"s"`
 	Data     []byte `bson:"d"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
 // utc puts decoded times in UTC, as the engine's clock gives them
@@ -138,7 +154,7 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 		if err != nil {
 			return fmt.Errorf("human task %s: %w", t.TaskID, err)
 		}
-		doc := &humanTaskDoc{ID: t.TaskID, Instance: p.InstanceID, Seq: t.Seq, Status: string(t.Status), Assignee: t.Assignee, Roles: t.Roles, Record: data}
+		doc := &humanTaskDoc{Part: s.part(p.InstanceID), ID: t.TaskID, Instance: p.InstanceID, Seq: t.Seq, Status: string(t.Status), Assignee: t.Assignee, Roles: t.Roles, Record: data}
 		if doc.Roles == nil {
 			doc.Roles = []string{}
 		}
@@ -162,7 +178,7 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 		if err != nil {
 			return fmt.Errorf("human task event %s/%d: %w", e.TaskID, e.Seq, err)
 		}
-		doc := &taskEventDoc{ID: id(p.InstanceID, pad(e.Seq), e.TaskID), Instance: p.InstanceID, Seq: e.Seq, Task: e.TaskID, Record: data}
+		doc := &taskEventDoc{Part: s.part(p.InstanceID), ID: id(p.InstanceID, pad(e.Seq), e.TaskID), Instance: p.InstanceID, Seq: e.Seq, Task: e.TaskID, Record: data}
 		if _, err := insertIgnoringDuplicate(ctx, s.c.taskEvents, doc.ID, doc); err != nil {
 			return fmt.Errorf("human task event %s/%d: %w", e.TaskID, e.Seq, err)
 		}
@@ -181,6 +197,7 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 		}
 		rec.InstanceID = p.InstanceID
 		doc := newInstanceDoc(&rec, p.Seq, data)
+		doc.Part = s.part(p.InstanceID)
 		if _, err := writeForward(ctx, s.c.instances, p.InstanceID, p.Seq, doc, nil); err != nil {
 			return fmt.Errorf("instance record of %s: %w", p.InstanceID, err)
 		}
@@ -198,7 +215,7 @@ func (s *Store) SaveProjections(ctx context.Context, p *provider.Projections) er
 // conditional on the stored one being unchanged since it was read.
 func (s *Store) saveCustom(ctx context.Context, c *provider.CustomRecord) error {
 	cid := customID(c.Name, c.InstanceID)
-	doc := &customDoc{ID: cid, Instance: c.InstanceID, Name: c.Name, Version: c.Version, Seq: c.Seq, Data: c.Data}
+	doc := &customDoc{Part: s.part(c.InstanceID), ID: cid, Instance: c.InstanceID, Name: c.Name, Version: c.Version, Seq: c.Seq, Data: c.Data}
 	for range 3 {
 		var old customDoc
 		err := s.c.custom.FindOne(ctx, filter("_id", cid)).Decode(&old)

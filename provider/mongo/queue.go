@@ -34,12 +34,17 @@ type messageDoc struct {
 	// orders it by: provider.OrderAt(VisibleAt, Priority) (schema 5).
 	Priority int   `bson:"pr,omitempty"`
 	OrderAt  int64 `bson:"po"`
+	// Part is the instance's partition (provider.PartitionOf), the
+	// first field of the shard key (docs/scaling.md); documents written
+	// before partitions have none and are of partition 0.
+	Part int `bson:"pt"`
 }
 
-func newMessageDoc(m *provider.Message, now time.Time) messageDoc {
+// newMessageDoc builds the document of m, of partition part.
+func newMessageDoc(m *provider.Message, now time.Time, part int) messageDoc {
 	m.SetDefaults(now)
 	return messageDoc{
-		ID: m.ID, Instance: m.InstanceID, Execution: m.ExecutionID, Kind: string(m.Kind), Corr: m.CorrelationID,
+		Part: part, ID: m.ID, Instance: m.InstanceID, Execution: m.ExecutionID, Kind: string(m.Kind), Corr: m.CorrelationID,
 		Actor: m.Actor, Payload: m.Payload, Visible: provider.UnixNanos(m.VisibleAt), Enqueued: provider.UnixNanos(m.EnqueuedAt),
 		Attempts: m.Attempts, LastError: m.LastError, Order: nextOrder(now),
 		Priority: m.Priority, OrderAt: orderAt(provider.UnixNanos(m.VisibleAt), m.Priority),
@@ -193,7 +198,11 @@ func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessages
 	}
 	wrote, err := s.enqueueMessages(ctx, p.Messages, p.Now)
 	if wrote {
-		s.notify(provider.QueueOrchestration)
+		ids := make([]string, len(p.Messages))
+		for i := range p.Messages {
+			ids[i] = p.Messages[i].InstanceID
+		}
+		s.notifyOf(provider.QueueOrchestration, ids...)
 	}
 	return err
 }
@@ -204,7 +213,7 @@ func (s *Store) enqueueMessages(ctx context.Context, msgs []provider.Message, no
 	wrote := false
 	for i := range msgs {
 		m := msgs[i]
-		ok, err := insertIgnoringDuplicate(ctx, s.c.messages, m.ID, newMessageDoc(&m, now))
+		ok, err := insertIgnoringDuplicate(ctx, s.c.messages, m.ID, newMessageDoc(&m, now, s.part(m.InstanceID)))
 		if err != nil {
 			return wrote, fmt.Errorf("enqueue message %s: %w", m.ID, err)
 		}
@@ -298,10 +307,10 @@ func (s *Store) hold(ctx context.Context, instanceID string, visibleAt time.Time
 func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
 	switch p.Queue {
 	case provider.QueueOrchestration:
-		return s.nextInstanceAt(ctx)
+		return s.nextInstanceAt(ctx, p.Partitions)
 	case provider.QueueActivity:
 		var t taskDoc
-		err := s.c.tasks.FindOne(ctx, filter("q", filter("$in", queuesOf(p.Queues)), "d", false),
+		err := s.c.tasks.FindOne(ctx, s.partFilter(filter("q", filter("$in", queuesOf(p.Queues)), "d", false), p.Partitions),
 			options.FindOne().SetSort(filter("ca", 1, "o", 1)).SetProjection(filter("ca", 1))).Decode(&t)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return time.Time{}, false, nil
@@ -321,9 +330,10 @@ const scanWindow = 256
 // nextInstanceAt reads the earliest messages and the lease state of their
 // instances: an instance is ready at its earliest message's visibility, or
 // the end of its live lease or hold when later. Instances beyond the
-// window have no message earlier than the window's last.
-func (s *Store) nextInstanceAt(ctx context.Context) (time.Time, bool, error) {
-	cur, err := s.c.messages.Find(ctx, bson.D{}, options.Find().SetSort(filter("v", 1, "o", 1)).
+// window have no message earlier than the window's last. With parts, only
+// the messages of those partitions are read.
+func (s *Store) nextInstanceAt(ctx context.Context, parts []int) (time.Time, bool, error) {
+	cur, err := s.c.messages.Find(ctx, s.partFilter(bson.D{}, parts), options.Find().SetSort(filter("v", 1, "o", 1)).
 		SetLimit(scanWindow).SetProjection(filter("i", 1, "v", 1)))
 	if err != nil {
 		return time.Time{}, false, translate(err)
@@ -370,18 +380,19 @@ func (s *Store) LeaseInstance(ctx context.Context, p *provider.LeaseParams) (*pr
 	if s.mode != provider.ModePeekLock {
 		return nil, fmt.Errorf("mongo: LeaseInstance on a %s store", s.mode)
 	}
-	return s.takeInstance(ctx, p.InstanceID, p.Now, p.LockedUntil, p.Owner, p.Limit)
+	return s.takeInstance(ctx, p.InstanceID, p.Now, p.LockedUntil, p.Owner, p.Limit, p.Partitions)
 }
 
 // takeInstance leases an instance with visible messages (instanceID, or
-// any when empty), or returns nil.
-func (s *Store) takeInstance(ctx context.Context, instanceID string, now, until time.Time, owner string, limit int) (*provider.Lease, error) {
+// any of the partitions parts when empty), or returns nil.
+func (s *Store) takeInstance(ctx context.Context, instanceID string, now, until time.Time, owner string, limit int, parts []int) (*provider.Lease, error) {
 	if instanceID != "" {
 		return s.tryLease(ctx, instanceID, nil, false, now, until, owner, limit)
 	}
 	// Visible messages in the order of their priority (OrderAt), then
-	// of their enqueue.
-	cur, err := s.c.messages.Find(ctx, filter("v", filter("$lte", provider.UnixNanos(now))),
+	// of their enqueue; with parts, those of the partitions named, in
+	// that order across them.
+	cur, err := s.c.messages.Find(ctx, s.partFilter(filter("v", filter("$lte", provider.UnixNanos(now))), parts),
 		options.Find().SetSort(filter("po", 1, "o", 1)).SetProjection(filter("i", 1)).SetBatchSize(scanWindow))
 	if err != nil {
 		return nil, translate(err)
@@ -530,7 +541,7 @@ func (s *Store) release(ctx context.Context, l *provider.Lease, holdUntil int64)
 		"lease of "+l.InstanceID); err != nil {
 		return err
 	}
-	s.notify(provider.QueueOrchestration)
+	s.notifyOf(provider.QueueOrchestration, l.InstanceID)
 	return nil
 }
 

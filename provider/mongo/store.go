@@ -61,7 +61,17 @@ type Options struct {
 	// tests that crash a step between two of its writes (as
 	// memory.Options.Fault does); leave it nil.
 	BeforeWrite func(what string) error
+	// Partitions is the partition count of a store this Store creates
+	// (see provider.PartitionOf), recorded in the database by the
+	// migration that creates it; 0 means the recorded count, and 1 for a
+	// new database. A store whose database recorded another count fails
+	// with a *[PartitionsError]; a database created before partitions has
+	// one. The count cannot change after creation (docs/scaling.md).
+	Partitions int
 }
+
+// MaxPartitions is the largest partition count a store can have.
+const MaxPartitions = 4096
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Database == "" {
@@ -76,6 +86,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LockTimeout < 0 {
 		bad = append(bad, fmt.Sprintf("LockTimeout %s is negative", o.LockTimeout))
+	}
+	if o.Partitions < 0 || o.Partitions > MaxPartitions {
+		bad = append(bad, fmt.Sprintf("Partitions %d is out of range [0, %d]", o.Partitions, MaxPartitions))
 	}
 	if len(bad) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(bad, "; "))
@@ -142,6 +155,11 @@ type Store struct {
 	// ferretOnce asks the server once whether it is FerretDB (ferret).
 	ferretOnce sync.Once
 	ferret     bool
+
+	// partitions is the store's partition count (recorded in the
+	// settings document); createPartitions the count a migration that
+	// creates the database records.
+	partitions, createPartitions int
 }
 
 // collections are the store's collections; docs/providers.md lists their
@@ -156,16 +174,20 @@ type collections struct {
 	slotSets, activitySlots, rateTokens *mongo.Collection
 	// Legal holds, by instance id.
 	holds *mongo.Collection
+	// Partition leases and the nodes holding them (schema 6).
+	partLeases, partNodes *mongo.Collection
 }
 
 var (
-	_ provider.LeaseStore = (*Store)(nil)
-	_ provider.TxStore    = (*Store)(nil)
-	_ provider.FullStore  = (*Store)(nil)
-	_ provider.Notifier   = (*Store)(nil)
-	_ provider.FlowSteps  = (*Store)(nil)
-	_ provider.FlowStore  = (*Store)(nil)
-	_ provider.FlowSteps  = (*roundTx)(nil)
+	_ provider.LeaseStore        = (*Store)(nil)
+	_ provider.TxStore           = (*Store)(nil)
+	_ provider.FullStore         = (*Store)(nil)
+	_ provider.Notifier          = (*Store)(nil)
+	_ provider.Partitioned       = (*Store)(nil)
+	_ provider.PartitionNotifier = (*Store)(nil)
+	_ provider.FlowSteps         = (*Store)(nil)
+	_ provider.FlowStore         = (*Store)(nil)
+	_ provider.FlowSteps         = (*roundTx)(nil)
 )
 
 // Open connects to the MongoDB server at url (mongodb:// or
@@ -205,6 +227,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	db := opts.Client.Database(opts.Database)
 	s := &Store{
 		client: opts.Client, db: db, log: opts.Logger, lockTimeout: opts.LockTimeout, beforeWrite: opts.BeforeWrite,
+		partitions: 1, createPartitions: max(opts.Partitions, 1),
 		c: collections{
 			messages: db.Collection("messages"), leases: db.Collection("leases"), history: db.Collection("history"),
 			keys: db.Collection("history_keys"), tasks: db.Collection("activity_tasks"), claims: db.Collection("activity_claims"),
@@ -214,7 +237,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			checkpoints: db.Collection("checkpoints"), checkpointLeaves: db.Collection("checkpoint_leaves"),
 			slotSets:      db.Collection("slot_sets"),
 			activitySlots: db.Collection("activity_slots"), rateTokens: db.Collection("rate_tokens"),
-			holds: db.Collection("legal_holds"),
+			holds:      db.Collection("legal_holds"),
+			partLeases: db.Collection("partition_leases"), partNodes: db.Collection("partition_nodes"),
 		},
 	}
 	mode, why, err := s.detectMode(ctx, opts.Mode)
@@ -227,10 +251,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
-	} else if v, err := s.SchemaVersion(ctx); err != nil {
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
 		return nil, err
-	} else if v != LatestSchemaVersion() {
+	}
+	if v != LatestSchemaVersion() {
 		s.log.Warn("chronicle mongo schema is not current; run chronicle migrate", "database", opts.Database, "version", v, "latest", LatestSchemaVersion())
+	}
+	if err := s.readPartitions(ctx, v); err != nil {
+		return nil, err
+	}
+	if opts.Partitions != 0 && v != 0 && opts.Partitions != s.partitions {
+		return nil, &PartitionsError{Database: opts.Database, Recorded: s.partitions, Requested: opts.Partitions}
 	}
 	watchCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -278,6 +311,68 @@ func (s *Store) probeTransaction(ctx context.Context) error {
 	return err
 }
 
+// settingsID is the _id of the settings document in chronicle_meta.
+const settingsID = "settings"
+
+// settingsDoc records what a store's database was created with.
+type settingsDoc struct {
+	Partitions int `bson:"partitions"`
+}
+
+// readPartitions reads the partition count recorded in a database at
+// schema version v: 1 before the migration that records it.
+func (s *Store) readPartitions(ctx context.Context, v int) error {
+	if v < partitionsMigration {
+		s.partitions = 1
+		return nil
+	}
+	var d settingsDoc
+	if err := s.c.meta.FindOne(ctx, filter("_id", settingsID)).Decode(&d); err != nil {
+		return fmt.Errorf("mongo: partition count of %s: %w", s.db.Name(), translate(err))
+	}
+	if d.Partitions < 1 || d.Partitions > MaxPartitions {
+		return fmt.Errorf("mongo: partition count of %s: %w: %d recorded", s.db.Name(), provider.ErrInvalidState, d.Partitions)
+	}
+	s.partitions = d.Partitions
+	return nil
+}
+
+// Partitions implements provider.Partitioned: the store's partition
+// count, recorded when its database was created.
+func (s *Store) Partitions() int { return s.partitions }
+
+// part returns the partition of an instance, which every per-instance
+// document carries in its field "pt".
+func (s *Store) part(instanceID string) int { return provider.PartitionOf(instanceID, s.partitions) }
+
+// partFilter appends to f the condition that a queue query looks in the
+// partitions parts only: none on a store of one partition (whose
+// documents written before partitions have no "pt") or for every
+// partition.
+func (s *Store) partFilter(f bson.D, parts []int) bson.D {
+	if s.partitions <= 1 || len(parts) == 0 {
+		return f
+	}
+	if len(parts) == 1 {
+		return append(f, bson.E{Key: "pt", Value: parts[0]})
+	}
+	return append(f, bson.E{Key: "pt", Value: filter("$in", parts)})
+}
+
+// PartitionsError reports a store opened with a partition count
+// ([Options].Partitions) other than the one its database recorded when
+// it was created.
+type PartitionsError struct {
+	Database            string
+	Recorded, Requested int
+}
+
+// Error implements error.
+func (e *PartitionsError) Error() string {
+	return fmt.Sprintf("mongo: database %s was created with %d partitions, opened with %d; the count cannot change (leave Options.Partitions 0 to use the recorded one)",
+		e.Database, e.Recorded, e.Requested)
+}
+
 // Mode implements provider.Store.
 func (s *Store) Mode() provider.Mode { return s.mode }
 
@@ -310,8 +405,28 @@ func (s *Store) Close() {
 // processes' work too.
 func (s *Store) WorkHint(q provider.Queue) <-chan struct{} { return s.hints.Channel(q) }
 
-// notify wakes the workers waiting on q.
+// PartitionHint implements provider.PartitionNotifier: the channel is
+// closed as WorkHint's is, but only for work of partition p (or of no
+// known partition: change streams name none).
+func (s *Store) PartitionHint(q provider.Queue, p int) <-chan struct{} {
+	return s.hints.PartitionChannel(q, p)
+}
+
+// notify wakes the workers waiting on q, for work in any partition.
 func (s *Store) notify(q provider.Queue) { s.hints.Wake(q) }
+
+// notifyOf wakes the workers waiting on q for work of the instances ids.
+func (s *Store) notifyOf(q provider.Queue, ids ...string) {
+	if s.partitions <= 1 {
+		s.hints.Wake(q)
+		return
+	}
+	parts := make([]int, len(ids))
+	for i, id := range ids {
+		parts[i] = s.part(id)
+	}
+	s.hints.WakePartitions(q, parts...)
+}
 
 // never sorts after every real time. Times are stored as
 // provider.UnixNanos writes them (BSON dates keep milliseconds only).

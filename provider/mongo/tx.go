@@ -109,7 +109,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 	if len(t.leases) > 0 {
 		return nil, nil
 	}
-	l, err := t.s.takeInstance(t.outer, p.InstanceID, p.Now, p.Now.Add(t.s.lockTimeout), p.Owner, 1)
+	l, err := t.s.takeInstance(t.outer, p.InstanceID, p.Now, p.Now.Add(t.s.lockTimeout), p.Owner, 1, p.Partitions)
 	if err != nil || l == nil {
 		return nil, err
 	}

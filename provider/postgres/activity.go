@@ -780,7 +780,7 @@ func (s *Store) completeActivities(ctx context.Context, calls []*combined[*provi
 			}
 		}
 		if inserted > 0 {
-			s.announce(provider.QueueOrchestration)
+			s.announce(provider.QueueOrchestration, parts)
 		}
 		return
 	}
@@ -812,7 +812,7 @@ func (s *Store) completeActivity(ctx context.Context, p *provider.CompleteActivi
 		return leaseLost(p.TaskID)
 	}
 	if inserted > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, a.parts)
 	}
 	return nil
 }
@@ -850,7 +850,7 @@ func (s *Store) RetryActivity(ctx context.Context, p *provider.RetryActivityPara
 	if updated == 0 {
 		return leaseLost(p.TaskID)
 	}
-	s.announce(provider.QueueActivity)
+	s.announce(provider.QueueActivity, []int32{part})
 	return nil
 }
 

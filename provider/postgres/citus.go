@@ -543,7 +543,7 @@ func (s *Store) citusCompleteActivity(ctx context.Context, p *provider.CompleteA
 		return err
 	}
 	if inserted > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, a.parts)
 	}
 	return nil
 }
@@ -574,7 +574,7 @@ func (s *Store) citusEnqueueStart(ctx context.Context, p *provider.EnqueueStartP
 		return false, failf(err, "start of %s", p.InstanceID)
 	}
 	if inserted > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, []int32{s.part(p.InstanceID)})
 	}
 	return true, nil
 }

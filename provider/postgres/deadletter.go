@@ -219,11 +219,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 					return fmt.Errorf("postgres: redrive dead letter %s: %w: its message does not decode (%v); discard it", p.ID, provider.ErrInvalidState, err)
 				}
 				m.Attempts, m.LastError, m.VisibleAt, m.EnqueuedAt = 0, "", p.Now, p.Now
-				added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
+				parts, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
 				if err != nil {
 					return err
 				}
-				wakeOrchestration = added
+				wakeOrchestration = parts != nil
 			}
 			if task != nil {
 				t, err := provider.UnmarshalActivityTask(task)
@@ -256,11 +256,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 				if err != nil {
 					return err
 				}
-				added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
+				parts, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{m}, Now: p.Now})
 				if err != nil {
 					return err
 				}
-				wakeOrchestration = added
+				wakeOrchestration = parts != nil
 			}
 			if msg != nil {
 				// An undecodable message tells nobody anything; a child's
@@ -271,11 +271,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 						return err
 					}
 					if ok {
-						added, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{n}, Now: p.Now})
+						parts, err := s.enqueueMessages(ctx, tx, &provider.EnqueueMessagesParams{Messages: []provider.Message{n}, Now: p.Now})
 						if err != nil {
 							return err
 						}
-						wakeOrchestration = wakeOrchestration || added
+						wakeOrchestration = wakeOrchestration || parts != nil
 					}
 				}
 			}
@@ -291,10 +291,10 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, p *provider.ResolveDeadLe
 		return err
 	}
 	if wakeOrchestration {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, nil)
 	}
 	if wakeActivity {
-		s.announce(provider.QueueActivity)
+		s.announce(provider.QueueActivity, nil)
 	}
 	return nil
 }

@@ -51,3 +51,13 @@ func OrchestrationHint(s *Store) <-chan struct{} { return s.hints.Channel(provid
 func TxQueryRow(ctx context.Context, tx provider.Tx, sql string, args ...any) pgx.Row {
 	return tx.(*roundTx).tx.QueryRow(ctx, sql, args...)
 }
+
+// PartitionPayload and ParsePayload write and read the payload of a
+// work-hint NOTIFY.
+var (
+	PartitionPayload = partitionPayload
+	ParsePayload     = parsePayload
+)
+
+// ChannelName returns the NOTIFY channel of queue q of a schema.
+func ChannelName(schema string, q provider.Queue) string { return channelName(schema, q) }

@@ -265,8 +265,12 @@ func (t *roundTx) WakeInstances(ctx context.Context, p *provider.WakeInstancesPa
 			return nil
 		}
 		ids := slices.Sorted(slices.Values(p.InstanceIDs))
-		_, err := deferred{t}.Exec(ctx, t.s.sql.wakeInstances, ids, provider.ParkedUntil, t.s.partsOfInstances(ids))
+		parts := t.s.partsOfInstances(ids)
+		_, err := deferred{t}.Exec(ctx, t.s.sql.wakeInstances, ids, provider.ParkedUntil, parts)
 		t.enqueuedMessages = true
+		if t.s.partitions > 1 {
+			t.msgParts = append(t.msgParts, parts...)
+		}
 		return err
 	})
 }
@@ -278,12 +282,13 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 		return nil
 	}
 	ids := slices.Sorted(slices.Values(p.InstanceIDs))
-	tag, err := s.rc.Exec(ctx, s.sql.wakeInstances, ids, provider.ParkedUntil, s.partsOfInstances(ids))
+	parts := s.partsOfInstances(ids)
+	tag, err := s.rc.Exec(ctx, s.sql.wakeInstances, ids, provider.ParkedUntil, parts)
 	if err != nil {
 		return failf(err, "wake %d instances", len(ids))
 	}
 	if tag.RowsAffected() > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, parts)
 	}
 	return nil
 }
@@ -358,7 +363,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 		return failf(err, "enqueue %d messages with %d waits", len(a.ids), len(p.Waits))
 	}
 	if inserted > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, a.parts)
 	}
 	return nil
 }

@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -32,30 +35,74 @@ func (s *Store) WorkHint(q provider.Queue) <-chan struct{} {
 	return s.hints.Channel(q)
 }
 
-// wake closes the current hint channel of q: work arrived. Those of the
-// orchestration queue are counted in arrivals.
-func (s *Store) wake(q provider.Queue) {
+// PartitionHint implements provider.PartitionNotifier: the channel is
+// closed as WorkHint's is, but only for work in partition p (or of no
+// known partition). Every NOTIFY of a store of several partitions names
+// the partitions of the work it announces.
+func (s *Store) PartitionHint(q provider.Queue, p int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil && !s.closed {
+		s.listener = startLoop(s.listen)
+	}
+	return s.hints.PartitionChannel(q, p)
+}
+
+// wake closes the current hint channels of q: work arrived in parts (nil:
+// in any partition). Those of the orchestration queue are counted in
+// arrivals.
+func (s *Store) wake(q provider.Queue, parts []int32) {
 	if q == provider.QueueOrchestration {
 		s.arrivals.Add(1)
 	}
-	s.hints.Wake(q)
+	s.wakeParts(q, parts)
 }
 
-// announce makes new work on q known: it wakes this process's workers at
-// once and has the notifier NOTIFY q's channel for other processes. Callers
-// announce after the commit that queued the work (or whose outcome is
-// unknown), never inside it: PostgreSQL serializes the commits of
-// notifying transactions, holding a database-wide lock through each one's
-// WAL flush, so a NOTIFY per write transaction would make every commit
-// wait for the others.
-func (s *Store) announce(q provider.Queue) {
-	s.wake(q)
+// wakeParts closes the current hint channels of q and of its partitions
+// parts (nil: of every partition) without counting an arrival.
+func (s *Store) wakeParts(q provider.Queue, parts []int32) {
+	if parts == nil || s.partitions <= 1 {
+		s.hints.Wake(q)
+		return
+	}
+	ps := make([]int, len(parts))
+	for i, p := range parts {
+		ps[i] = int(p)
+	}
+	s.hints.WakePartitions(q, ps...)
+}
+
+// announce makes new work on q in the partitions parts known (nil: in
+// any; a store of one partition ignores them): it wakes this process's
+// workers at once and has the notifier NOTIFY q's channel for other
+// processes. Callers announce after the commit that queued the work (or
+// whose outcome is unknown), never inside it: PostgreSQL serializes the
+// commits of notifying transactions, holding a database-wide lock through
+// each one's WAL flush, so a NOTIFY per write transaction would make every
+// commit wait for the others.
+func (s *Store) announce(q provider.Queue, parts []int32) {
+	s.wake(q, parts)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	s.announced[q] = true
+	switch {
+	case s.partitions <= 1:
+		s.announced[q] = true
+	case parts == nil:
+		s.announced[q] = true
+		delete(s.announcedParts, q)
+	case !s.announced[q]:
+		m := s.announcedParts[q]
+		if m == nil {
+			m = map[int32]bool{}
+			s.announcedParts[q] = m
+		}
+		for _, p := range parts {
+			m[p] = true
+		}
+	}
 	if s.notifier == nil {
 		s.notifier = startLoop(s.notifyLoop)
 	}
@@ -95,14 +142,25 @@ func (s *Store) notifyLoop(ctx context.Context) {
 // notifyTimeout bounds one NOTIFY statement.
 const notifyTimeout = 5 * time.Second
 
-// sendNotifications sends the announced NOTIFYs.
+// sendNotifications sends the announced NOTIFYs: one per channel. Its
+// payload is the listener's backend (see listenOnce), followed, for work
+// of known partitions of a store of several, by a colon and the
+// partitions separated by commas ("4711:3,9"); a payload without a colon
+// names every partition.
 func (s *Store) sendNotifications(ctx context.Context) {
 	s.mu.Lock()
 	var channels []string
+	var parts [][]int32
 	for q := range s.announced {
 		channels = append(channels, s.channels[q])
+		parts = append(parts, nil)
+	}
+	for q, m := range s.announcedParts {
+		channels = append(channels, s.channels[q])
+		parts = append(parts, slices.Sorted(maps.Keys(m)))
 	}
 	clear(s.announced)
+	clear(s.announcedParts)
 	s.mu.Unlock()
 	if len(channels) == 0 {
 		return
@@ -113,10 +171,64 @@ func (s *Store) sendNotifications(ctx context.Context) {
 	if pid := s.listenerPID.Load(); pid != 0 {
 		payload = strconv.FormatUint(uint64(pid), 10)
 	}
-	if _, err := s.pool.Exec(ctx, "SELECT pg_notify(c, $2) FROM unnest($1::text[]) AS c", channels, payload); err != nil {
+	var err error
+	if s.partitions <= 1 {
+		_, err = s.pool.Exec(ctx, "SELECT pg_notify(c, $2) FROM unnest($1::text[]) AS c", channels, payload)
+	} else {
+		payloads := make([]string, len(channels))
+		for i, ps := range parts {
+			payloads[i] = partitionPayload(payload, ps)
+		}
+		_, err = s.pool.Exec(ctx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)", channels, payloads)
+	}
+	if err != nil {
 		s.log.WarnContext(ctx, "work-hint notification lost; other processes find the work by polling",
 			slog.String("schema", s.schema), slog.Any("error", err))
 	}
+}
+
+// maxPayload bounds a NOTIFY's payload below PostgreSQL's limit of 8000
+// bytes; a list of partitions that would not fit names every partition.
+const maxPayload = 7900
+
+// partitionPayload returns the payload of a NOTIFY by the listener's
+// backend self for work in the partitions parts (nil: in any).
+func partitionPayload(self string, parts []int32) string {
+	if parts == nil {
+		return self
+	}
+	b := []byte(self)
+	for i, p := range parts {
+		if i == 0 {
+			b = append(b, ':')
+		} else {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
+		if len(b) > maxPayload {
+			return self
+		}
+	}
+	return string(b)
+}
+
+// parsePayload splits a NOTIFY's payload into the sender's listener
+// backend and the partitions of the work; parts is nil when the payload
+// names no partition or names them in a form this version does not read
+// (the work may then be in any partition).
+func parsePayload(payload string) (sender string, parts []int32) {
+	sender, list, ok := strings.Cut(payload, ":")
+	if !ok {
+		return sender, nil
+	}
+	for f := range strings.SplitSeq(list, ",") {
+		p, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || p < 0 {
+			return sender, nil
+		}
+		parts = append(parts, int32(p))
+	}
+	return sender, parts
 }
 
 // wakeAll closes every hint channel.
@@ -218,11 +330,15 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (connected 
 		if err != nil {
 			return true, err
 		}
-		if n.Payload == self {
+		sender, parts := n.Payload, []int32(nil)
+		if s.partitions > 1 {
+			sender, parts = parsePayload(n.Payload)
+		}
+		if sender == self {
 			continue
 		}
 		if q, ok := queues[n.Channel]; ok {
-			s.wake(q)
+			s.wake(q, parts)
 		}
 	}
 }

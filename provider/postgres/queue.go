@@ -257,15 +257,15 @@ func (a *messageArgs) args(extra ...any) []any {
 	return append([]any{a.ids, a.instances, a.visible, a.attempts, a.errors, a.envelopes, a.order, a.parts}, extra...)
 }
 
-// enqueueMessages runs the enqueue statement on db and reports whether it
-// inserted any message.
-func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.EnqueueMessagesParams) (bool, error) {
+// enqueueMessages runs the enqueue statement on db and, when it inserted
+// any message, returns the partitions of the messages (nil otherwise).
+func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.EnqueueMessagesParams) ([]int32, error) {
 	if len(p.Messages) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	a, err := s.newMessageArgs(p.Messages, p.Now)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	var inserted int64
 	b, next := &pgx.Batch{}, (*pgx.Batch)(nil)
@@ -279,18 +279,21 @@ func (s *Store) enqueueMessages(ctx context.Context, db dbtx, p *provider.Enqueu
 		err = send(db)
 	}
 	if err != nil {
-		return false, failf(err, "enqueue %d messages", len(a.ids))
+		return nil, failf(err, "enqueue %d messages", len(a.ids))
 	}
-	return inserted > 0, nil
+	if inserted == 0 {
+		return nil, nil
+	}
+	return a.parts, nil
 }
 
 // EnqueueMessages implements provider.Store: one statement inserts the new
 // messages and creates their instances' rows; new work is announced after
 // the commit.
 func (s *Store) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessagesParams) error {
-	added, err := s.enqueueMessages(ctx, s.rc, p)
-	if added {
-		s.announce(provider.QueueOrchestration)
+	parts, err := s.enqueueMessages(ctx, s.rc, p)
+	if parts != nil {
+		s.announce(provider.QueueOrchestration, parts)
 	}
 	return err
 }
@@ -321,7 +324,7 @@ func (s *Store) EnqueueStart(ctx context.Context, p *provider.EnqueueStartParams
 		return false, failf(err, "start of %s", p.InstanceID)
 	}
 	if inserted > 0 {
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, []int32{s.part(p.InstanceID)})
 	}
 	return created > 0, nil
 }

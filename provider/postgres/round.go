@@ -97,6 +97,10 @@ type roundTx struct {
 	enqueuedMessages, enqueuedTasks bool
 	atDequeue                       [2]bool
 	wakeOnEnd                       bool
+	// msgParts and taskParts are the partitions of the messages and tasks
+	// the round enqueued or may have (a superset; kept by a store of
+	// several partitions only), whose workers its end wakes.
+	msgParts, taskParts []int32
 	// pending are the writes deferred until the next flush (see Flush).
 	pending *pgx.Batch
 	// results maps the instances whose activity results CompleteActivity
@@ -390,6 +394,14 @@ func (t *roundTx) end(committed bool) {
 	t.mu.Lock()
 	t.closed = true
 	locked := t.locked
+	var msgParts, taskParts, lockedParts []int32
+	if t.s.partitions > 1 {
+		msgParts, taskParts = t.msgParts, t.taskParts
+		for id := range t.results {
+			msgParts = append(msgParts, t.s.part(id))
+		}
+		lockedParts = t.s.partsOfInstances(t.locked)
+	}
 	// Released instances may have work only this process's workers
 	// skipped while the round held them (see checkReleased); an abandoned
 	// round's instance is held with its messages, and a worker must look
@@ -415,14 +427,19 @@ func (t *roundTx) end(committed bool) {
 	}
 	switch {
 	case msgs:
-		s.announce(provider.QueueOrchestration)
+		s.announce(provider.QueueOrchestration, msgParts)
+		if release && lockedParts != nil {
+			// The announce named the partitions of the messages; the
+			// released instances' may be others.
+			s.wakeParts(provider.QueueOrchestration, lockedParts)
+		}
 	case release:
 		// This wake-up counts as no arrival: it makes no other round's
 		// release wake a worker.
-		s.hints.Wake(provider.QueueOrchestration)
+		s.wakeParts(provider.QueueOrchestration, lockedParts)
 	}
 	if tasks {
-		s.announce(provider.QueueActivity)
+		s.announce(provider.QueueActivity, taskParts)
 	}
 }
 
@@ -692,6 +709,9 @@ func (t *roundTx) EnqueueMessages(ctx context.Context, p *provider.EnqueueMessag
 		})
 		err = t.flush(ctx)
 		t.enqueuedMessages = t.enqueuedMessages || inserted > 0
+		if t.s.partitions > 1 {
+			t.msgParts = append(t.msgParts, a.parts...)
+		}
 		return err
 	})
 }
@@ -702,6 +722,11 @@ func (t *roundTx) EnqueueActivities(ctx context.Context, p *provider.EnqueueActi
 		args, err := t.s.activityArgs(p)
 		if err != nil || args == nil {
 			return err
+		}
+		if t.s.partitions > 1 {
+			for i := range p.Tasks {
+				t.taskParts = append(t.taskParts, t.s.part(p.Tasks[i].InstanceID))
+			}
 		}
 		if t.s.citus {
 			return t.citusEnqueueActivities(ctx, args, nil, func(n int64) { t.enqueuedTasks = t.enqueuedTasks || n > 0 })

@@ -40,8 +40,11 @@ type Store struct {
 	listener *listener
 	closed   bool
 	// announced are the queues whose new work the notifier has yet to
-	// NOTIFY; kick wakes the notifier.
+	// NOTIFY in any partition, announcedParts (for a store of several
+	// partitions) those whose new work it has yet to NOTIFY in the
+	// partitions named; kick wakes the notifier.
 	announced      map[provider.Queue]bool
+	announcedParts map[provider.Queue]map[int32]bool
 	notifier       *listener
 	kick           chan struct{}
 	notifyInterval time.Duration
@@ -86,6 +89,8 @@ var (
 	_ provider.FullStore = (*Store)(nil)
 	_ provider.Notifier  = (*Store)(nil)
 
+	_ provider.PartitionNotifier = (*Store)(nil)
+
 	_ provider.InstanceStarter = (*Store)(nil)
 )
 
@@ -104,7 +109,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		createPartitions: max(opts.Partitions, 1), partitions: 1,
 		locked:    map[string]int{},
 		claims:    map[claimKey]*combiner[*provider.ClaimActivityParams, *provider.ActivityLease]{},
-		announced: map[provider.Queue]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
+		announced: map[provider.Queue]bool{}, announcedParts: map[provider.Queue]map[int32]bool{}, kick: make(chan struct{}, 1), notifyInterval: opts.NotifyInterval,
 		channels: map[provider.Queue]string{
 			provider.QueueOrchestration: channelName(opts.Schema, provider.QueueOrchestration),
 			provider.QueueActivity:      channelName(opts.Schema, provider.QueueActivity),

@@ -65,6 +65,16 @@ func adminConn(t *testing.T) *pgx.Conn {
 	return conn
 }
 
+// closed reports whether ch is closed now.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
@@ -432,6 +442,30 @@ func TestWorkHints(t *testing.T) {
 			}}})
 		}))
 		waitClosed(t, tasks, "a NOTIFY sent at commit")
+	})
+
+	t.Run("PartitionHints", func(t *testing.T) {
+		t.Parallel()
+		a := pgtest.NewStore(t, postgres.Options{Partitions: 2})
+		b, err := postgres.New(t.Context(), postgres.Options{URL: pgtest.URL(t), Schema: a.Schema()})
+		require.NoError(t, err)
+		t.Cleanup(b.Close)
+		// Both listeners connected: a connection closes every hint.
+		listening(t, a)
+		listening(t, b)
+		id := "i-0"
+		for i := 1; provider.PartitionOf(id, 2) != 1; i++ {
+			id = fmt.Sprintf("i-%d", i)
+		}
+		q := provider.QueueOrchestration
+		a0, a1, all := a.PartitionHint(q, 0), a.PartitionHint(q, 1), a.WorkHint(q)
+		b0, b1 := b.PartitionHint(q, 0), b.PartitionHint(q, 1)
+		require.NoError(t, b.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", id)}, Now: base}))
+		waitClosed(t, b1, "the hint of the enqueue's partition in its own store")
+		require.False(t, closed(b0), "an enqueue in partition 1 closed the hint of partition 0 of its store")
+		waitClosed(t, a1, "a NOTIFY naming partition 1")
+		waitClosed(t, all, "a NOTIFY naming partition 1, on the queue's hint")
+		require.False(t, closed(a0), "a NOTIFY naming partition 1 closed the hint of partition 0")
 	})
 
 	t.Run("ListenerReconnects", func(t *testing.T) {

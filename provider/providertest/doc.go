@@ -30,7 +30,9 @@
 // workers — and the cases of the store's mode: round atomicity and SKIP
 // LOCKED dequeues for transactional stores, leases, lease expiry and zombie
 // rejection for peek-lock stores. Stores that implement [provider.Notifier] also
-// have their wake-up hints checked.
+// have their wake-up hints checked, and stores of several partitions
+// ([provider.Partitioned]) the Partitions of their dequeue, claim and next
+// visible time.
 //
 // Every case passes the time explicitly: a fixed base time in UTC, truncated
 // to microseconds, moved forward by hand. The stores never read a clock, and

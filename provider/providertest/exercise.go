@@ -55,6 +55,9 @@ func Exercise(t *testing.T, factory Factory) {
 	case provider.ModePeekLock:
 		t.Run("PeekLock", func(t *testing.T) { t.Parallel(); testPeekLock(t, factory) })
 	}
+	if p, ok := probe.store.(provider.Partitioned); ok && p.Partitions() > 1 {
+		t.Run("Partitions", func(t *testing.T) { t.Parallel(); testPartitions(t, factory) })
+	}
 	if _, ok := probe.store.(provider.Notifier); ok {
 		t.Run("WorkHint", func(t *testing.T) { t.Parallel(); testWorkHint(t, factory) })
 	}

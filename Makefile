@@ -8,10 +8,11 @@ STATICCHECK_VERSION ?= v0.8.2
 # rapid checks per property test in `make ci` (the default is 100)
 RAPID_CHECKS ?= 1000
 # checks of TestRapidWorkflowsMongo in `make ci`, which runs it once, in its
-# last line, not also under -race (`make test` runs 40): since programs
-# also send signals, a check takes about 9.4 s on FerretDB on an idle
-# 2-core machine (60 checks took 563 s), so 30 keep CI near 15 minutes;
-# raise it (RAPID_MONGO_CHECKS=200 make ci) for a longer search
+# ci-rapid-mongo job, not also under -race (`make test` runs 40): since
+# programs also send signals, a check takes about 9.4 s on FerretDB on an
+# idle 2-core machine (60 checks took 563 s), so 30 take under 5 minutes,
+# beside the other jobs; raise it (RAPID_MONGO_CHECKS=200 make ci) for a
+# longer search
 RAPID_MONGO_CHECKS ?= 30
 FUZZTIME    ?= 30s
 # the fuzz targets of the checkpoint log's notes, proofs and witness
@@ -96,11 +97,96 @@ fuzz: ## run every fuzz target for FUZZTIME each (those of TLOG_FUZZ for TLOG_FU
 SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*|TestPostgresUI|TestPostgresNoSequentialScans|TestCitus.*|TestKillWorkersCitus)$$
 SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./provider/oracle/ ./cmd/chronicle/ ./internal/killtest/ .
 
+# `make ci` runs these jobs CI_JOBS at a time (make -j), longest first, each
+# job's output printed whole when it ends (--output-sync), between the
+# times it started and passed: CI's single threaded parts (the rapid
+# machines, the MongoDB one waiting on FerretDB, the fuzz package under
+# -race) leave a core idle when they run one after the other. A failed job
+# fails `make ci` once the jobs already running have ended.
+# docs/testing.md ("Chronicle's own CI") has what each job costs.
+CI_JOBS ?= 3
+CI_JOB_LIST := ci-rapid-mongo ci-race ci-server ci-rapid-postgres ci-rapid-memory ci-modules ci-lint
+
 .PHONY: ci
-ci: lint services ## what CI runs: lint, every test with -race (the server ones listed), the nested modules, the full rapid runs
+ci: ## what CI runs: lint, every test with -race (the server ones listed), the nested modules, the full rapid runs
+	@echo "ci: $(CI_JOB_LIST), $(CI_JOBS) at a time; each job's output shows when it ends"
+	@$(MAKE) --no-print-directory -j$(CI_JOBS) --output-sync=target $(CI_JOB_LIST)
+
+# ci-build compiles the packages every job links against, once, in both
+# modes, before the jobs start, so that they do not compile them side by
+# side. It starts the servers first.
+.PHONY: ci-build
+ci-build: services
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	$(GO) build ./... && $(GO) build -race ./...
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+# ci-lint is lint, after ci-build.
+.PHONY: ci-lint
+ci-lint: ci-build
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	@$(MAKE) --no-print-directory lint
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+.PHONY: ci-race
+ci-race: ci-build
+	@date -u "+== $@ starts %H:%M:%S UTC"
 	$(GO) test -race -count=1 -timeout 20m -skip '$(SERVER_TESTS)|^TestRapidWorkflowsMongo$$' ./...
-	$(GO) test -race -count=1 -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+.PHONY: ci-server
+ci-server: ci-build
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	$(GO) test -race -count=1 -timeout 20m -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+.PHONY: ci-modules
+ci-modules: ci-build $(STATICCHECK)
+	@date -u "+== $@ starts %H:%M:%S UTC"
 	cd otel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 	cd console/browsertest && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
 	cd bench/compare && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
-	CHRONICLE_RAPID_MONGO_CHECKS=$(RAPID_MONGO_CHECKS) $(GO) test -count=1 -timeout 25m -run 'Rapid' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+# The full rapid runs (without -race), in three processes that run side
+# by side: rapid.Check reads -rapid.checks, a package variable, so the
+# machines of ./fuzz run one after the other within a process
+# (capRapidChecks). The two on a server (PostgreSQL, FerretDB) wait on it
+# more than they compute: the MongoDB one is CI's longest job, so it
+# starts first, bounded by 40 minutes (it took 18 on a 2-core machine
+# shared with other builds, a load average of 14). Together they run
+# every test of ./fuzz whose name has Rapid in it: ci-rapid-check fails if
+# one is added that none of them runs.
+CI_RAPID_MONGO    := ^TestRapidWorkflowsMongo$$
+CI_RAPID_POSTGRES := ^TestRapidWorkflowsPostgres$$
+CI_RAPID_MEMORY   := ^(TestRapidRounds.*|TestRapidCheckpointAdversary|TestRapidWorkflows(Transactional|PeekLock|Oracle))$$
+
+.PHONY: ci-rapid-mongo
+ci-rapid-mongo: ci-build
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	CHRONICLE_RAPID_MONGO_CHECKS=$(RAPID_MONGO_CHECKS) $(GO) test -count=1 -timeout 40m -run '$(CI_RAPID_MONGO)' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+.PHONY: ci-rapid-postgres
+ci-rapid-postgres: ci-build ci-rapid-check
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	$(GO) test -count=1 -timeout 25m -run '$(CI_RAPID_POSTGRES)' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+.PHONY: ci-rapid-memory
+ci-rapid-memory: ci-build ci-rapid-check
+	@date -u "+== $@ starts %H:%M:%S UTC"
+	$(GO) test -count=1 -timeout 25m -run '$(CI_RAPID_MEMORY)' ./fuzz/ -rapid.checks=$(RAPID_CHECKS) -v
+	@date -u "+== $@ passed %H:%M:%S UTC"
+
+# ci-rapid-check fails when a test of ./fuzz named Rapid is in none of the
+# CI_RAPID_ groups, or in more than one.
+.PHONY: ci-rapid-check
+ci-rapid-check: ci-build
+	@$(GO) test -list 'Rapid' ./fuzz/ | grep '^Test' | while read -r name; do \
+		n=0; \
+		for re in '$(CI_RAPID_MONGO)' '$(CI_RAPID_POSTGRES)' '$(CI_RAPID_MEMORY)'; do \
+			if grep -qE "$$re" <<<"$$name"; then n=$$((n + 1)); fi; \
+		done; \
+		if [ "$$n" -ne 1 ]; then echo "ci: $$name is in $$n of the CI_RAPID_ groups of the Makefile, not 1"; exit 1; fi; \
+	done

@@ -14,16 +14,11 @@ import (
 var _ provider.PartitionLeaser = (*Store)(nil)
 
 // partitionLeaseDoc is the lease of a partition, by partition, in
-// partition_leases; partitionNodeDoc the presence of a node, by node, in
-// partition_nodes.
+// partition_leases. (The presence of a node in partition_nodes is a
+// document {_id: node, e: expires}, written field by field.)
 type partitionLeaseDoc struct {
 	Part    int    `bson:"_id"`
 	Owner   string `bson:"own"`
-	Expires int64  `bson:"e"`
-}
-
-type partitionNodeDoc struct {
-	Node    string `bson:"_id"`
 	Expires int64  `bson:"e"`
 }
 

@@ -69,6 +69,9 @@ type Store struct {
 	// store_settings); createPartitions the count of Options.Partitions,
 	// recorded when this store creates the schema.
 	partitions, createPartitions int
+	// partitionsMu orders the writes of partitions by readPartitions, which
+	// concurrent calls of Migrate make.
+	partitionsMu sync.Mutex
 
 	// genericPlans caches whether the pool's sessions are on
 	// plan_cache_mode = force_generic_plan (see Store.forcedGeneric).
@@ -176,7 +179,14 @@ func (s *Store) readPartitions(ctx context.Context) error {
 	if err != nil {
 		return failf(err, "read the partition count of %s", s.schema)
 	}
-	s.partitions = int(p)
+	// Nodes migrate one store at once (TestMigrate): the count, the same
+	// for each, is written once, under the lock, so that the rounds that
+	// read it unlocked see no write once the store is migrated.
+	s.partitionsMu.Lock()
+	if s.partitions != int(p) {
+		s.partitions = int(p)
+	}
+	s.partitionsMu.Unlock()
 	return nil
 }
 

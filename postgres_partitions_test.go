@@ -133,7 +133,14 @@ func containsAny(list []string, sub string) bool {
 // workflow, and when one stops the other takes its partitions.
 func TestPostgresEnginesSplitPartitions(t *testing.T) {
 	t.Parallel()
-	store := pgtest.NewStore(t, postgres.Options{Partitions: 16})
+	testEnginesSplitPartitions(t, pgtest.NewStore(t, postgres.Options{Partitions: 16}), 40)
+}
+
+// testEnginesSplitPartitions runs two engines on store, a store of 16
+// partitions: they split the partitions 8 and 8 and run n workflows
+// started on one and awaited on the other; when one stops, the other
+// takes every partition and runs one more.
+func testEnginesSplitPartitions(t *testing.T, store provider.Store, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	newEngine := func(node string) *chronicle.Engine {
@@ -168,7 +175,7 @@ func TestPostgresEnginesSplitPartitions(t *testing.T) {
 		return len(pa) == 8 && len(pb) == 8 && slices.Equal(all, provider.AllPartitions(16))
 	}, time.Minute, 10*time.Millisecond, "the engines split the 16 partitions 8 and 8")
 
-	ids := make([]string, 40)
+	ids := make([]string, n)
 	for i := range ids {
 		id, err := a.Start(ctx, "twice", i, &chronicle.StartOptions{InstanceID: fmt.Sprintf("twice-%d", i)})
 		require.NoError(t, err)

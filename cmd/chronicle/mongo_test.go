@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mongodrv "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/chronicleflow/chronicle/internal/demodata"
 	"github.com/chronicleflow/chronicle/provider/mongo"
@@ -23,14 +24,7 @@ import (
 func TestMongoCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url, db := mongotest.URL(t), mongotest.Database()
-	client := mongotest.Client(t, url)
-	t.Cleanup(func() { _ = client.Database(db).Drop(context.Background()) })
-	cli := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		code := run(ctx, append([]string{"--store", url, "--schema", db}, args...), &stdout, &stderr)
-		return code, stdout.String(), stderr.String()
-	}
+	client, db, cli := mongoCLI(t)
 
 	code, _, stderr := cli("instances", "list")
 	require.Equal(t, 1, code)
@@ -95,14 +89,7 @@ func TestMongoCommands(t *testing.T) {
 func TestMongoMigratePartitions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url, db := mongotest.URL(t), mongotest.Database()
-	client := mongotest.Client(t, url)
-	t.Cleanup(func() { _ = client.Database(db).Drop(context.Background()) })
-	cli := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		code := run(ctx, append([]string{"--store", url, "--schema", db}, args...), &stdout, &stderr)
-		return code, stdout.String(), stderr.String()
-	}
+	client, db, cli := mongoCLI(t)
 	code, _, stderr := cli("migrate", "--partitions", "16")
 	require.Equal(t, 0, code, stderr)
 	store, err := mongo.New(ctx, mongo.Options{Client: client, Database: db})
@@ -114,4 +101,18 @@ func TestMongoMigratePartitions(t *testing.T) {
 	require.Contains(t, stderr, "created with 16 partitions, opened with 8")
 	code, _, stderr = cli("migrate")
 	require.Equal(t, 0, code, stderr)
+}
+
+// mongoCLI returns a client of the FerretDB test server, a new database
+// on it (dropped when the test ends) and a function that runs the tool on
+// that database, returning its exit code, stdout and stderr.
+func mongoCLI(t *testing.T) (*mongodrv.Client, string, func(args ...string) (int, string, string)) {
+	url, db := mongotest.URL(t), mongotest.Database()
+	client := mongotest.Client(t, url)
+	t.Cleanup(func() { _ = client.Database(db).Drop(context.Background()) })
+	return client, db, func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"--store", url, "--schema", db}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"strings"
@@ -313,6 +314,20 @@ func chunk(n int) int {
 	return 1
 }
 
+// chunks yields rows cut into the chunks of the multi-row inserts, in
+// order (see chunk).
+func chunks[T any](rows []T) iter.Seq[[]T] {
+	return func(yield func([]T) bool) {
+		for len(rows) > 0 {
+			n := chunk(len(rows))
+			if !yield(rows[:n]) {
+				return
+			}
+			rows = rows[n:]
+		}
+	}
+}
+
 // valuesSQL returns an INSERT of n rows into columns, each value cast to
 // the type of its column ($k::type).
 func valuesSQL(head string, types []string, n int, tail string) string {
@@ -401,14 +416,12 @@ func (s *Store) queueInstances(b *pgx.Batch, instances []string, parts []int32, 
 				ids = append(ids, instances[i])
 			}
 		}
-		for len(ids) > 0 {
-			n := chunk(len(ids))
-			args := make([]any, 0, 2*n)
-			for _, id := range ids[:n] {
+		for c := range chunks(ids) {
+			args := make([]any, 0, 2*len(c))
+			for _, id := range c {
 				args = append(args, p, id)
 			}
-			ids = ids[n:]
-			b.Queue(s.sql.citusInstances[n], args...)
+			b.Queue(s.sql.citusInstances[len(c)], args...)
 		}
 	}
 }
@@ -459,15 +472,12 @@ func (s *Store) queueEnqueue(b *pgx.Batch, a *messageArgs, later func() *pgx.Bat
 	var total int64
 	var last *pgx.QueuedQuery
 	for _, p := range order {
-		idx := groups[p]
-		for len(idx) > 0 {
-			n := chunk(len(idx))
-			args := make([]any, 0, 8*n)
-			for _, i := range idx[:n] {
+		for c := range chunks(groups[p]) {
+			args := make([]any, 0, 8*len(c))
+			for _, i := range c {
 				args = append(args, p, a.ids[i], a.instances[i], a.visible[i], a.attempts[i], a.errors[i], a.envelopes[i], a.order[i])
 			}
-			idx = idx[n:]
-			last = b.Queue(s.sql.citusMessages[n], args...)
+			last = b.Queue(s.sql.citusMessages[len(c)], args...)
 			last.Exec(func(ct pgconn.CommandTag) error {
 				total += ct.RowsAffected()
 				return nil
@@ -710,15 +720,12 @@ func (t *roundTx) citusEnqueueActivities(ctx context.Context, args []any, claim 
 	b := deferred{t}.batch()
 	groupOrder, groups := partGroups(parts)
 	for _, p := range groupOrder {
-		idx := groups[p]
-		for len(idx) > 0 {
-			n := chunk(len(idx))
-			row := make([]any, 0, 3*n)
-			for _, i := range idx[:n] {
+		for c := range chunks(groups[p]) {
+			row := make([]any, 0, 3*len(c))
+			for _, i := range c {
 				row = append(row, p, ids[i], instances[i])
 			}
-			idx = idx[n:]
-			b.Queue(t.s.sql.citusTaskIDs[n], row...).Query(func(rows pgx.Rows) error {
+			b.Queue(t.s.sql.citusTaskIDs[len(c)], row...).Query(func(rows pgx.Rows) error {
 				got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				for _, id := range got {
 					fresh[id] = true
@@ -739,10 +746,9 @@ func (t *roundTx) citusEnqueueActivities(ctx context.Context, args []any, claim 
 				idx = append(idx, i)
 			}
 		}
-		for len(idx) > 0 {
-			n := chunk(len(idx))
-			row := make([]any, 0, 15*n)
-			for _, i := range idx[:n] {
+		for c := range chunks(idx) {
+			row := make([]any, 0, 15*len(c))
+			for _, i := range c {
 				var key, limit any
 				if keys[i] != "" {
 					key, limit = keys[i], limits[i]
@@ -756,8 +762,7 @@ func (t *roundTx) citusEnqueueActivities(ctx context.Context, args []any, claim 
 				row = append(row, p, ids[i], instances[i], executions[i], queues[i], readyAt, envelopes[i],
 					priorities[i], orderAt, names[i], key, limit, token, owner, until)
 			}
-			idx = idx[n:]
-			last = deferred{t}.batch().Queue(t.s.sql.citusTasks[n], row...)
+			last = deferred{t}.batch().Queue(t.s.sql.citusTasks[len(c)], row...)
 			last.Exec(func(ct pgconn.CommandTag) error {
 				total += ct.RowsAffected()
 				return nil

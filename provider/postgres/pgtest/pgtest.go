@@ -56,13 +56,7 @@ func URL(t testing.TB) string {
 	if url == "" {
 		url = DefaultURL
 	}
-	probeMu.Lock()
-	err, ok := probed[url]
-	if !ok {
-		err = probe(url)
-		probed[url] = err
-	}
-	probeMu.Unlock()
+	err := probeOnce(url)
 	if err != nil {
 		msg := fmt.Sprintf("!!! PostgreSQL test server %s is unreachable (%v): set %s to a reachable server", url, err, EnvURL)
 		if os.Getenv("CI") == "true" {
@@ -71,6 +65,19 @@ func URL(t testing.TB) string {
 		t.Skip(msg + "; skipping")
 	}
 	return url
+}
+
+// probeOnce returns the outcome of probe(url), probing each URL once per
+// process.
+func probeOnce(url string) error {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	err, ok := probed[url]
+	if !ok {
+		err = probe(url)
+		probed[url] = err
+	}
+	return err
 }
 
 func probe(url string) error {
@@ -89,13 +96,19 @@ func probe(url string) error {
 func Schema(t testing.TB) string {
 	t.Helper()
 	url := URL(t)
+	schema := randomSchema(t, "chronicle_test_")
+	t.Cleanup(func() { Drop(t, url, schema) })
+	return schema
+}
+
+// randomSchema returns prefix followed by 16 random hex digits.
+func randomSchema(t testing.TB, prefix string) string {
+	t.Helper()
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatalf("pgtest: random schema name: %v", err)
 	}
-	schema := "chronicle_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { Drop(t, url, schema) })
-	return schema
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // Drop drops schema and everything in it.
@@ -154,13 +167,7 @@ func CitusURL(t testing.TB) string {
 			"installed from this repository's files; build it as docs/scaling.md says, and make services starts a local " +
 			"cluster (scripts/citus.sh) and sets the variable")
 	}
-	probeMu.Lock()
-	err, ok := probed[url]
-	if !ok {
-		err = probe(url)
-		probed[url] = err
-	}
-	probeMu.Unlock()
+	err := probeOnce(url)
 	if err != nil {
 		t.Fatalf("pgtest: the Citus coordinator %s=%s is unreachable: %v", EnvCitusURL, url, err)
 	}
@@ -175,17 +182,23 @@ func CitusURL(t testing.TB) string {
 func NewCitusStore(t testing.TB, opts postgres.Options) *postgres.Store {
 	t.Helper()
 	url := CitusURL(t)
+	schema := randomSchema(t, "chronicle_citus_")
+	t.Cleanup(func() { Drop(t, url, schema) })
+	s := openCitus(t, url, schema, opts)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// openCitus opens a distributed store on schema of the Citus coordinator
+// url, migrating and distributing it if needed (opts.Schema,
+// opts.MigrateOnStart and opts.Citus are overridden; opts.URL defaults to
+// url).
+func openCitus(t testing.TB, url, schema string, opts postgres.Options) *postgres.Store {
+	t.Helper()
 	if opts.Pool == nil && opts.URL == "" {
 		opts.URL = url
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("pgtest: random schema name: %v", err)
-	}
-	opts.Schema = "chronicle_citus_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { Drop(t, url, opts.Schema) })
-	opts.MigrateOnStart = true
-	opts.Citus = true
+	opts.Schema, opts.MigrateOnStart, opts.Citus = schema, true, true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := postgres.New(ctx, opts)
@@ -193,9 +206,8 @@ func NewCitusStore(t testing.TB, opts postgres.Options) *postgres.Store {
 		t.Fatalf("pgtest: new Citus store: %v", err)
 	}
 	if !s.Distributed() {
-		t.Fatalf("pgtest: the Citus store of schema %s is not distributed", opts.Schema)
+		t.Fatalf("pgtest: the Citus store of schema %s is not distributed", schema)
 	}
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -228,30 +240,13 @@ func CitusStores(t testing.TB, opts postgres.Options) func(t testing.TB) *postgr
 			schema, free = free[n-1], free[:n-1]
 		}
 		mu.Unlock()
-		o := opts
-		if o.Pool == nil && o.URL == "" {
-			o.URL = url
-		}
 		if schema == "" {
-			var b [8]byte
-			if _, err := rand.Read(b[:]); err != nil {
-				st.Fatalf("pgtest: random schema name: %v", err)
-			}
-			schema = "chronicle_citus_" + hex.EncodeToString(b[:])
+			schema = randomSchema(st, "chronicle_citus_")
 			mu.Lock()
 			schemas = append(schemas, schema)
 			mu.Unlock()
 		}
-		o.Schema, o.MigrateOnStart, o.Citus = schema, true, true
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		s, err := postgres.New(ctx, o)
-		if err != nil {
-			st.Fatalf("pgtest: new Citus store: %v", err)
-		}
-		if !s.Distributed() {
-			st.Fatalf("pgtest: the Citus store of schema %s is not distributed", schema)
-		}
+		s := openCitus(st, url, schema, opts)
 		st.Cleanup(func() {
 			s.Close()
 			if err := empty(url, schema); err != nil {

@@ -21,6 +21,9 @@ func PartitionOf(instanceID string, partitions int) int {
 	return int(h.Sum32() % uint32(partitions))
 }
 
+// MaxPartitions is the largest partition count a store can have.
+const MaxPartitions = 4096
+
 // Partitioned is implemented by stores whose instances are spread over
 // partitions (see [PartitionOf]). A store that does not implement it has
 // one partition, 0.
@@ -56,6 +59,14 @@ type LeasePartitionsParams struct {
 	// TTL is how long the leases and the node's presence last unless
 	// renewed.
 	TTL time.Duration
+}
+
+// PartitionShare returns the share of a node among nodes live nodes of a
+// store of partitions partitions, the most leases a PartitionLeaser lets
+// it hold: ceil(partitions / nodes), and every partition when no node
+// is counted.
+func PartitionShare(partitions, nodes int) int {
+	return (partitions + nodes - 1) / max(nodes, 1)
 }
 
 // AllPartitions returns 0, 1, …, partitions-1 (just 0 when partitions <= 1).

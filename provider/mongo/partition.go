@@ -46,7 +46,7 @@ func (s *Store) LeasePartitions(ctx context.Context, p *provider.LeasePartitions
 	if err != nil {
 		return nil, fmt.Errorf("mongo: lease partitions: count nodes: %w", translate(err))
 	}
-	share := (s.partitions + int(nodes) - 1) / max(int(nodes), 1)
+	share := provider.PartitionShare(s.partitions, int(nodes))
 	cur, err := s.c.partLeases.Find(ctx, filter("e", filter("$gte", now)))
 	if err != nil {
 		return nil, fmt.Errorf("mongo: lease partitions: read: %w", translate(err))

@@ -43,7 +43,7 @@ func TestPartitionsRecorded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 16, o.Partitions())
 
-	for _, bad := range []int{-1, chmongo.MaxPartitions + 1} {
+	for _, bad := range []int{-1, provider.MaxPartitions + 1} {
 		_, err := chmongo.New(ctx, chmongo.Options{Client: mongotest.Client(t, url), Database: s.Database(), Partitions: bad})
 		require.ErrorIs(t, err, chmongo.ErrInvalidOptions, "Partitions %d", bad)
 	}

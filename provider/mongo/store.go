@@ -70,9 +70,6 @@ type Options struct {
 	Partitions int
 }
 
-// MaxPartitions is the largest partition count a store can have.
-const MaxPartitions = 4096
-
 func (o Options) withDefaults() (Options, error) {
 	if o.Database == "" {
 		o.Database = DefaultDatabase
@@ -87,8 +84,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LockTimeout < 0 {
 		bad = append(bad, fmt.Sprintf("LockTimeout %s is negative", o.LockTimeout))
 	}
-	if o.Partitions < 0 || o.Partitions > MaxPartitions {
-		bad = append(bad, fmt.Sprintf("Partitions %d is out of range [0, %d]", o.Partitions, MaxPartitions))
+	if o.Partitions < 0 || o.Partitions > provider.MaxPartitions {
+		bad = append(bad, fmt.Sprintf("Partitions %d is out of range [0, %d]", o.Partitions, provider.MaxPartitions))
 	}
 	if len(bad) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(bad, "; "))
@@ -330,7 +327,7 @@ func (s *Store) readPartitions(ctx context.Context, v int) error {
 	if err := s.c.meta.FindOne(ctx, filter("_id", settingsID)).Decode(&d); err != nil {
 		return fmt.Errorf("mongo: partition count of %s: %w", s.db.Name(), translate(err))
 	}
-	if d.Partitions < 1 || d.Partitions > MaxPartitions {
+	if d.Partitions < 1 || d.Partitions > provider.MaxPartitions {
 		return fmt.Errorf("mongo: partition count of %s: %w: %d recorded", s.db.Name(), provider.ErrInvalidState, d.Partitions)
 	}
 	s.partitions = d.Partitions

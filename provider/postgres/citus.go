@@ -169,7 +169,8 @@ WHERE c.relnamespace = $1::regnamespace`, s.schema)
 			return failf(err, "distribute %s: make %s a reference table", s.schema, t)
 		}
 	}
-	return s.useCitus(ctx)
+	s.setCitus(true)
+	return nil
 }
 
 // ErrNoCitus is returned by [Store.Distribute] on a database without the
@@ -195,11 +196,17 @@ func (s *Store) useCitus(ctx context.Context) error {
 			return failf(err, "find out whether %s is distributed", s.schema)
 		}
 	}
+	s.setCitus(distributed)
+	return nil
+}
+
+// setCitus switches the store to the statement forms of a store whose
+// tables are distributed (or not).
+func (s *Store) setCitus(distributed bool) {
 	if distributed != s.citus {
 		s.citus = distributed
 		s.sql = newStatements(s.schema, distributed)
 	}
-	return nil
 }
 
 // startCitus distributes the store's tables when opts ask for it, and

@@ -109,8 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// MaxPartitions is the largest partition count a store can have.
-const MaxPartitions = 4096
+// MaxPartitions is the largest partition count a store can have
+// ([provider.MaxPartitions]).
+const MaxPartitions = provider.MaxPartitions
 
 // DefaultNotifyInterval is the default of [Options].NotifyInterval.
 const DefaultNotifyInterval = 5 * time.Millisecond

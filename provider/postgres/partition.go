@@ -39,7 +39,7 @@ ON CONFLICT (node) DO UPDATE SET expires = EXCLUDED.expires`), p.Node, until)
 		if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {{schema}}.partition_nodes`)).Scan(&nodes); err != nil {
 			return failf(err, "lease partitions: count nodes")
 		}
-		share := (s.partitions + int(nodes) - 1) / max(int(nodes), 1)
+		share := provider.PartitionShare(s.partitions, int(nodes))
 		rows, err := tx.Query(ctx, q(`SELECT part FROM {{schema}}.partition_leases WHERE owner = $1 AND part < $2 ORDER BY part`), p.Node, s.partitions)
 		if err != nil {
 			return failf(err, "lease partitions: read")

@@ -102,16 +102,22 @@ const specialSQL = `concurrency_key IS NOT NULL OR (cardinality($6::text[]) > 0 
 // one and then returns a row whose envelope is NULL, telling the caller
 // to go on with claimLimited. Without such tasks it costs what it cost
 // before limits existed: one statement.
+//
+// The update reaches the rows head and late locked by their ctid, a TID
+// scan (a locked row keeps its place until this transaction ends; a row
+// another claim moved after this statement's snapshot is not updated,
+// and is left for a later claim). A join on id alone was planned, generic
+// and on new tables, as a walk of the partition's order index.
 var claimActivitySQL = strings.ReplaceAll(`
 WITH head AS (
-    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
+    SELECT ctid, id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
     WHERE `+claimableSQL+`
     ORDER BY order_at, seq
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), late AS (
-    SELECT id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
+    SELECT ctid, id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special
     FROM {{schema}}.activity_tasks
     WHERE `+claimableLateSQL+`
       AND (SELECT count(*) FROM head) < $5
@@ -126,7 +132,7 @@ WITH head AS (
     SET token = nextval('{{schema}}.lease_tokens')::text, owner = $3, locked_until = $4, ready_at = $4,
         order_at = $4::timestamptz - make_interval(mins => t.priority)
     FROM old
-    WHERE t.part = $8 AND t.id = old.id AND NOT old.blocked
+    WHERE t.ctid = old.ctid AND t.id = old.id AND {{check t.part = $8}} AND NOT old.blocked
     RETURNING t.envelope, t.token, old.token IS NOT NULL AS taken, coalesce(old.owner, '') AS old_owner, old.locked_until AS old_until
 )
 SELECT envelope, token, taken, old_owner, old_until FROM claimed
@@ -192,7 +198,7 @@ const claimTaskSQL = `
 UPDATE {{schema}}.activity_tasks
 SET token = nextval('{{schema}}.lease_tokens')::text, owner = $2, locked_until = $3, ready_at = $3,
     order_at = $3::timestamptz - make_interval(mins => priority)
-WHERE part = $4 AND id = $1
+WHERE id = $1 AND {{check part = $4}}
 RETURNING token`
 
 // claimOrderSQL orders queues by their first claimable task in partition
@@ -218,10 +224,10 @@ ORDER BY t.order_at, t.seq`
 
 const heartbeatActivitySQL = `
 UPDATE {{schema}}.activity_tasks SET locked_until = $3, ready_at = $3, order_at = $3::timestamptz - make_interval(mins => priority)
-WHERE part = $4 AND id = $1 AND token = $2`
+WHERE id = $1 AND token = $2 AND {{check part = $4}}`
 
 const taskEnvelopeSQL = `
-SELECT envelope FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2`
+SELECT envelope FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 AND {{check part = $3}}`
 
 // retryActivitySQL stores the task's next attempt and releases the claim,
 // only while the token matches.
@@ -230,7 +236,7 @@ WITH updated AS (
     UPDATE {{schema}}.activity_tasks
     SET envelope = $3, ready_at = $4, order_at = $4::timestamptz - make_interval(mins => priority),
         token = NULL, owner = NULL, locked_until = NULL
-    WHERE part = $5 AND id = $1 AND token = $2
+    WHERE id = $1 AND token = $2 AND {{check part = $5}}
     RETURNING 1
 )
 SELECT count(*) FROM updated`
@@ -240,7 +246,7 @@ SELECT count(*) FROM updated`
 // task's, as in a round that cancels the task.
 const lockTaskInstanceSQL = `
 SELECT 1 FROM {{schema}}.instances
-WHERE part = $3 AND instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2)
+WHERE part = $3 AND instance_id = (SELECT instance_id FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 AND {{check part = $3}})
 FOR NO KEY UPDATE`
 
 // deadLetterActivitySQL removes a claimed task, stores its dead letter
@@ -248,7 +254,7 @@ FOR NO KEY UPDATE`
 // of its instance, only while the token matches.
 const deadLetterActivitySQL = `
 WITH done AS (
-    DELETE FROM {{schema}}.activity_tasks WHERE part = $15 AND id = $1 AND token = $2 RETURNING instance_id, envelope
+    DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 AND {{check part = $15}} RETURNING instance_id, envelope
 ), letter AS (
     INSERT INTO {{schema}}.dead_letters (part, id, instance_id, message, activity, reason, error, node, at, attempts,
         status, resolved_by, resolved_at)
@@ -266,7 +272,7 @@ SELECT count(*) FROM done`
 const listQueuedActivitiesSQL = `
 SELECT envelope, coalesce(owner, ''), locked_until
 FROM {{schema}}.activity_tasks
-WHERE part = $2 AND instance_id = $1
+WHERE instance_id = $1 AND {{check part = $2}}
 ORDER BY seq`
 
 // ListQueuedActivities implements provider.Store.
@@ -301,7 +307,7 @@ func (s *Store) ListQueuedActivities(ctx context.Context, p *provider.ListQueued
 
 const cancelActivitiesSQL = `
 DELETE FROM {{schema}}.activity_tasks
-WHERE part = $4 AND instance_id = $1 AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
+WHERE instance_id = $1 AND {{check part = $4}} AND CASE WHEN $3 <> '' THEN execution_id <> $3 ELSE execution_id = $2 END`
 
 // activityArgs are the parameters of enqueueActivitiesSQL for the tasks
 // of p (of two with one id the first wins); nil when there are none.

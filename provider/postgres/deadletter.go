@@ -41,7 +41,7 @@ UPDATE {{schema}}.instances SET incident = coalesce((
 WHERE part = $2 AND instance_id = $1`
 
 const redriveTaskDeleteSQL = `
-DELETE FROM {{schema}}.activity_tasks WHERE part = $2 AND id = $1`
+DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND {{check part = $2}}`
 
 const redriveTaskIDsSQL = `
 INSERT INTO {{schema}}.activity_task_ids (part, id, instance_id) VALUES ($3, $1, $2) ON CONFLICT DO NOTHING`

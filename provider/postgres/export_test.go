@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -61,3 +63,24 @@ var (
 
 // ChannelName returns the NOTIFY channel of queue q of a schema.
 func ChannelName(schema string, q provider.Queue) string { return channelName(schema, q) }
+
+// Statements returns the texts of every statement of the store's
+// statement set, by field name (the purge statements as purge0, purge1, …).
+func Statements(s *Store) map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(s.sql).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.String:
+			if f.String() != "" {
+				out[name] = f.String()
+			}
+		case reflect.Slice:
+			for j := range f.Len() {
+				out[fmt.Sprintf("%s%d", name, j)] = f.Index(j).String()
+			}
+		}
+	}
+	return out
+}

@@ -41,7 +41,7 @@ WITH parked AS (
 )
 UPDATE {{schema}}.messages
 SET visible_at = visible_at + ` + parkShift + `, order_at = order_at + ` + parkShift + `
-WHERE part = $3 AND instance_id = $1 AND visible_at < $2`
+WHERE instance_id = $1 AND {{check part = $3}} AND visible_at < $2`
 
 // wakeInstancesSQL ends the park of the instances named that are parked
 // ($2 is provider.ParkedUntil), and leaves the others as they are; it
@@ -133,11 +133,13 @@ SELECT key FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key F
 // waitSlotsSQL applies the waits ($1 instances, $2 keys, $3 limits, in
 // input order) at $4 (see provider.StartWaiter): each instance that
 // neither holds nor waits joins the end of its key's waiters, in input
-// order, and is parked (hold $5, provider.ParkedUntil; its messages moved
-// out of the queue's order, see parkShift) when its place among the
-// waiters is past the key's free slots under its limit. It runs
-// after lockSlotKeysSQL, in a statement whose snapshot follows the keys'
-// locks, and only for the keys that statement locked.
+// order, and is returned when its place among the waiters is past the
+// key's free slots under its limit: the caller parks it
+// (parkInstanceSQL, one statement per instance, found by its key; an
+// update of the instances joined with the waits was planned, generic and
+// on small tables, as a sequential scan of instances). It runs after
+// lockSlotKeysSQL, in a statement whose snapshot follows the keys' locks,
+// and only for the keys that statement locked.
 const waitSlotsSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS t(instance_id, key, lim, ord)
@@ -154,16 +156,8 @@ WITH input AS (
     INSERT INTO {{schema}}.flow_slots (key, holder, waiting, since)
     SELECT key, instance_id, true, $4 FROM placed ORDER BY ord
     ON CONFLICT (key, holder) DO NOTHING
-), parked AS (
-    UPDATE {{schema}}.instances SET hold_until = $5
-    WHERE instance_id IN (SELECT instance_id FROM placed WHERE place > lim - holders)
-    RETURNING instance_id
-), moved AS (
-    UPDATE {{schema}}.messages
-    SET visible_at = visible_at + ` + parkShift + `, order_at = order_at + ` + parkShift + `
-    WHERE instance_id IN (SELECT instance_id FROM placed WHERE place > lim - holders) AND visible_at < $5
 )
-SELECT count(*) FROM parked`
+SELECT instance_id FROM placed WHERE place > lim - holders`
 
 const getSlotKeysSQL = `
 SELECT key, lim FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key`
@@ -356,8 +350,19 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 		if len(ids) == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, s.sql.waitSlots, ids, wkeys, wlims, p.Now, provider.ParkedUntil)
-		return err
+		rows, err := tx.Query(ctx, s.sql.waitSlots, ids, wkeys, wlims, p.Now)
+		if err != nil {
+			return err
+		}
+		park, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(park) == 0 {
+			return err
+		}
+		b = &pgx.Batch{}
+		for _, id := range park {
+			b.Queue(s.sql.parkInstance, id, provider.ParkedUntil, s.part(id))
+		}
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return failf(err, "enqueue %d messages with %d waits", len(a.ids), len(p.Waits))

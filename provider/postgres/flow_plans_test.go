@@ -105,10 +105,21 @@ func TestQueuePlans(t *testing.T) {
 	}
 	t.Run("Empty", func(t *testing.T) { check(t, "empty") })
 
-	// 20,000 instances; messages: 20,000 timers due later, 200 visible of
-	// priority 0, 20 of priority 3 and 20 of priority -2; tasks: 20,000
-	// claimed until later (half with a concurrency key), 20,000 retries
-	// due later, 200 claimable of priority 0 and 20 of priority -2.
+	fillQueues(ctx, t, conn, schema)
+	t.Run("FullNoStatistics", func(t *testing.T) { check(t, "full") })
+	_, err = conn.Exec(ctx, "ANALYZE "+schema+".messages, "+schema+".activity_tasks, "+schema+".instances")
+	require.NoError(t, err)
+	t.Run("FullAnalyzed", func(t *testing.T) { check(t, "analyzed") })
+}
+
+// fillQueues fills the queue tables of schema (a quoted identifier) with
+// what makes a wrong plan costly, for the plan tests:
+// 20,000 instances; messages: 20,000 timers due later, 200 visible of
+// priority 0, 20 of priority 3 and 20 of priority -2; tasks: 20,000
+// claimed until later (half with a concurrency key), 20,000 retries
+// due later, 200 claimable of priority 0 and 20 of priority -2.
+func fillQueues(ctx context.Context, t *testing.T, conn *pgx.Conn, schema string) {
+	t.Helper()
 	fill := fmt.Sprintf(`
 INSERT INTO %[1]s.instances (instance_id) SELECT 'i-' || k FROM generate_series(1, 20000) k;
 INSERT INTO %[1]s.messages (id, instance_id, visible_at, order_at, envelope)
@@ -132,10 +143,6 @@ SELECT 'ready-' || k, 'i-' || k, 'e', '', v, v - make_interval(mins => p), p, '\
 FROM generate_series(1, 220) k,
     LATERAL (SELECT '2025-12-31T23:00:00Z'::timestamptz + make_interval(secs => k) AS v,
                     CASE WHEN k <= 200 THEN 0 ELSE -2 END AS p) x;`, schema)
-	_, err = conn.Exec(ctx, fill)
+	_, err := conn.Exec(ctx, fill)
 	require.NoError(t, err)
-	t.Run("FullNoStatistics", func(t *testing.T) { check(t, "full") })
-	_, err = conn.Exec(ctx, "ANALYZE "+schema+".messages, "+schema+".activity_tasks, "+schema+".instances")
-	require.NoError(t, err)
-	t.Run("FullAnalyzed", func(t *testing.T) { check(t, "analyzed") })
 }

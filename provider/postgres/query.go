@@ -69,7 +69,7 @@ FOR UPDATE SKIP LOCKED`
 // purgeMessagesSQL reads the queued messages of an instance to purge,
 // whose row the purge holds (so no enqueue adds one meanwhile).
 const purgeMessagesSQL = `
-SELECT envelope FROM {{schema}}.messages WHERE part = $2 AND instance_id = $1 ORDER BY seq`
+SELECT envelope FROM {{schema}}.messages WHERE instance_id = $1 AND {{check part = $2}} ORDER BY seq`
 
 const purgeProbeSQL = `
 SELECT EXISTS (SELECT 1 FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1 AND record_seq IS NOT NULL),
@@ -82,8 +82,8 @@ SELECT seq, hash FROM {{schema}}.history WHERE part = $2 AND instance_id = $1 OR
 // partition.
 var purgeSQL = []string{
 	`DELETE FROM {{schema}}.history WHERE part = $2 AND instance_id = $1`,
-	`DELETE FROM {{schema}}.messages WHERE part = $2 AND instance_id = $1`,
-	`DELETE FROM {{schema}}.activity_tasks WHERE part = $2 AND instance_id = $1`,
+	`DELETE FROM {{schema}}.messages WHERE instance_id = $1 AND {{check part = $2}}`,
+	`DELETE FROM {{schema}}.activity_tasks WHERE instance_id = $1 AND {{check part = $2}}`,
 	`DELETE FROM {{schema}}.activity_task_ids WHERE part = $2 AND instance_id = $1`,
 	`DELETE FROM {{schema}}.dead_letters WHERE part = $2 AND instance_id = $1`,
 	resetTasksSQL, resetTaskEventsSQL,

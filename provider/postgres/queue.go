@@ -122,7 +122,7 @@ SELECT i.instance_id, i.hold_until IS NOT NULL
 FROM {{schema}}.instances i
 WHERE i.part = $3 AND i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
-  AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.part = $3 AND m.instance_id = $2 AND m.visible_at <= $1)
+  AND EXISTS (SELECT 1 FROM {{schema}}.messages m WHERE m.instance_id = $2 AND {{check m.part = $3}} AND m.visible_at <= $1)
 FOR NO KEY UPDATE SKIP LOCKED`
 
 // dequeueFetchSQL reads the visible messages of a locked instance. It is a
@@ -132,7 +132,7 @@ FOR NO KEY UPDATE SKIP LOCKED`
 const dequeueFetchSQL = `
 SELECT id, envelope, attempts, last_error
 FROM {{schema}}.messages
-WHERE part = $4 AND instance_id = $1 AND visible_at <= $2
+WHERE instance_id = $1 AND {{check part = $4}} AND visible_at <= $2
 ORDER BY seq
 LIMIT $3`
 
@@ -140,11 +140,11 @@ const clearHoldSQL = `
 UPDATE {{schema}}.instances SET hold_until = NULL WHERE part = $3 AND instance_id = $1 AND hold_until <= $2`
 
 const ackMessagesSQL = `
-DELETE FROM {{schema}}.messages WHERE part = $3 AND instance_id = $1 AND id = ANY ($2::text[])`
+DELETE FROM {{schema}}.messages WHERE instance_id = $1 AND id = ANY ($2::text[]) AND {{check part = $3}}`
 
 const abandonMessagesSQL = `
 UPDATE {{schema}}.messages SET attempts = attempts + 1, last_error = $3
-WHERE part = $4 AND instance_id = $1 AND id = ANY ($2::text[])`
+WHERE instance_id = $1 AND id = ANY ($2::text[]) AND {{check part = $4}}`
 
 const holdInstanceSQL = `
 UPDATE {{schema}}.instances SET hold_until = greatest(hold_until, $2) WHERE part = $3 AND instance_id = $1`
@@ -152,7 +152,7 @@ UPDATE {{schema}}.instances SET hold_until = greatest(hold_until, $2) WHERE part
 const listMessagesSQL = `
 SELECT envelope, attempts, last_error
 FROM {{schema}}.messages
-WHERE part = $3 AND instance_id = $1
+WHERE instance_id = $1 AND {{check part = $3}}
 ORDER BY seq
 LIMIT $2`
 

@@ -197,7 +197,7 @@ type unsentResult struct {
 // it (see roundTx.unsent): (completed) is 0 when the token no longer
 // matches.
 const deleteTaskSQL = `
-WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE part = $3 AND id = $1 AND token = $2 RETURNING 1)
+WITH done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $1 AND token = $2 AND {{check part = $3}} RETURNING 1)
 SELECT count(*) FROM done`
 
 // lockInstanceByIDSQL locks an instance that is not held, whatever its
@@ -297,7 +297,7 @@ func (t *roundTx) checkReleased() {
 
 // openActivitiesSQL tells whether an instance has activity tasks queued
 // or claimed (a probe of the index on instance_id).
-const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE part = $2 AND instance_id = $1)`
+const openActivitiesSQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.activity_tasks WHERE instance_id = $1 AND {{check part = $2}})`
 
 // deferred queues writes on the round's pending batch: its calls return
 // at once, and the statements run, in order, at the next flush, where

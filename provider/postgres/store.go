@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -296,16 +297,27 @@ type statements struct {
 	citusMessages, citusHistory              map[int]string
 }
 
+// partCheck matches the partition test of a statement that finds its
+// rows by a key ({{check part = $3}}: by a task's or a message's id, by
+// an instance's id). On PostgreSQL the test is written so that no index
+// serves it, ((part = $3) IS TRUE), and the planner finds the rows by
+// the key's index: on tables it knows nothing about (new, or never
+// analyzed) it costs the key's index and a part-led queue index alike,
+// and the part-led one, a walk of the whole partition, won
+// (TestStatementPlans). On Citus it is the equality itself, which routes
+// the statement to the partition's shard.
+var partCheck = regexp.MustCompile(`\{\{check ([^{}]+)\}\}`)
+
 func newStatements(schema string, citus bool) *statements {
 	r := strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize())
-	q := func(sql string) string { return r.Replace(sql) }
+	q := func(sql string) string { return partCheck.ReplaceAllString(r.Replace(sql), "(${1}) IS TRUE") }
 	if citus {
-		q = func(sql string) string { return citusForm(r.Replace(sql)) }
+		q = func(sql string) string { return citusForm(partCheck.ReplaceAllString(r.Replace(sql), "${1}")) }
 	}
 	st := &statements{
 		enqueueMessages: q(fmt.Sprintf(enqueueMessagesSQL, "", "", "")),
 		completeActivity: q(fmt.Sprintf(enqueueMessagesSQL,
-			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE part = $11 AND id = $9 AND token = $10 RETURNING 1),",
+			"done AS (DELETE FROM {{schema}}.activity_tasks WHERE id = $9 AND token = $10 AND {{check part = $11}} RETURNING 1),",
 			"WHERE EXISTS (SELECT 1 FROM done)",
 			"(SELECT count(*) FROM done),")),
 		enqueueStart: q(fmt.Sprintf(enqueueMessagesSQL,

@@ -194,7 +194,7 @@ func (e *Engine) startMessages(ctx context.Context, workflow string, input any, 
 			e.runner.ForgetInstance(o.InstanceID)
 		}
 		var start *provider.Message
-		if rec, start, err = e.find(ctx, o.InstanceID, true); err != nil {
+		if rec, start, err = e.find(ctx, o.InstanceID, true, nil); err != nil {
 			return "", nil, nil, err
 		}
 		pending = start != nil
@@ -529,8 +529,15 @@ func (e *Engine) mustBeRunning(ctx context.Context, instanceID string, suspended
 // lookup returns the instance record, if any, and whether a start message
 // is queued for the instance.
 func (e *Engine) lookup(ctx context.Context, instanceID string) (*provider.InstanceRecord, bool, error) {
-	rec, start, err := e.find(ctx, instanceID, false)
+	rec, start, err := e.find(ctx, instanceID, false, nil)
 	return rec, start != nil, err
+}
+
+// holdRead is the legal hold find read with the record, when the store
+// reads both in one call (provider.InstanceHoldReader): read says it did.
+type holdRead struct {
+	hold *provider.Hold
+	read bool
 }
 
 // find returns the instance record, if any, and the queued start message
@@ -539,10 +546,23 @@ func (e *Engine) lookup(ctx context.Context, instanceID string) (*provider.Insta
 // and then the record tells every case. It reads the record first, and
 // stops there when the instance is running (one read for a signal or a
 // control request), unless queueFirst says the instance is likely new (a
-// start: two reads instead of three).
-func (e *Engine) find(ctx context.Context, instanceID string, queueFirst bool) (*provider.InstanceRecord, *provider.Message, error) {
+// start: two reads instead of three). With hold, on a store that reads
+// an instance's record and hold together, it fills hold with the hold
+// read with the record it returns.
+func (e *Engine) find(ctx context.Context, instanceID string, queueFirst bool, hold *holdRead) (*provider.InstanceRecord, *provider.Message, error) {
+	reader, _ := e.store.(provider.InstanceHoldReader)
 	get := func() (*provider.InstanceRecord, error) {
-		rec, err := e.store.GetInstance(ctx, instanceID)
+		var (
+			rec *provider.InstanceRecord
+			err error
+		)
+		if hold != nil && reader != nil {
+			var h *provider.Hold
+			rec, h, err = reader.GetInstanceHold(ctx, instanceID)
+			*hold = holdRead{hold: h, read: err == nil}
+		} else {
+			rec, err = e.store.GetInstance(ctx, instanceID)
+		}
 		if errors.Is(err, provider.ErrNotFound) {
 			return nil, nil
 		}
@@ -753,14 +773,17 @@ func (e *Engine) Describe(ctx context.Context, instanceID string) (*Instance, er
 	if err := e.validateID("instance id", instanceID); err != nil {
 		return nil, err
 	}
-	rec, start, err := e.find(ctx, instanceID, false)
+	var hold holdRead
+	rec, start, err := e.find(ctx, instanceID, false, &hold)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", instanceID, err)
 	}
 	switch {
 	case rec != nil:
 		inst := e.instance(rec)
-		if inst.Hold, err = e.GetHold(ctx, instanceID); err != nil {
+		if hold.read {
+			inst.Hold = hold.hold
+		} else if inst.Hold, err = e.GetHold(ctx, instanceID); err != nil {
 			return nil, fmt.Errorf("describe %s: %w", instanceID, err)
 		}
 		return inst, nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
@@ -323,4 +324,47 @@ func TestRetentionSignsItsTombstones(t *testing.T) {
 		purged[in.InstanceID] = in.Purged
 	}
 	require.Equal(t, map[string]bool{"s-1": true, "s-2": false}, purged)
+}
+
+// TestPostgresDescribeReadsRecordAndHoldTogether: on PostgreSQL,
+// describing a running instance is one statement, held or not (its
+// record and its legal hold are read together), and describing an ended
+// one two (the queue is read too, for a start of the id queued again).
+func TestPostgresDescribeReadsRecordAndHoldTogether(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	log := &statementLog{seen: map[string]int{}}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store, err := postgres.New(t.Context(), postgres.Options{Pool: pool, Schema: pgtest.Schema(t), MigrateOnStart: true})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	b := setupOn(t, store)
+	register(t, b.engine, "echo", echo)
+	b.start(t, "echo", "running", "x")
+	b.ended(t, "ended")
+	b.drain(t)
+
+	log.count()
+	inst := b.describe(t, "running")
+	require.Equal(t, chronicle.StatusRunning, inst.Status)
+	require.Nil(t, inst.Hold)
+	require.Equal(t, 1, log.count(), "statements to describe a running instance")
+
+	_, err = b.engine.Hold(b.ctx, "running", holdOpts("litigation"))
+	require.NoError(t, err)
+	b.drain(t)
+	log.count()
+	inst = b.describe(t, "running")
+	require.NotNil(t, inst.Hold)
+	require.Equal(t, "litigation", inst.Hold.Reason)
+	require.Equal(t, 1, log.count(), "statements to describe a held running instance")
+
+	inst = b.describe(t, "ended")
+	require.Equal(t, chronicle.StatusCompleted, inst.Status)
+	require.Nil(t, inst.Hold)
+	require.Equal(t, 2, log.count(), "statements to describe an ended instance")
 }

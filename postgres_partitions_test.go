@@ -297,3 +297,15 @@ func TestPostgresPartitionWakeups(t *testing.T) {
 		require.Equal(t, c.ac.skipped, a.skipped, "%s skipped a hint", c.name)
 	}
 }
+
+// count returns how many statements were logged, and forgets them.
+func (l *statementLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.seen {
+		n += c
+	}
+	clear(l.seen)
+	return n
+}

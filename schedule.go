@@ -480,7 +480,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, id string, opts ScheduleOpt
 	}
 	st.Changes = []ScheduleChange{{Kind: "create", Actor: actor, Note: opts.Note, At: now}}
 	reuse := ReuseError
-	rec, start, err := e.find(ctx, SchedulePrefix+id, true)
+	rec, start, err := e.find(ctx, SchedulePrefix+id, true, nil)
 	if err != nil {
 		return err
 	}
@@ -634,7 +634,7 @@ func (e *Engine) scheduleDescription(ctx context.Context, inst *Instance) (*Sche
 // scheduleInput returns the input of the newest start of a schedule
 // instance that has not set its status yet.
 func (e *Engine) scheduleInput(ctx context.Context, instanceID string) ([]byte, error) {
-	_, start, err := e.find(ctx, instanceID, true)
+	_, start, err := e.find(ctx, instanceID, true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -263,7 +263,7 @@ func (e *Engine) sealForInstance(ctx context.Context, instanceID string, b []byt
 	if e.opts.Keys == nil || b == nil {
 		return b, nil
 	}
-	rec, start, err := e.find(ctx, instanceID, false)
+	rec, start, err := e.find(ctx, instanceID, false, nil)
 	if err != nil {
 		return nil, err
 	}

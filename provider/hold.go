@@ -49,3 +49,14 @@ type HoldStore interface {
 	// in id order, at most limit (zero means no limit).
 	ListHolds(ctx context.Context, afterID string, limit int) ([]Hold, error)
 }
+
+// InstanceHoldReader is implemented by a HoldStore that reads an
+// instance's record and its legal hold in one call (one round trip on
+// PostgreSQL instead of two); describing an instance uses it when the
+// store has it.
+type InstanceHoldReader interface {
+	// GetInstanceHold returns the record of an instance as
+	// Store.GetInstance does (ErrNotFound when it has none), and its
+	// hold, nil when it has none, read together.
+	GetInstanceHold(ctx context.Context, instanceID string) (*InstanceRecord, *Hold, error)
+}

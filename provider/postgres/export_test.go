@@ -3,8 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"log/slog"
+	"reflect"
 
 	"github.com/jackc/pgx/v5"
 

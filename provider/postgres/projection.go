@@ -91,6 +91,15 @@ FROM {{schema}}.instances`
 const getInstanceSQL = recordSelect + `
 WHERE part = $2 AND instance_id = $1 AND record_seq IS NOT NULL`
 
+// getInstanceHoldSQL is getInstanceSQL with the instance's legal hold,
+// if any, in the same row (provider.InstanceHoldReader).
+const getInstanceHoldSQL = `
+SELECT r.*, h.hold_id, h.reason, h.actor, h.ticket, h.placed_at
+FROM (` + getInstanceSQL + `) AS r
+LEFT JOIN LATERAL (
+    SELECT hold_id, reason, actor, ticket, placed_at FROM {{schema}}.legal_holds WHERE part = $2 AND instance_id = $1
+) AS h ON true`
+
 const getSnapshotSQL = `
 SELECT snapshot, snapshot_seq FROM {{schema}}.instances WHERE part = $2 AND instance_id = $1 AND snapshot IS NOT NULL`
 
@@ -185,16 +194,16 @@ func (s *Store) saveProjections(ctx context.Context, db dbtx, p *provider.Projec
 }
 
 // scanRecord reads the columns of recordSelect.
-func scanRecord(row pgx.Row) (*provider.InstanceRecord, error) {
+func scanRecord(row pgx.Row, extra ...any) (*provider.InstanceRecord, error) {
 	r := &provider.InstanceRecord{}
 	var (
 		status                      string
 		parts, failure, attrs       []byte
 		created, updated, completed *time.Time
 	)
-	err := row.Scan(&r.InstanceID, &r.LastSeq, &r.ExecutionID, &r.Name, &r.Version, &status, &r.BusinessKey, &parts,
+	err := row.Scan(append([]any{&r.InstanceID, &r.LastSeq, &r.ExecutionID, &r.Name, &r.Version, &status, &r.BusinessKey, &parts,
 		&r.CustomStatus, &r.ParentID, &created, &updated, &completed, &r.Output, &failure, &r.LastError, &r.Incident,
-		&attrs, &r.CustomStatusText)
+		&attrs, &r.CustomStatusText}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +233,28 @@ func (s *Store) GetInstance(ctx context.Context, instanceID string) (*provider.I
 		return nil, failf(err, "instance %s", instanceID)
 	}
 	return r, nil
+}
+
+// GetInstanceHold implements provider.InstanceHoldReader in one
+// statement.
+func (s *Store) GetInstanceHold(ctx context.Context, instanceID string) (*provider.InstanceRecord, *provider.Hold, error) {
+	var (
+		holdID, reason, actor, ticket *string
+		placedAt                      *time.Time
+	)
+	r, err := scanRecord(s.pool.QueryRow(ctx, s.sql.getInstanceHold, instanceID, s.part(instanceID)),
+		&holdID, &reason, &actor, &ticket, &placedAt)
+	if err != nil {
+		return nil, nil, failf(err, "instance %s", instanceID)
+	}
+	if holdID == nil {
+		return r, nil, nil
+	}
+	h := &provider.Hold{InstanceID: r.InstanceID, HoldID: *holdID, Reason: *reason, Actor: *actor, Ticket: *ticket}
+	if placedAt != nil {
+		h.PlacedAt = placedAt.UTC()
+	}
+	return r, h, nil
 }
 
 // GetSnapshot implements provider.Store.

@@ -96,6 +96,8 @@ var (
 	_ provider.PartitionNotifier = (*Store)(nil)
 
 	_ provider.InstanceStarter = (*Store)(nil)
+
+	_ provider.InstanceHoldReader = (*Store)(nil)
 )
 
 // New returns a store on the pool or URL of opts. With MigrateOnStart it
@@ -262,7 +264,7 @@ type statements struct {
 	nextOrchestration, nextActivity                            string
 	loadHistory, appendHistory, historyTail, historyHead       string
 	saveInstance, saveTask, saveTaskEvent, saveCustom          string
-	getInstance, getSnapshot                                   string
+	getInstance, getInstanceHold, getSnapshot                  string
 	getTask, listTasks, listTaskEvents, getCustom              string
 	resetInstance, resetTasks, resetTaskEvents, resetCustom    string
 	enqueueActivities, claimActivity, heartbeatActivity        string
@@ -333,7 +335,7 @@ func newStatements(schema string, citus bool) *statements {
 		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL), historyHead: q(historyHeadSQL),
 		saveInstance: q(saveInstanceSQL), saveTask: q(saveTaskSQL),
 		saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
-		getInstance: q(getInstanceSQL), getSnapshot: q(getSnapshotSQL),
+		getInstance: q(getInstanceSQL), getInstanceHold: q(getInstanceHoldSQL), getSnapshot: q(getSnapshotSQL),
 		getTask: q(getTaskSQL), listTasks: q(listTasksSQL), listTaskEvents: q(listTaskEventsSQL), getCustom: q(getCustomSQL),
 		resetInstance: q(resetInstanceSQL), resetTasks: q(resetTasksSQL),
 		resetTaskEvents: q(resetTaskEventsSQL), resetCustom: q(resetCustomSQL),

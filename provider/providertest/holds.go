@@ -128,6 +128,39 @@ func testHolds(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("InstanceAndHoldReadTogether", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory)
+		reader, ok := b.store.(provider.InstanceHoldReader)
+		if !ok {
+			t.Skip("the store reads an instance's record and hold apart (no provider.InstanceHoldReader)")
+		}
+		_, _, err := reader.GetInstanceHold(t.Context(), "nobody")
+		require.ErrorIs(t, err, provider.ErrNotFound)
+		ended(t, b, "i-1")
+		ended(t, b, "i-2")
+		want, err := b.store.GetInstance(t.Context(), "i-1")
+		require.NoError(t, err)
+		rec, h, err := reader.GetInstanceHold(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, want, rec)
+		require.Nil(t, h, "no hold yet")
+		_, placed, err := b.holds(t).PlaceHold(t.Context(), hold("i-1", "h-1"))
+		require.NoError(t, err)
+		require.True(t, placed)
+		rec, h, err = reader.GetInstanceHold(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Equal(t, want, rec)
+		require.Equal(t, hold("i-1", "h-1"), h)
+		_, h, err = reader.GetInstanceHold(t.Context(), "i-2")
+		require.NoError(t, err)
+		require.Nil(t, h, "another instance's hold is not this one's")
+		require.NoError(t, b.holds(t).ReleaseHold(t.Context(), "i-1", "h-1"))
+		_, h, err = reader.GetInstanceHold(t.Context(), "i-1")
+		require.NoError(t, err)
+		require.Nil(t, h, "released")
+	})
+
 	t.Run("HoldNeedsARecord", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, factory)

@@ -104,10 +104,13 @@ const specialSQL = `concurrency_key IS NOT NULL OR (cardinality($6::text[]) > 0 
 // before limits existed: one statement.
 //
 // The update reaches the rows head and late locked by their ctid, a TID
-// scan (a locked row keeps its place until this transaction ends; a row
-// another claim moved after this statement's snapshot is not updated,
-// and is left for a later claim). A join on id alone was planned, generic
-// and on new tables, as a walk of the partition's order index.
+// scan (a locked row keeps its place until this transaction ends). A row
+// changed after this statement's snapshot and still claimable (a retry
+// committed meanwhile, say) is locked as its newest version, which the
+// update, reading the statement's snapshot, does not see: it is not
+// claimed this time and is left for the next claim. A join on id alone
+// was planned, generic and on new tables, as a walk of the partition's
+// order index.
 var claimActivitySQL = strings.ReplaceAll(`
 WITH head AS (
     SELECT ctid, id, token, owner, locked_until, order_at, seq, `+specialSQL+` AS special

@@ -159,8 +159,9 @@
 // keys' missing flow_keys rows in a transaction of its own, then enqueues
 // the messages, locks the keys' rows with SKIP LOCKED (a key a round
 // holds is left to the round) and, in a statement whose snapshot follows
-// those locks, inserts the waiters and parks those past the free slots,
-// all in one transaction.
+// those locks, inserts the waiters and returns those past the free
+// slots, which it parks one by one (by the instance's key) in one more
+// round trip, all in one transaction.
 //
 // # Undecodable rows
 //

@@ -134,7 +134,8 @@ SELECT key FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key F
 // input order) at $4 (see provider.StartWaiter): each instance that
 // neither holds nor waits joins the end of its key's waiters, in input
 // order, and is returned when its place among the waiters is past the
-// key's free slots under its limit: the caller parks it
+// key's free slots under its limit, in id order (the order in which the
+// caller locks their rows): the caller parks it
 // (parkInstanceSQL, one statement per instance, found by its key; an
 // update of the instances joined with the waits was planned, generic and
 // on small tables, as a sequential scan of instances). It runs after
@@ -157,7 +158,7 @@ WITH input AS (
     SELECT key, instance_id, true, $4 FROM placed ORDER BY ord
     ON CONFLICT (key, holder) DO NOTHING
 )
-SELECT instance_id FROM placed WHERE place > lim - holders`
+SELECT instance_id FROM placed WHERE place > lim - holders ORDER BY instance_id`
 
 const getSlotKeysSQL = `
 SELECT key, lim FROM {{schema}}.flow_keys WHERE key = ANY ($1::text[]) ORDER BY key`
@@ -294,7 +295,9 @@ func (s *Store) WakeInstances(ctx context.Context, p *provider.WakeInstancesPara
 // messages as EnqueueMessages does, locks the keys' rows it can without
 // waiting (a key a round holds is left to the instances' first rounds),
 // and applies the waits of the keys it locked in a statement whose
-// snapshot follows the locks. New work is announced after the commit.
+// snapshot follows the locks, then parks the instances that statement
+// placed past their keys' free slots, in instance id order (one batch).
+// New work is announced after the commit.
 func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingParams) error {
 	if len(p.Waits) == 0 {
 		return s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: p.Messages, Now: p.Now})

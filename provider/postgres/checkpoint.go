@@ -49,7 +49,7 @@ ORDER BY number, instance_id`
 // inserts the checkpoint and its leaves. Two appends of one number
 // collide on the primary key: the loser gets ErrConflict.
 func (s *Store) AppendCheckpoint(ctx context.Context, c *history.Checkpoint) error {
-	err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, s.sql.begin, func(tx pgx.Tx) error {
 		var stored []byte
 		err := tx.QueryRow(ctx, s.sql.checkpointHash, c.Number).Scan(&stored)
 		switch {

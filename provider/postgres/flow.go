@@ -330,7 +330,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, p *provider.EnqueueWaitingPa
 		s.log.DebugContext(ctx, "slot keys not created: their waits are left to the rounds", slog.Int("keys", len(keys)), slog.Any("error", err))
 	}
 	var inserted int64
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.pool, s.sql.begin, func(tx pgx.Tx) error {
 		b, next := &pgx.Batch{}, (*pgx.Batch)(nil)
 		s.queueEnqueue(b, a, laterOf(&next), func(n int64) error { inserted = n; return nil })
 		var locked []string

@@ -13,19 +13,50 @@ import (
 // statements rely on it (a statement that waited for a row lock sees the
 // row's newest version; ON CONFLICT and FOR UPDATE SKIP LOCKED never fail
 // with a serialization error; a round reads the history its lock protects,
-// not an older snapshot). Explicit transactions begin with readCommitted;
-// writes outside them go through rcPool.
-var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+// not an older snapshot). Explicit transactions begin with readCommitted
+// (the store's own with statements.begin); writes outside them go
+// through rcPool.
+//
+// On PostgreSQL (not on Citus, whose planner cannot distribute some of
+// them generically) the store's transactions also run their statements
+// on generic plans (genericPlansSQL). pgx prepares each statement once per connection, and
+// PostgreSQL, left to choose, plans a statement anew at every execution
+// while a plan for its parameters' values looks cheaper than the generic
+// one: the statements that take arrays (unnest estimates 100 rows for an
+// array of unknown length) were planned at every call, for about a
+// quarter of a millisecond each, which was more than a third of the
+// database's time per workflow (docs/benchmarks.md, "Planning at every
+// call"). The generic plans of every statement are checked by
+// TestStatementPlans and TestQueuePlans; the search statements, which
+// want plans for their values, run outside these transactions.
+var (
+	readCommitted        = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	readCommittedGeneric = pgx.TxOptions{IsoLevel: pgx.ReadCommitted, BeginQuery: beginReadCommitted + "; " + genericPlansSQL}
+)
 
 // beginReadCommitted opens the transaction rcPool wraps around a write.
 const beginReadCommitted = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+// genericPlansSQL puts the statements of the transaction that runs it on
+// generic plans. genericPlansImplicitSQL does the same in the implicit
+// transaction of a pipeline sent outside one (SET LOCAL would warn there
+// and do nothing).
+const (
+	genericPlansSQL         = "SET LOCAL plan_cache_mode = force_generic_plan"
+	genericPlansImplicitSQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
 
 // rcPool is a dbtx on the pool whose every call is one READ COMMITTED
 // transaction: BEGIN, the statements and COMMIT are sent in one pipeline,
 // so it costs no round trip more than an implicit transaction would. Only
 // single reads, for which the isolation level makes no difference, use the
 // pool directly.
-type rcPool struct{ pool *pgxpool.Pool }
+type rcPool struct {
+	pool *pgxpool.Pool
+	// generic tells whether the transactions run on generic plans
+	// (genericPlansSQL): the store's statements.generic.
+	generic func() bool
+}
 
 var _ dbtx = rcPool{}
 
@@ -36,11 +67,16 @@ func (p rcPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err != nil {
 		return &rcBatchResults{err: err}
 	}
-	full := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
+	full := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+3)}
 	full.Queue(beginReadCommitted)
+	prefix := 1
+	if p.generic() {
+		full.Queue(genericPlansSQL)
+		prefix++
+	}
 	full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
 	full.Queue("COMMIT")
-	return &rcBatchResults{ctx: ctx, conn: conn, br: conn.SendBatch(ctx, full)}
+	return &rcBatchResults{ctx: ctx, conn: conn, br: conn.SendBatch(ctx, full), prefix: prefix}
 }
 
 // Exec implements dbtx.
@@ -98,19 +134,26 @@ func (r rcRow) Scan(dest ...any) error {
 // COMMIT; Close reads the rest, ends the transaction and releases the
 // connection, rolling back what a failed statement left open.
 type rcBatchResults struct {
-	ctx    context.Context
-	conn   *pgxpool.Conn
-	br     pgx.BatchResults
+	ctx  context.Context
+	conn *pgxpool.Conn
+	br   pgx.BatchResults
+	// prefix is how many statements come before the caller's: BEGIN,
+	// and genericPlansSQL where it is sent.
+	prefix int
 	begun  bool
 	closed bool
 	err    error
 }
 
-// begin reads the result of BEGIN before the first statement's.
+// begin reads the results of the prefix before the first statement's.
 func (r *rcBatchResults) begin() error {
 	if r.err == nil && !r.begun {
 		r.begun = true
-		_, r.err = r.br.Exec()
+		for range r.prefix {
+			if _, r.err = r.br.Exec(); r.err != nil {
+				break
+			}
+		}
 	}
 	return r.err
 }

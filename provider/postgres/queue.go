@@ -392,6 +392,9 @@ func (s *Store) AbandonMessages(ctx context.Context, p *provider.AbandonMessages
 func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtParams) (time.Time, bool, error) {
 	parts := s.partsOf(p.Partitions)
 	b := &pgx.Batch{}
+	if s.sql.generic {
+		b.Queue(genericPlansImplicitSQL)
+	}
 	switch p.Queue {
 	case provider.QueueOrchestration:
 		locked := s.lockedInstances()
@@ -414,7 +417,13 @@ func (s *Store) NextVisibleAt(ctx context.Context, p *provider.NextVisibleAtPara
 	var first *time.Time
 	br := s.pool.SendBatch(ctx, b)
 	var err error
+	if s.sql.generic {
+		_, err = br.Exec()
+	}
 	for range parts {
+		if err != nil {
+			break
+		}
 		var at *time.Time
 		if err = br.QueryRow().Scan(&at); err != nil {
 			break

@@ -35,7 +35,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := s.pool.BeginTx(ctx, readCommitted)
+	ptx, err := s.pool.BeginTx(ctx, s.sql.begin)
 	if err != nil {
 		return failf(err, "begin round")
 	}

@@ -131,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 		s.ownsPool = true
 	}
-	s.rc = rcPool{s.pool}
+	s.rc = rcPool{pool: s.pool, generic: func() bool { return s.sql.generic }}
 	if err := s.start(ctx, opts.MigrateOnStart, opts.Partitions); err != nil {
 		s.Close()
 		return nil, err
@@ -292,6 +292,11 @@ type statements struct {
 	holdLock, insertHold, getHold, releaseHold, listHolds      string
 	taskPart                                                   string
 
+	// begin opens the store's transactions; generic tells whether they
+	// run on generic plans (genericPlansSQL: not on Citus).
+	begin   pgx.TxOptions
+	generic bool
+
 	// The statements only a store distributed by Citus runs (citus.go).
 	citusLock, citusStart, citusAnyMessages  string
 	citusInstances, citusTaskIDs, citusTasks map[int]string
@@ -362,11 +367,14 @@ func newStatements(schema string, citus bool) *statements {
 		insertLeaves: q(insertLeavesSQL), listCheckpoints: q(listCheckpointsSQL), checkpointLeaves: q(checkpointLeavesSQL),
 		takenTask: q(takenTaskSQL), listTombstones: q(listTombstonesSQL),
 		taskPart: q(taskPartSQL),
+		begin:    readCommittedGeneric, generic: true,
 	}
 	for _, sql := range purgeSQL {
 		st.purge = append(st.purge, q(sql))
 	}
 	if citus {
+		// Citus cannot distribute some statements' generic plans.
+		st.begin, st.generic = readCommitted, false
 		// Citus refuses volatile functions in an UPDATE of a distributed
 		// table: the claims' tokens come from the store (newToken).
 		nextToken := q(`nextval('{{schema}}.lease_tokens')::text`)
@@ -397,7 +405,7 @@ func newStatements(schema string, citus bool) *statements {
 // inTx runs fn in a transaction of its own and commits when fn returns
 // nil; what names the operation in the commit's error.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, readCommitted)
+	tx, err := s.pool.BeginTx(ctx, s.sql.begin)
 	if err != nil {
 		return failf(err, "%s: begin", what)
 	}

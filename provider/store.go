@@ -337,7 +337,8 @@ type Steps interface {
 	// id; a transactional round, which loads history under its lock,
 	// always meets this). With p.Lease set (a peek-lock round) the append
 	// lands only while the lease's token is current: ErrLeaseLost
-	// otherwise, nothing kept.
+	// otherwise, nothing kept. A [TxFlusher] may defer it: its error is
+	// then returned by the call that sends it.
 	AppendHistory(ctx context.Context, p *AppendHistoryParams) error
 
 	// SaveProjections writes each record of p unless the stored record was
@@ -434,12 +435,14 @@ type Tx interface {
 
 // TxFlusher is a [Tx] that may defer the writes of a round to send
 // several in one round trip: the writes of the round's own instance,
-// [Steps.SaveProjections] (without human tasks), [Steps.EnqueueActivities],
-// [Steps.CancelActivities] and [Tx.AckMessages], may then return before
-// their statements run. They run, in the order called, at the next Flush,
-// read, dequeue, append or dead letter of the transaction, or before its
-// commit, whichever comes first, and that call returns their error (the
-// transaction is then to be rolled back, or the instance abandoned);
+// [Steps.AppendHistory], [Steps.SaveProjections] (without human tasks),
+// [Steps.EnqueueActivities], [Steps.CancelActivities] and
+// [Tx.AckMessages], may then return before their statements run (a
+// deferred append's ErrConflict among their errors). They run, in the
+// order called, at the next Flush, read, dequeue, enqueue of messages or
+// dead letter of the transaction, or before its commit, whichever comes
+// first, and that call returns their error (the transaction is then to be
+// rolled back, or the instance abandoned);
 // [Tx.AbandonMessages] discards those of the instance it abandons. The
 // runner calls Flush at the end of each instance's round, so that a
 // deferred write's failure is that round's. Deferring changes what is

@@ -101,19 +101,29 @@ func (s *Store) LoadHistory(ctx context.Context, p *provider.LoadHistoryParams) 
 	return loadHistory(ctx, s.pool, s.sql.loadHistory, p.InstanceID, s.part(p.InstanceID), p.FromSeq)
 }
 
-// appendHistory implements provider.Steps.AppendHistory on a transaction. The
-// insert runs under a savepoint, so a conflict leaves the transaction
-// usable and writes nothing; savepoint, insert and release travel in one
-// round trip.
-func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
+// appendArgs are the arguments of appendHistorySQL for the events of p:
+// first is the seq of the first one. It checks that the events are one
+// instance's and numbered in a row.
+type appendArgs struct {
+	id                                       string
+	first                                    int64
+	part                                     int32
+	seqs                                     []int64
+	executions, kinds, classes, correlations []string
+	ats                                      []time.Time
+	hashes, blobs                            [][]byte
+}
+
+func (a *appendArgs) args() []any {
+	return []any{a.id, a.seqs, a.executions, a.kinds, a.classes, a.correlations, a.ats, a.hashes, a.blobs, a.first, a.part}
+}
+
+func (s *Store) appendArgs(p *provider.AppendHistoryParams) (*appendArgs, error) {
 	events := p.Events
-	if len(events) == 0 {
-		return nil
-	}
 	first := events[0].Seq
 	n := len(events)
 	if first < 1 {
-		return fmt.Errorf("postgres: append to %s: %w: first seq %d", p.InstanceID, provider.ErrConflict, first)
+		return nil, fmt.Errorf("postgres: append to %s: %w: first seq %d", p.InstanceID, provider.ErrConflict, first)
 	}
 	var (
 		seqs                                     = make([]int64, n)
@@ -124,20 +134,34 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 	for i := range events {
 		e := &events[i]
 		if e.Seq != first+int64(i) || e.InstanceID != p.InstanceID {
-			return fmt.Errorf("postgres: append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, provider.ErrConflict, i, e.Seq, e.InstanceID)
+			return nil, fmt.Errorf("postgres: append to %s: %w: event %d has seq %d of instance %q", p.InstanceID, provider.ErrConflict, i, e.Seq, e.InstanceID)
 		}
 		seqs[i], executions[i], kinds[i], correlations[i] = e.Seq, e.ExecutionID, string(e.Kind), e.CorrelationID
 		classes[i], ats[i], hashes[i], blobs[i] = e.Kind.Class(), e.At, e.Hash, history.MarshalEvent(e)
 	}
-	part := s.part(p.InstanceID)
+	return &appendArgs{id: p.InstanceID, first: first, part: s.part(p.InstanceID), seqs: seqs, executions: executions, kinds: kinds,
+		classes: classes, correlations: correlations, ats: ats, hashes: hashes, blobs: blobs}, nil
+}
+
+// appendHistory implements provider.Steps.AppendHistory on a transaction. The
+// insert runs under a savepoint, so a conflict leaves the transaction
+// usable and writes nothing; savepoint, insert and release travel in one
+// round trip.
+func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
+	if len(p.Events) == 0 {
+		return nil
+	}
+	a, err := s.appendArgs(p)
+	if err != nil {
+		return err
+	}
 	var inserted int64
-	var err error
 	if s.citus {
-		inserted, err = s.citusAppend(ctx, tx, p.InstanceID, part, first, seqs, executions, kinds, classes, correlations, ats, hashes, blobs)
+		inserted, err = s.citusAppend(ctx, tx, a.id, a.part, a.first, a.seqs, a.executions, a.kinds, a.classes, a.correlations, a.ats, a.hashes, a.blobs)
 	} else {
 		b := &pgx.Batch{}
 		b.Queue(`SAVEPOINT chronicle_append`)
-		b.Queue(s.sql.appendHistory, p.InstanceID, seqs, executions, kinds, classes, correlations, ats, hashes, blobs, first, part)
+		b.Queue(s.sql.appendHistory, a.args()...)
 		b.Queue(`RELEASE SAVEPOINT chronicle_append`)
 		br := tx.SendBatch(ctx, b)
 		_, err = br.Exec()
@@ -154,20 +178,52 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 	}
 	if err != nil {
 		if _, rbErr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT chronicle_append`); rbErr != nil {
-			return failf(rbErr, "append to %s: %v; roll back to savepoint", p.InstanceID, err)
+			return failf(rbErr, "append to %s; roll back to savepoint", p.InstanceID)
 		}
-		return failf(err, "append to %s at seq %d", p.InstanceID, first)
+		return failf(err, "append to %s at seq %d", p.InstanceID, a.first)
 	}
-	if inserted == int64(n) {
+	if inserted == int64(len(p.Events)) {
 		return nil
 	}
 	// Nothing was written: the log does not end at first-1. A retried
 	// append of events already stored is a success.
-	rows, err := tx.Query(ctx, s.sql.historyTail, p.InstanceID, first, n, part)
+	rows, err := tx.Query(ctx, s.sql.historyTail, p.InstanceID, a.first, len(p.Events), a.part)
 	if err != nil {
 		return failf(err, "append to %s", p.InstanceID)
 	}
+	return checkAppended(rows, p)
+}
+
+// deferAppend queues the append of p's events on b, a round's deferred
+// writes (see roundTx.AppendHistory), followed by a read of the stored
+// log over the events' seqs, whose callback checks that the log holds
+// them: just inserted, or stored before by an append of the same events
+// (a retried append is a success). A conflict (the log does not end
+// before the first event, holds other events there, or a unique
+// violation) fails the round's writes when they are sent; the round is
+// then abandoned, which rolls its writes back to its dequeue.
+func (s *Store) deferAppend(b *pgx.Batch, p *provider.AppendHistoryParams) error {
+	if len(p.Events) == 0 {
+		return nil
+	}
+	a, err := s.appendArgs(p)
+	if err != nil {
+		return err
+	}
+	b.Queue(s.sql.appendHistory, a.args()...)
+	b.Queue(s.sql.historyTail, p.InstanceID, a.first, len(p.Events), a.part).Query(func(rows pgx.Rows) error {
+		return checkAppended(rows, p)
+	})
+	return nil
+}
+
+// checkAppended reads the stored log over the seqs of p's events
+// (historyTailSQL) and returns nil when it holds exactly those events,
+// and an error wrapping [provider.ErrConflict] otherwise. It closes rows.
+func checkAppended(rows pgx.Rows, p *provider.AppendHistoryParams) error {
 	defer rows.Close()
+	events, first := p.Events, p.Events[0].Seq
+	n := len(events)
 	i := 0
 	for rows.Next() {
 		var (

@@ -665,9 +665,16 @@ func (t *roundTx) GetSnapshot(ctx context.Context, instanceID string) (data []by
 	return data, seq, err
 }
 
-// AppendHistory implements provider.Steps.
+// AppendHistory implements provider.Steps. On PostgreSQL it is deferred
+// (see Flush) with the round's other writes, in one round trip: a
+// conflict fails those writes, the round's own (the runner flushes at the
+// end of each instance's round), and the round is abandoned, which rolls
+// back to its dequeue. On Citus it runs at once, under a savepoint.
 func (t *roundTx) AppendHistory(ctx context.Context, p *provider.AppendHistoryParams) error {
 	return t.step(func() error {
+		if !t.s.citus {
+			return t.s.deferAppend(deferred{t}.batch(), p)
+		}
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
@@ -824,7 +831,18 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		t.pending = nil
 		t.abandoned = true
 		b := &pgx.Batch{}
-		b.Queue("ROLLBACK TO SAVEPOINT " + dequeuedSavepoint)
+		rollback := "ROLLBACK TO SAVEPOINT " + dequeuedSavepoint
+		if t.tx.Conn().PgConn().TxStatus() == 'E' {
+			// A failed statement (a deferred write of the round, say)
+			// aborted the transaction: pgx prepares a batch's new
+			// statements before it runs the first, which the server
+			// refuses until the rollback has run.
+			if _, err := t.tx.Exec(ctx, rollback); err != nil {
+				return failf(err, "abandon messages of %s", p.InstanceID)
+			}
+		} else {
+			b.Queue(rollback)
+		}
 		if u := t.unsent; u != nil && u.msg.InstanceID == p.InstanceID {
 			// The result is queued (an ack or dead letter of it is
 			// undone), and counts the failed delivery.

@@ -388,24 +388,51 @@ func TestRounds(t *testing.T) {
 		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
 		}))
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
-			require.NoError(t, tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-2", Events: sealed(t, "i-2", 1)}))
-			// A used idempotency key (a unique violation) and a taken Seq.
-			err := tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: raised(2, "k1", first[0].Hash)})
-			require.ErrorIs(t, err, provider.ErrConflict)
-			err = tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: raised(1, "k2", nil)})
-			require.ErrorIs(t, err, provider.ErrConflict)
-			// The transaction goes on: a group commit retries only the
-			// failing instance.
-			return tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-2")}, Now: base})
-		}))
+		// A round group: i-2's round appends, i-1's conflicts, twice.
+		for _, conflicting := range [][]history.Event{
+			raised(2, "k1", first[0].Hash), // a used idempotency key (a unique violation)
+			raised(1, "k2", nil),           // a taken Seq
+		} {
+			enqueueSignals(t, s, base, signal(t, "m-2", "i-2"))
+			enqueueSignals(t, s, base, signal(t, "m-1", "i-1"))
+			require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+				b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1", InstanceID: "i-2"})
+				require.NoError(t, err)
+				require.NotNil(t, b)
+				if b.Head == nil || b.Head.Seq == 0 {
+					require.NoError(t, tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-2", Events: sealed(t, "i-2", 1)}))
+				}
+				require.NoError(t, tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-2", MessageIDs: []string{"m-2"}}))
+				require.NoError(t, tx.(provider.TxFlusher).Flush(ctx))
+				b, err = tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1", InstanceID: "i-1"})
+				require.NoError(t, err)
+				require.NotNil(t, b)
+				// The append is deferred: its conflict is the flush's.
+				err = tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: conflicting})
+				if err == nil {
+					err = tx.(provider.TxFlusher).Flush(ctx)
+				}
+				require.ErrorIs(t, err, provider.ErrConflict)
+				// The failing instance is abandoned; the transaction goes
+				// on, and commits the other instance's round.
+				require.NoError(t, tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}, VisibleAt: base, Error: err.Error()}))
+				return tx.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "n-2", "i-2")}, Now: base})
+			}))
+		}
 		got, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-2", FromSeq: 1})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		got, err = s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
 		require.NoError(t, err)
 		require.Equal(t, first, got)
-		require.NotNil(t, take(t, s, base))
+		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "the abandoned instance's message is still queued")
+		require.Equal(t, 2, msgs[0].Attempts, "with both failed deliveries counted")
+		msgs, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-2"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "the other round's ack and enqueue committed")
+		require.Equal(t, "n-2", msgs[0].ID)
 	})
 }
 

@@ -332,16 +332,8 @@ func TestRetentionSignsItsTombstones(t *testing.T) {
 // one two (the queue is read too, for a start of the id queued again).
 func TestPostgresDescribeReadsRecordAndHoldTogether(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	require.NoError(t, err)
 	log := &statementLog{seen: map[string]int{}}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	store, err := postgres.New(t.Context(), postgres.Options{Pool: pool, Schema: pgtest.Schema(t), MigrateOnStart: true})
-	require.NoError(t, err)
-	t.Cleanup(store.Close)
+	_, store := storeOnPool(t.Context(), t, pgtest.Schema(t), postgres.Options{}, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
 	b := setupOn(t, store)
 	register(t, b.engine, "echo", echo)
 	b.start(t, "echo", "running", "x")
@@ -354,7 +346,7 @@ func TestPostgresDescribeReadsRecordAndHoldTogether(t *testing.T) {
 	require.Nil(t, inst.Hold)
 	require.Equal(t, 1, log.count(), "statements to describe a running instance")
 
-	_, err = b.engine.Hold(b.ctx, "running", holdOpts("litigation"))
+	_, err := b.engine.Hold(b.ctx, "running", holdOpts("litigation"))
 	require.NoError(t, err)
 	b.drain(t)
 	log.count()

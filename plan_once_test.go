@@ -28,15 +28,9 @@ func TestPostgresStatementsPlannedOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	store, err := postgres.New(ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true})
-	require.NoError(t, err)
-	t.Cleanup(store.Close)
+	pool, store := storeOnPool(ctx, t, schema, postgres.Options{}, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
+	})
 	res, err := bench.Run(ctx, store, bench.Config{Workload: bench.W1, Instances: 100})
 	require.NoError(t, err)
 	require.Equal(t, 100, res.Workflows)

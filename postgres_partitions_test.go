@@ -70,16 +70,8 @@ func TestPostgresRoundStatementsNamePartition(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	require.NoError(t, err)
 	log := &statementLog{seen: map[string]int{}}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	store, err := postgres.New(ctx, postgres.Options{Pool: pool, Schema: pgtest.Schema(t), MigrateOnStart: true, Partitions: 16})
-	require.NoError(t, err)
-	t.Cleanup(store.Close)
+	_, store := storeOnPool(ctx, t, pgtest.Schema(t), postgres.Options{Partitions: 16}, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
 
 	res, err := bench.Run(ctx, store, bench.Config{Workload: bench.W1, Instances: 40})
 	require.NoError(t, err)

@@ -49,18 +49,12 @@ func TestPostgresNoSequentialScans(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			schema := pgtest.Schema(t)
-			cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-			require.NoError(t, err)
-			cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-			// bench.FlushStats waits for the statistics of connections
-			// the run closed, found by this name.
-			cfg.ConnConfig.RuntimeParams["application_name"] = "scans:" + schema
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			store, err := postgres.New(ctx, postgres.Options{Pool: pool, Schema: schema, MigrateOnStart: true})
-			require.NoError(t, err)
-			t.Cleanup(store.Close)
+			pool, store := storeOnPool(ctx, t, schema, postgres.Options{}, func(cfg *pgxpool.Config) {
+				cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+				// bench.FlushStats waits for the statistics of connections
+				// the run closed, found by this name.
+				cfg.ConnConfig.RuntimeParams["application_name"] = "scans:" + schema
+			})
 			var mode string
 			require.NoError(t, pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode))
 			require.Equal(t, "force_generic_plan", mode)
@@ -80,7 +74,7 @@ func TestPostgresNoSequentialScans(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, 20, res.Workflows)
 			}
-			_, err = bench.PreloadPostgres(ctx, store, scanPreload, nil)
+			_, err := bench.PreloadPostgres(ctx, store, scanPreload, nil)
 			require.NoError(t, err)
 			if c.analyze {
 				// What autovacuum leaves: every table vacuumed and

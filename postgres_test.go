@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle"
@@ -22,6 +23,24 @@ import (
 func setupPostgres(t *testing.T, opts ...chronicle.Options) *bundle {
 	t.Helper()
 	return setupOn(t, newPostgresStore(t), opts...)
+}
+
+// storeOnPool opens a store of opts in schema on a pool of its own, made
+// from configure's changes to the test server's configuration (a tracer,
+// runtime parameters); both close when the test ends.
+func storeOnPool(ctx context.Context, t *testing.T, schema string, opts postgres.Options, configure func(*pgxpool.Config)) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	configure(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	opts.Pool, opts.Schema, opts.MigrateOnStart = pool, schema, true
+	store, err := postgres.New(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	return pool, store
 }
 
 // newPostgresStore returns a store in a fresh schema.

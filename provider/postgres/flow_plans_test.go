@@ -49,28 +49,10 @@ var planUses = map[string][]string{
 // live claims, and some visible work of every priority sign.
 func TestQueuePlans(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := pgtest.NewStore(t, postgres.Options{})
-	conn := adminConn(t)
-	schema := pgx.Identifier{s.Schema()}.Sanitize()
-	for _, table := range []string{"messages", "activity_tasks", "instances"} {
-		_, err := conn.Exec(ctx, "ALTER TABLE "+schema+"."+table+" SET (autovacuum_enabled = off)")
-		require.NoError(t, err)
-	}
-	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-	require.NoError(t, err)
-
-	check := func(t *testing.T, state string) {
+	ctx, s, conn := planStore(t)
+	inStates(ctx, t, conn, s, func(t *testing.T, state string) {
 		for name, sql := range postgres.QueueStatements(s) {
-			stmt := "plan_" + strings.ToLower(name) + "_" + state
-			_, err := conn.Exec(ctx, "PREPARE "+stmt+" AS "+sql)
-			require.NoError(t, err, name)
-			var lines []string
-			rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+stmt+"("+planArgs[name]+")")
-			require.NoError(t, err, name)
-			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			require.NoError(t, err, name)
+			lines := explainGeneric(ctx, t, conn, "plan_"+strings.ToLower(name)+"_"+state, sql, planArgs[name])
 			plan := strings.Join(lines, "\n")
 			bad := []string{"Seq Scan on messages", "Seq Scan on activity_tasks", "Seq Scan on instances"}
 			if name != "countClaims" {
@@ -102,14 +84,65 @@ func TestQueuePlans(t *testing.T) {
 			}
 			t.Logf("%s, %s:\n%s", name, state, plan)
 		}
-	}
-	t.Run("Empty", func(t *testing.T) { check(t, "empty") })
+	})
+}
 
+// planStore returns a new store whose queue tables autovacuum leaves
+// alone, and a connection of its own on generic plans
+// (plan_cache_mode = force_generic_plan, as pgx's cached statements may
+// settle on), for the plan tests.
+func planStore(t *testing.T) (context.Context, *postgres.Store, *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s := pgtest.NewStore(t, postgres.Options{})
+	conn := adminConn(t)
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	for _, table := range []string{"messages", "activity_tasks", "instances"} {
+		_, err := conn.Exec(ctx, "ALTER TABLE "+schema+"."+table+" SET (autovacuum_enabled = off)")
+		require.NoError(t, err)
+	}
+	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	return ctx, s, conn
+}
+
+// inStates runs check on the store's tables empty, full without
+// statistics (fillQueues) and full after ANALYZE, each a subtest; state
+// names the state.
+func inStates(ctx context.Context, t *testing.T, conn *pgx.Conn, s *postgres.Store, check func(t *testing.T, state string)) {
+	t.Helper()
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	t.Run("Empty", func(t *testing.T) { check(t, "empty") })
 	fillQueues(ctx, t, conn, schema)
 	t.Run("FullNoStatistics", func(t *testing.T) { check(t, "full") })
-	_, err = conn.Exec(ctx, "ANALYZE "+schema+".messages, "+schema+".activity_tasks, "+schema+".instances")
+	_, err := conn.Exec(ctx, "ANALYZE "+schema+".messages, "+schema+".activity_tasks, "+schema+".instances")
 	require.NoError(t, err)
 	t.Run("FullAnalyzed", func(t *testing.T) { check(t, "analyzed") })
+}
+
+// explainGeneric prepares sql as stmt and returns the lines of the
+// generic plan of its execution with args (SQL literals; with none, NULL
+// for every parameter, which a generic plan does not depend on).
+func explainGeneric(ctx context.Context, t *testing.T, conn *pgx.Conn, stmt, sql, args string) []string {
+	t.Helper()
+	_, err := conn.Exec(ctx, "PREPARE "+stmt+" AS "+sql)
+	require.NoError(t, err, stmt)
+	if args == "" {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx,
+			"SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = $1", stmt).Scan(&n))
+		args = strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
+	}
+	explain := "EXPLAIN EXECUTE " + stmt
+	if args != "" {
+		explain += "(" + args + ")"
+	}
+	rows, err := conn.Query(ctx, explain)
+	require.NoError(t, err, stmt)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, stmt)
+	return lines
 }
 
 // fillQueues fills the queue tables of schema (a quoted identifier) with

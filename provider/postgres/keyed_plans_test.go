@@ -1,18 +1,12 @@
 package postgres_test
 
 import (
-	"context"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/provider/postgres"
-	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
 
 // partOnly matches a scan of a whole partition: an index condition that
@@ -37,41 +31,16 @@ var seqScanned = regexp.MustCompile(`Seq Scan on (instances|history|messages|act
 // walked every queued task.
 func TestStatementPlans(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := pgtest.NewStore(t, postgres.Options{})
-	conn := adminConn(t)
-	schema := pgx.Identifier{s.Schema()}.Sanitize()
-	for _, table := range []string{"messages", "activity_tasks", "instances"} {
-		_, err := conn.Exec(ctx, "ALTER TABLE "+schema+"."+table+" SET (autovacuum_enabled = off)")
-		require.NoError(t, err)
-	}
-	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-	require.NoError(t, err)
+	ctx, s, conn := planStore(t)
 	statements := postgres.Statements(s)
 	names := make([]string, 0, len(statements))
 	for name := range statements {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-
-	check := func(t *testing.T, state string) {
+	inStates(ctx, t, conn, s, func(t *testing.T, state string) {
 		for _, name := range names {
-			stmt := "plan_" + strings.ToLower(name) + "_" + state
-			_, err := conn.Exec(ctx, "PREPARE "+stmt+" AS "+statements[name])
-			require.NoError(t, err, name)
-			var n int
-			require.NoError(t, conn.QueryRow(ctx,
-				"SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = $1", stmt).Scan(&n))
-			explain := "EXPLAIN EXECUTE " + stmt
-			if n > 0 {
-				// A generic plan does not depend on the values.
-				explain += "(" + strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ") + ")"
-			}
-			rows, err := conn.Query(ctx, explain)
-			require.NoError(t, err, name)
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			require.NoError(t, err, name)
+			lines := explainGeneric(ctx, t, conn, "plan_"+strings.ToLower(name)+"_"+state, statements[name], "")
 			plan := strings.Join(lines, "\n")
 			for _, line := range lines {
 				if partOnly.MatchString(line) {
@@ -84,11 +53,5 @@ func TestStatementPlans(t *testing.T) {
 				}
 			}
 		}
-	}
-	t.Run("Empty", func(t *testing.T) { check(t, "empty") })
-	fillQueues(ctx, t, conn, schema)
-	t.Run("FullNoStatistics", func(t *testing.T) { check(t, "full") })
-	_, err = conn.Exec(ctx, "ANALYZE "+schema+".messages, "+schema+".activity_tasks, "+schema+".instances")
-	require.NoError(t, err)
-	t.Run("FullAnalyzed", func(t *testing.T) { check(t, "analyzed") })
+	})
 }

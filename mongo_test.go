@@ -22,18 +22,23 @@ import (
 	"github.com/chronicleflow/chronicle/provider/providertest"
 )
 
+// peekLockStore returns a mongo store on the FerretDB test server, which
+// runs peek-lock rounds (it has no transactions).
+func peekLockStore(t *testing.T) provider.Store {
+	t.Helper()
+	s := mongotest.NewStore(t, chmongo.Options{})
+	if s.Mode() != provider.ModePeekLock {
+		t.Fatalf("store on FerretDB runs %s rounds, want peek-lock", s.Mode())
+	}
+	return s
+}
+
 // TestMongoEndToEnd runs the end-to-end workflows on the mongo provider
 // over the FerretDB test server: peek-lock rounds, each subtest in a
 // database of its own.
 func TestMongoEndToEnd(t *testing.T) {
 	t.Parallel()
-	testEndToEnd(t, func(t *testing.T) provider.Store {
-		s := mongotest.NewStore(t, chmongo.Options{})
-		if s.Mode() != provider.ModePeekLock {
-			t.Fatalf("store on FerretDB runs %s rounds, want peek-lock", s.Mode())
-		}
-		return s
-	})
+	testEndToEnd(t, peekLockStore)
 }
 
 // TestMongoEndToEndTransactional runs them on the replica set named by
@@ -291,13 +296,7 @@ func TestCheckpointDetectsRewrittenHistoryOnMongo(t *testing.T) {
 // human task's escalation.
 func TestMongoOperations(t *testing.T) {
 	t.Parallel()
-	testOperations(t, func(t *testing.T) provider.Store {
-		s := mongotest.NewStore(t, chmongo.Options{})
-		if s.Mode() != provider.ModePeekLock {
-			t.Fatalf("store on FerretDB runs %s rounds, want peek-lock", s.Mode())
-		}
-		return s
-	})
+	testOperations(t, peekLockStore)
 }
 
 // TestMongoOperationsTransactional runs them on the replica set named by

@@ -626,17 +626,16 @@ func citusHistorySQL(n int) string {
 	return b.String()
 }
 
-// citusAppend is the append of appendHistory on a distributed store: its
+// citusAppend is the append of citusAppendHistory: its
 // guard (citusAppendCheckSQL) in one round trip, then, when the append
 // continues the log, the events inserted by multi-row VALUES under the
 // savepoint chronicle_append, router queries all. It returns the count
 // inserted: 0 when the guard failed or an insert met a unique key (a
 // concurrent append, a used idempotency key), after rolling back to the
-// savepoint; appendHistory then finds out which.
-func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, instanceID string, part int32, first int64,
-	seqs []int64, executions, kinds, classes, correlations []string, ats []time.Time, hashes, blobs [][]byte) (int64, error) {
+// savepoint; citusAppendHistory then finds out which.
+func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, a *appendArgs) (int64, error) {
 	var ok bool
-	if err := tx.QueryRow(ctx, s.sql.citusAppendCheck, instanceID, part, first).Scan(&ok); err != nil {
+	if err := tx.QueryRow(ctx, s.sql.citusAppendCheck, a.id, a.part, a.first).Scan(&ok); err != nil {
 		return 0, err
 	}
 	if !ok {
@@ -645,17 +644,17 @@ func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, instanceID string, p
 	b := &pgx.Batch{}
 	b.Queue(`SAVEPOINT chronicle_append`)
 	var inserted int64
-	for i := 0; i < len(seqs); {
+	for i := 0; i < len(a.seqs); {
 		n := 1
 		for _, c := range citusChunks {
-			if c <= len(seqs)-i {
+			if c <= len(a.seqs)-i {
 				n = c
 				break
 			}
 		}
 		args := make([]any, 0, 10*n)
 		for j := i; j < i+n; j++ {
-			args = append(args, part, instanceID, seqs[j], executions[j], kinds[j], classes[j], correlations[j], ats[j], hashes[j], blobs[j])
+			args = append(args, a.part, a.id, a.seqs[j], a.executions[j], a.kinds[j], a.classes[j], a.correlations[j], a.ats[j], a.hashes[j], a.blobs[j])
 		}
 		b.Queue(s.sql.citusHistory[n], args...).Exec(func(ct pgconn.CommandTag) error {
 			inserted += ct.RowsAffected()

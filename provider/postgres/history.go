@@ -143,11 +143,11 @@ func (s *Store) appendArgs(p *provider.AppendHistoryParams) (*appendArgs, error)
 		classes: classes, correlations: correlations, ats: ats, hashes: hashes, blobs: blobs}, nil
 }
 
-// appendHistory implements provider.Steps.AppendHistory on a transaction. The
-// insert runs under a savepoint, so a conflict leaves the transaction
-// usable and writes nothing; savepoint, insert and release travel in one
-// round trip.
-func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
+// citusAppendHistory implements provider.Steps.AppendHistory in a round
+// of a distributed store, at once (citusAppend: under a savepoint, so a
+// conflict leaves the transaction usable and writes nothing). A store
+// on PostgreSQL defers its appends instead (deferAppend).
+func (s *Store) citusAppendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
 	if len(p.Events) == 0 {
 		return nil
 	}
@@ -155,27 +155,7 @@ func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, p *provider.Append
 	if err != nil {
 		return err
 	}
-	var inserted int64
-	if s.citus {
-		inserted, err = s.citusAppend(ctx, tx, a.id, a.part, a.first, a.seqs, a.executions, a.kinds, a.classes, a.correlations, a.ats, a.hashes, a.blobs)
-	} else {
-		b := &pgx.Batch{}
-		b.Queue(`SAVEPOINT chronicle_append`)
-		b.Queue(s.sql.appendHistory, a.args()...)
-		b.Queue(`RELEASE SAVEPOINT chronicle_append`)
-		br := tx.SendBatch(ctx, b)
-		_, err = br.Exec()
-		if err == nil {
-			tag, tagErr := br.Exec()
-			inserted, err = tag.RowsAffected(), tagErr
-		}
-		if err == nil {
-			_, err = br.Exec()
-		}
-		if closeErr := br.Close(); err == nil {
-			err = closeErr
-		}
-	}
+	inserted, err := s.citusAppend(ctx, tx, a)
 	if err != nil {
 		if _, rbErr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT chronicle_append`); rbErr != nil {
 			return failf(rbErr, "append to %s; roll back to savepoint", p.InstanceID)

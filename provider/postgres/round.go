@@ -678,7 +678,7 @@ func (t *roundTx) AppendHistory(ctx context.Context, p *provider.AppendHistoryPa
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
-		return t.s.appendHistory(ctx, t.tx, p)
+		return t.s.citusAppendHistory(ctx, t.tx, p)
 	})
 }
 

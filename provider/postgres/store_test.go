@@ -65,16 +65,6 @@ func adminConn(t *testing.T) *pgx.Conn {
 	return conn
 }
 
-// closed reports whether ch is closed now.
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
@@ -489,10 +479,10 @@ func TestWorkHints(t *testing.T) {
 		b0, b1 := b.PartitionHint(q, 0), b.PartitionHint(q, 1)
 		require.NoError(t, b.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", id)}, Now: base}))
 		waitClosed(t, b1, "the hint of the enqueue's partition in its own store")
-		require.False(t, closed(b0), "an enqueue in partition 1 closed the hint of partition 0 of its store")
+		require.False(t, woken(b0), "an enqueue in partition 1 closed the hint of partition 0 of its store")
 		waitClosed(t, a1, "a NOTIFY naming partition 1")
 		waitClosed(t, all, "a NOTIFY naming partition 1, on the queue's hint")
-		require.False(t, closed(a0), "a NOTIFY naming partition 1 closed the hint of partition 0")
+		require.False(t, woken(a0), "a NOTIFY naming partition 1 closed the hint of partition 0")
 	})
 
 	t.Run("ListenerReconnects", func(t *testing.T) {

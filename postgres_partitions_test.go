@@ -93,7 +93,7 @@ func TestPostgresRoundStatementsNamePartition(t *testing.T) {
 	require.Empty(t, missing, "statements on per-instance tables that do not name the partition")
 	// The round's statements were seen: dequeue, history, projections,
 	// activities, acks.
-	require.Greater(t, len(checked), 15, "statements checked")
+	require.Greater(t, len(checked), 12, "statements checked")
 	for _, want := range []string{"FOR NO KEY UPDATE SKIP LOCKED", "INSERT INTO \"", "DELETE FROM"} {
 		require.True(t, containsAny(checked, want), "a checked statement has %q", want)
 	}

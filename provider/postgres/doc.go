@@ -206,9 +206,11 @@
 //
 // Every transaction the store begins is READ COMMITTED, whatever the
 // server's or the pool's default_transaction_isolation: rounds and
-// helpers begin theirs at that level, and writes outside a round (enqueue,
-// claim, complete, abandon) are sent as BEGIN ISOLATION LEVEL READ
-// COMMITTED, the statement and COMMIT in one pipeline, which costs no
+// helpers begin theirs at that level, and a write outside a round
+// (enqueue, claim, complete, abandon) is one pipeline, which PostgreSQL
+// runs as one implicit transaction at the session's default level: where
+// that is READ COMMITTED the pipeline is the statements alone, elsewhere
+// BEGIN ISOLATION LEVEL READ COMMITTED and COMMIT enclose them, at no
 // extra round trip. Single reads run as implicit transactions, where the
 // level makes no difference. Under REPEATABLE READ a round would read
 // history from a snapshot older than its lock, and concurrent claims

@@ -34,6 +34,7 @@ func DefaultLogger() *slog.Logger {
 func QueueStatements(s *Store) map[string]string {
 	return map[string]string{
 		"dequeueLock":       s.sql.dequeueLock,
+		"dequeuePick":       s.sql.dequeuePick,
 		"claimActivity":     s.sql.claimActivity,
 		"claimCandidate":    s.sql.claimCandidate,
 		"claimOrder":        s.sql.claimOrder,
@@ -83,4 +84,35 @@ func Statements(s *Store) map[string]string {
 		}
 	}
 	return out
+}
+
+// RCBatch sends the statements through the store's rcPool, as one
+// write outside a round, and returns the row of the last one.
+func RCBatch(ctx context.Context, s *Store, sqls ...string) pgx.Row {
+	b := &pgx.Batch{}
+	for _, sql := range sqls[:len(sqls)-1] {
+		b.Queue(sql)
+	}
+	b.Queue(sqls[len(sqls)-1])
+	br := s.rc.SendBatch(ctx, b)
+	for range len(sqls) - 1 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return errRow{err}
+		}
+	}
+	return closingRow{br.QueryRow(), br}
+}
+
+type closingRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r closingRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if closeErr := r.br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
 }

@@ -19,6 +19,7 @@ import (
 // of 8 tasks of the default queue without rate limits, partition 0.
 var planArgs = map[string]string{
 	"dequeueLock":       `'2026-01-01T00:00:00Z', '{}', 0`,
+	"dequeuePick":       `'2026-01-01T00:00:00Z', '{}', 0`,
 	"claimActivity":     `'', '2026-01-01T00:00:00Z', 'node', '2026-01-01T00:05:00Z', 8, '{}', '{}', 0`,
 	"claimCandidate":    `'', '2026-01-01T00:00:00Z', '{k-1}', '{}', '{}', '{}', 0`,
 	"claimOrder":        `'{"", x}', '2026-01-01T00:00:00Z', 0`,
@@ -31,6 +32,7 @@ var planArgs = map[string]string{
 // planUses names an index each statement's plan must walk.
 var planUses = map[string][]string{
 	"dequeueLock":    {"messages_order", "messages_late", "instances_pkey"},
+	"dequeuePick":    {"messages_order", "messages_late", "instances_pkey"},
 	"claimActivity":  {"activity_tasks_order", "activity_tasks_late"},
 	"claimCandidate": {"activity_tasks_order", "activity_tasks_late"},
 	"claimOrder":     {"activity_tasks_order", "activity_tasks_late"},

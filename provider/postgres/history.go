@@ -38,6 +38,24 @@ FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::ti
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.instance_id = $1 AND h.seq >= $10)
   AND ($10 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.instance_id = $1 AND h.seq = $10 - 1))`
 
+// appendCheckedSQL is appendHistorySQL followed, in the same statement,
+// by the stored log over the events' seqs ($12 of them), in seq order:
+// the rows it inserted, or, when it inserted none, those the log held
+// before it (its snapshot's), which checkAppended compares with the
+// events.
+var appendCheckedSQL = `
+WITH ins AS (` + appendHistorySQL + `
+    RETURNING seq, hash)
+SELECT seq, hash FROM (
+    SELECT seq, hash FROM ins
+    UNION ALL
+    SELECT seq, hash FROM (
+        SELECT h.seq, h.hash FROM {{schema}}.history h
+        WHERE h.part = $11 AND h.instance_id = $1 AND h.seq >= $10
+        ORDER BY h.seq LIMIT $12) AS stored
+    WHERE NOT EXISTS (SELECT 1 FROM ins)) AS log
+ORDER BY seq`
+
 // historyHeadSQL reads the last event's seq and hash of an instance.
 const historyHeadSQL = `
 SELECT seq, hash FROM {{schema}}.history WHERE part = $2 AND instance_id = $1 ORDER BY seq DESC LIMIT 1`
@@ -175,10 +193,11 @@ func (s *Store) citusAppendHistory(ctx context.Context, tx pgx.Tx, p *provider.A
 }
 
 // deferAppend queues the append of p's events on b, a round's deferred
-// writes (see roundTx.AppendHistory), followed by a read of the stored
-// log over the events' seqs, whose callback checks that the log holds
-// them: just inserted, or stored before by an append of the same events
-// (a retried append is a success). A conflict (the log does not end
+// writes (see roundTx.AppendHistory), with a read of the stored log over
+// the events' seqs in the same statement (appendCheckedSQL), whose
+// callback checks that the log holds them: just inserted, or stored
+// before by an append of the same events (a retried append is a
+// success). A conflict (the log does not end
 // before the first event, holds other events there, or a unique
 // violation) fails the round's writes when they are sent; the round is
 // then abandoned, which rolls its writes back to its dequeue.
@@ -190,8 +209,7 @@ func (s *Store) deferAppend(b *pgx.Batch, p *provider.AppendHistoryParams) error
 	if err != nil {
 		return err
 	}
-	b.Queue(s.sql.appendHistory, a.args()...)
-	b.Queue(s.sql.historyTail, p.InstanceID, a.first, len(p.Events), a.part).Query(func(rows pgx.Rows) error {
+	b.Queue(s.sql.appendChecked, append(a.args(), len(p.Events))...).Query(func(rows pgx.Rows) error {
 		return checkAppended(rows, p)
 	})
 	return nil

@@ -47,15 +47,33 @@ const (
 )
 
 // rcPool is a dbtx on the pool whose every call is one READ COMMITTED
-// transaction: BEGIN, the statements and COMMIT are sent in one pipeline,
-// so it costs no round trip more than an implicit transaction would. Only
-// single reads, for which the isolation level makes no difference, use the
-// pool directly.
+// transaction, sent in one pipeline. PostgreSQL runs the statements of a
+// pipeline (up to its Sync) as one implicit transaction, committed at its
+// end and rolled back whole when a statement fails, at the session's
+// default isolation: where that is READ COMMITTED (implicit) the pipeline
+// is the statements alone; elsewhere BEGIN ISOLATION LEVEL READ COMMITTED
+// and COMMIT enclose them, in the same round trip. Only single reads, for
+// which the isolation level makes no difference, use the pool directly.
 type rcPool struct {
 	pool *pgxpool.Pool
 	// generic tells whether the transactions run on generic plans
 	// (genericPlansSQL): the store's statements.generic.
 	generic func() bool
+	// implicit tells whether the pool's sessions default to READ
+	// COMMITTED (Store.implicit).
+	implicit func() bool
+}
+
+// readIsolation reads whether the pool's sessions begin their
+// transactions at READ COMMITTED (Store.implicit). A server, database or
+// role setting applies to every connection of the pool alike.
+func (s *Store) readIsolation(ctx context.Context) error {
+	var rc bool
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('default_transaction_isolation') = 'read committed'`).Scan(&rc); err != nil {
+		return failf(err, "read default_transaction_isolation")
+	}
+	s.implicit.Store(rc)
+	return nil
 }
 
 var _ dbtx = rcPool{}
@@ -68,14 +86,23 @@ func (p rcPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		return &rcBatchResults{err: err}
 	}
 	full := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+3)}
-	full.Queue(beginReadCommitted)
-	prefix := 1
-	if p.generic() {
-		full.Queue(genericPlansSQL)
+	implicit, prefix := p.implicit(), 0
+	switch {
+	case implicit && p.generic():
+		full.Queue(genericPlansImplicitSQL)
 		prefix++
+	case !implicit:
+		full.Queue(beginReadCommitted)
+		prefix++
+		if p.generic() {
+			full.Queue(genericPlansSQL)
+			prefix++
+		}
 	}
 	full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
-	full.Queue("COMMIT")
+	if !implicit {
+		full.Queue("COMMIT")
+	}
 	return &rcBatchResults{ctx: ctx, conn: conn, br: conn.SendBatch(ctx, full), prefix: prefix}
 }
 
@@ -130,15 +157,16 @@ func (r rcRow) Scan(dest ...any) error {
 	return err
 }
 
-// rcBatchResults are the results of the statements between BEGIN and
-// COMMIT; Close reads the rest, ends the transaction and releases the
-// connection, rolling back what a failed statement left open.
+// rcBatchResults are the results of the caller's statements of an
+// rcPool pipeline; Close reads the rest, ends the transaction and
+// releases the connection, rolling back what a failed statement left
+// open (an explicit transaction; the server ends an implicit one).
 type rcBatchResults struct {
 	ctx  context.Context
 	conn *pgxpool.Conn
 	br   pgx.BatchResults
-	// prefix is how many statements come before the caller's: BEGIN,
-	// and genericPlansSQL where it is sent.
+	// prefix is how many statements come before the caller's: BEGIN
+	// and genericPlansSQL, or genericPlansImplicitSQL, where sent.
 	prefix int
 	begun  bool
 	closed bool

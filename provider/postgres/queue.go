@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chronicleflow/chronicle/provider"
@@ -118,7 +120,7 @@ UNION ALL
 SELECT instance_id, held FROM late`
 
 const dequeueLockByIDSQL = `
-SELECT i.instance_id, i.hold_until IS NOT NULL
+SELECT i.instance_id, i.hold_until IS NOT NULL AS held
 FROM {{schema}}.instances i
 WHERE i.part = $3 AND i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
@@ -135,6 +137,93 @@ FROM {{schema}}.messages
 WHERE instance_id = $1 AND {{check part = $4}} AND visible_at <= $2
 ORDER BY seq
 LIMIT $3`
+
+// pickSQL wraps a statement that locks at most one instance and returns
+// its (instance_id, held): the wrapped statement returns one row always,
+// (the id, held), or (”, false) when it locked none, and records both in
+// the transaction's settings chronicle.dequeued and chronicle.held, from
+// which fetchDequeuedSQL, sent after it in the dequeue's round trip, reads
+// its instance.
+func pickSQL(lock string) string {
+	return `
+WITH picked AS (` + lock + `)
+SELECT set_config('chronicle.dequeued', coalesce((SELECT instance_id FROM picked), ''), true),
+       set_config('chronicle.held', coalesce((SELECT held FROM picked), false)::text, true) = 'true'`
+}
+
+// dequeuedSQL is the instance the dequeue's lock recorded (pickSQL), and
+// someDequeuedSQL tells whether it recorded one: a test without columns,
+// which the plan runs once, before any scan (a One-Time Filter), so that
+// a dequeue that locked none reads nothing more.
+const (
+	dequeuedSQL     = `current_setting('chronicle.dequeued', true)`
+	someDequeuedSQL = `current_setting('chronicle.dequeued', true) <> ''`
+)
+
+// fetchDequeuedSQL reads what a round needs of the instance pickSQL
+// recorded, in a statement of its own, so that it sees every commit up to
+// the lock (see dequeueFetchSQL): the head of its history (a row with
+// head set; none when the history is empty) and its visible messages (at
+// most $2), and it clears the instance's hold when it was held and the
+// hold has passed (a row the lock holds; chronicle.held is a One-Time
+// Filter too). It is dequeueFetchSQL, historyHeadSQL and clearHoldSQL in
+// one statement.
+const fetchDequeuedSQL = `
+WITH cleared AS (
+    UPDATE {{schema}}.instances SET hold_until = NULL
+    WHERE current_setting('chronicle.held', true) = 'true'
+      AND part = $3 AND instance_id = ` + dequeuedSQL + ` AND hold_until <= $1)
+SELECT true AS head, NULL::text AS id, NULL::bytea AS envelope, 0 AS attempts, '' AS last_error, h.seq, h.hash
+FROM (SELECT seq, hash FROM {{schema}}.history
+      WHERE ` + someDequeuedSQL + ` AND part = $3 AND instance_id = ` + dequeuedSQL + `
+      ORDER BY seq DESC LIMIT 1) AS h
+UNION ALL
+SELECT false, m.id, m.envelope, m.attempts, m.last_error, m.seq, NULL
+FROM (SELECT id, envelope, attempts, last_error, seq FROM {{schema}}.messages
+      WHERE ` + someDequeuedSQL + ` AND instance_id = ` + dequeuedSQL + ` AND {{check part = $3}} AND visible_at <= $1
+      ORDER BY seq LIMIT $2) AS m`
+
+// scanDequeued reads the rows of fetchDequeuedSQL: the messages in seq
+// order, and the head of the history (zero when it has none).
+func scanDequeued(rows pgx.Rows) ([]storedMessage, *provider.Head, error) {
+	defer rows.Close()
+	type row struct {
+		seq int64
+		sm  storedMessage
+	}
+	var (
+		read []row
+		head = &provider.Head{}
+	)
+	for rows.Next() {
+		var (
+			isHead bool
+			id     *string
+			r      row
+			hash   []byte
+		)
+		if err := rows.Scan(&isHead, &id, &r.sm.envelope, &r.sm.attempts, &r.sm.lastError, &r.seq, &hash); err != nil {
+			return nil, nil, err
+		}
+		if isHead {
+			head.Seq, head.Hash = r.seq, hash
+			continue
+		}
+		r.sm.id = *id
+		read = append(read, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	// The union returns the messages in seq order already; the sort only
+	// makes that independent of how the executor runs the union.
+	slices.SortStableFunc(read, func(a, b row) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]storedMessage, len(read))
+	for i := range read {
+		out[i] = read[i].sm
+	}
+	return out, head, nil
+}
 
 const clearHoldSQL = `
 UPDATE {{schema}}.instances SET hold_until = NULL WHERE part = $3 AND instance_id = $1 AND hold_until <= $2`

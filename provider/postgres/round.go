@@ -203,7 +203,7 @@ SELECT count(*) FROM done`
 // lockInstanceByIDSQL locks an instance that is not held, whatever its
 // queued messages: the round of a completion whose result has no row.
 const lockInstanceByIDSQL = `
-SELECT i.instance_id, i.hold_until IS NOT NULL
+SELECT i.instance_id, i.hold_until IS NOT NULL AS held
 FROM {{schema}}.instances i
 WHERE i.part = $3 AND i.instance_id = $2
   AND (i.hold_until IS NULL OR i.hold_until <= $1)
@@ -491,21 +491,32 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			parts = t.s.partsOf(p.Partitions)
 		}
 		for len(parts) > 0 {
-			var (
-				id   string
-				held bool
-				err  error
-			)
 			part := parts[0]
+			var lock, pick string
+			args := []any{p.Now, p.InstanceID, part}
 			switch {
 			case unsent:
-				err = t.tx.QueryRow(ctx, t.s.sql.lockInstanceByID, p.Now, p.InstanceID, part).Scan(&id, &held)
+				lock, pick = t.s.sql.lockInstanceByID, t.s.sql.lockInstancePick
 			case p.InstanceID != "":
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLockByID, p.Now, p.InstanceID, part).Scan(&id, &held)
+				lock, pick = t.s.sql.dequeueLockByID, t.s.sql.dequeuePickByID
 			default:
-				err = t.tx.QueryRow(ctx, t.s.sql.dequeueLock, p.Now, skip, part).Scan(&id, &held)
+				lock, pick, args[1] = t.s.sql.dequeueLock, t.s.sql.dequeuePick, skip
 			}
-			if errors.Is(err, pgx.ErrNoRows) {
+			var (
+				id     string
+				stored []storedMessage
+				head   *provider.Head
+				err    error
+			)
+			if t.s.citus {
+				id, stored, head, err = t.lockThenFetch(ctx, lock, args, part, p, limit)
+			} else {
+				id, stored, head, err = t.pickAndFetch(ctx, pick, args, part, p, limit)
+			}
+			if err != nil {
+				return err
+			}
+			if id == "" {
 				if unsent {
 					// Held, or locked by another round: the result waits
 					// for a later round, queued.
@@ -515,11 +526,8 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 				parts = parts[1:] // nothing (more) in this partition
 				continue
 			}
-			if err != nil {
-				return failf(err, "dequeue: lock an instance")
-			}
 			t.lock(id)
-			msgs, head, err := t.fetch(ctx, id, part, p, limit, held)
+			msgs, err := t.decode(ctx, id, stored, p)
 			if err != nil {
 				return err
 			}
@@ -573,11 +581,47 @@ func (t *roundTx) lock(id string) {
 // the lock.
 const dequeuedSavepoint = "chronicle_dequeued"
 
-// fetch reads the visible messages of a locked instance, clearing a hold
-// that has passed, and sets dequeuedSavepoint, in one round trip. Rows
-// whose envelope does not decode are dead-lettered, with their bytes,
-// rather than failing every round that meets them.
-func (t *roundTx) fetch(ctx context.Context, id string, part int32, p *provider.DequeueParams, limit int, held bool) ([]provider.Message, *provider.Head, error) {
+// pickAndFetch locks an instance with pick (pickSQL), reads its visible
+// messages and the head of its history, clears a hold that has passed,
+// and sets dequeuedSavepoint, in one round trip; id is "" when pick
+// locked none.
+func (t *roundTx) pickAndFetch(ctx context.Context, pick string, args []any, part int32, p *provider.DequeueParams, limit int) (id string, stored []storedMessage, head *provider.Head, err error) {
+	b := &pgx.Batch{}
+	b.Queue(pick, args...)
+	b.Queue(t.s.sql.fetchDequeued, p.Now, limit, part)
+	b.Queue("SAVEPOINT " + dequeuedSavepoint)
+	br := t.tx.SendBatch(ctx, b)
+	var held bool
+	err = br.QueryRow().Scan(&id, &held)
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			stored, head, err = scanDequeued(rows)
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return "", nil, nil, failf(err, "dequeue: lock an instance and read its messages")
+	}
+	return id, stored, head, nil
+}
+
+// lockThenFetch locks an instance with lock, then reads its visible
+// messages and the head of its history, clears a hold that has passed,
+// and sets dequeuedSavepoint, in a second round trip; id is "" when lock
+// locked none. It is the dequeue of a store on Citus, which routes each
+// statement by the partition and instance it names.
+func (t *roundTx) lockThenFetch(ctx context.Context, lock string, args []any, part int32, p *provider.DequeueParams, limit int) (id string, stored []storedMessage, head *provider.Head, err error) {
+	var held bool
+	err = t.tx.QueryRow(ctx, lock, args...).Scan(&id, &held)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, nil, nil
+	}
+	if err != nil {
+		return "", nil, nil, failf(err, "dequeue: lock an instance")
+	}
 	b := &pgx.Batch{}
 	b.Queue(t.s.sql.dequeueFetch, id, p.Now, limit, part)
 	b.Queue(t.s.sql.historyHead, id, part)
@@ -586,24 +630,38 @@ func (t *roundTx) fetch(ctx context.Context, id string, part int32, p *provider.
 	}
 	b.Queue("SAVEPOINT " + dequeuedSavepoint)
 	br := t.tx.SendBatch(ctx, b)
-	rows, err := br.Query()
-	var stored []storedMessage
-	if err == nil {
-		stored, err = scanStoredMessages(rows)
-	}
-	head := &provider.Head{}
-	if err == nil {
-		err = br.QueryRow().Scan(&head.Seq, &head.Hash)
-		if errors.Is(err, pgx.ErrNoRows) {
-			head, err = &provider.Head{}, nil
-		}
-	}
+	stored, head, err = readFetched(br)
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
-		return nil, nil, failf(err, "dequeue messages of %s", id)
+		return "", nil, nil, failf(err, "dequeue messages of %s", id)
 	}
+	return id, stored, head, nil
+}
+
+// readFetched reads the results of a dequeue's fetch: the messages, then
+// the head of the history (zero when the instance has none).
+func readFetched(br pgx.BatchResults) ([]storedMessage, *provider.Head, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	stored, err := scanStoredMessages(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	head := &provider.Head{}
+	if err := br.QueryRow().Scan(&head.Seq, &head.Hash); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, err
+	}
+	return stored, head, nil
+}
+
+// decode decodes the messages a dequeue read of the locked instance id.
+// Rows whose envelope does not decode are dead-lettered, with their
+// bytes, rather than failing every round that meets them.
+func (t *roundTx) decode(ctx context.Context, id string, stored []storedMessage, p *provider.DequeueParams) ([]provider.Message, error) {
 	msgs := make([]provider.Message, 0, len(stored))
 	var (
 		letters []provider.DeadLetter
@@ -624,17 +682,17 @@ func (t *roundTx) fetch(ctx context.Context, id string, part int32, p *provider.
 		msgs = append(msgs, m)
 	}
 	if len(letters) == 0 {
-		return msgs, head, nil
+		return msgs, nil
 	}
 	for _, l := range letters {
 		t.s.log.WarnContext(ctx, "undecodable message dead-lettered", slog.String("instance", id), slog.String("error", l.Error))
 	}
 	if err := t.s.deadLetterRows(ctx, t.tx, id, letters, bad); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The dead letters go before the savepoint: an abandon keeps them.
-	_, err = t.tx.Exec(ctx, "SAVEPOINT "+dequeuedSavepoint)
-	return msgs, head, failf(err, "dequeue messages of %s", id)
+	_, err := t.tx.Exec(ctx, "SAVEPOINT "+dequeuedSavepoint)
+	return msgs, failf(err, "dequeue messages of %s", id)
 }
 
 // LoadHistory implements provider.Steps; it sees the round's own appends.

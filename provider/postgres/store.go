@@ -82,6 +82,12 @@ type Store struct {
 	// Store.Distribute); the statements are then their Citus forms.
 	citus bool
 
+	// implicit is whether the pool's sessions begin their transactions at
+	// READ COMMITTED (default_transaction_isolation, read by New): rcPool
+	// then sends its statements without BEGIN and COMMIT, as the implicit
+	// transaction of one pipeline.
+	implicit atomic.Bool
+
 	// afterCommit, set by this package's tests, runs after a round's
 	// successful commit; its error is returned as the round's, modelling a
 	// commit whose outcome the caller cannot know.
@@ -131,7 +137,11 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 		s.ownsPool = true
 	}
-	s.rc = rcPool{pool: s.pool, generic: func() bool { return s.sql.generic }}
+	s.rc = rcPool{pool: s.pool, generic: func() bool { return s.sql.generic }, implicit: s.implicit.Load}
+	if err := s.readIsolation(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if err := s.start(ctx, opts.MigrateOnStart, opts.Partitions); err != nil {
 		s.Close()
 		return nil, err
@@ -260,9 +270,12 @@ type dbtx interface {
 type statements struct {
 	enqueueMessages, completeActivity, enqueueStart            string
 	dequeueLock, dequeueLockByID, dequeueFetch, clearHold      string
+	dequeuePick, dequeuePickByID, lockInstancePick             string
+	fetchDequeued                                              string
 	ackMessages, abandonMessages, holdInstance, listMessages   string
 	nextOrchestration, nextActivity                            string
 	loadHistory, appendHistory, historyTail, historyHead       string
+	appendChecked                                              string
 	saveInstance, saveTask, saveTaskEvent, saveCustom          string
 	getInstance, getInstanceHold, getSnapshot                  string
 	getTask, listTasks, listTaskEvents, getCustom              string
@@ -334,10 +347,13 @@ func newStatements(schema string, citus bool) *statements {
 		anyMessages: q(anyMessagesSQL), deleteTask: q(deleteTaskSQL), lockInstanceByID: q(lockInstanceByIDSQL),
 		dequeueLock: q(dequeueLockSQL), dequeueLockByID: q(dequeueLockByIDSQL),
 		dequeueFetch: q(dequeueFetchSQL), clearHold: q(clearHoldSQL),
-		ackMessages: q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),
+		dequeuePick: q(pickSQL(dequeueLockSQL)), dequeuePickByID: q(pickSQL(dequeueLockByIDSQL)),
+		lockInstancePick: q(pickSQL(lockInstanceByIDSQL)),
+		fetchDequeued:    q(fetchDequeuedSQL),
+		ackMessages:      q(ackMessagesSQL), abandonMessages: q(abandonMessagesSQL),
 		holdInstance: q(holdInstanceSQL), listMessages: q(listMessagesSQL),
 		nextOrchestration: q(nextOrchestrationSQL), nextActivity: q(nextActivitySQL),
-		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), historyTail: q(historyTailSQL), historyHead: q(historyHeadSQL),
+		loadHistory: q(loadHistorySQL), appendHistory: q(appendHistorySQL), appendChecked: q(appendCheckedSQL), historyTail: q(historyTailSQL), historyHead: q(historyHeadSQL),
 		saveInstance: q(saveInstanceSQL), saveTask: q(saveTaskSQL),
 		saveTaskEvent: q(saveTaskEventSQL), saveCustom: q(saveCustomSQL),
 		getInstance: q(getInstanceSQL), getInstanceHold: q(getInstanceHoldSQL), getSnapshot: q(getSnapshotSQL),

@@ -453,6 +453,23 @@ type TxFlusher interface {
 	Flush(ctx context.Context) error
 }
 
+// FlushDequeuer is a [TxFlusher] that can send a round's deferred writes
+// in the round trip of the next dequeue of its transaction (a group
+// commit's next instance), saving a round trip per instance.
+type FlushDequeuer interface {
+	TxFlusher
+	// FlushAndDequeue is Flush, then DequeueInstance with p, sent
+	// together. When the writes fail it returns an error wrapping
+	// [ErrFlush] (and theirs), and no batch: the instance dequeued last
+	// is still the writes' own, which the caller may abandon as after a
+	// failed Flush. Any other error is the dequeue's.
+	FlushAndDequeue(ctx context.Context, p *DequeueParams) (*Batch, error)
+}
+
+// ErrFlush marks the error of a [FlushDequeuer]'s deferred writes, as
+// against that of the dequeue sent with them.
+var ErrFlush = errors.New("deferred writes failed")
+
 // ActivityTx is a [Tx] that can complete an activity task: an activity
 // worker completes a task and runs the next round of its instance in one
 // transaction (round.Runner.CompleteActivity).

@@ -346,10 +346,24 @@ func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityPar
 				return err
 			}
 		}
+		// next is the batch a FlushDequeuer dequeued with the writes of
+		// the round before (prefetched), nil when it found none.
+		var (
+			next       *provider.Batch
+			prefetched bool
+		)
+		fd, _ := tx.(provider.FlushDequeuer)
 		for len(group) < size {
-			b, err := tx.DequeueInstance(ctx, &dp)
-			if err != nil || b == nil {
-				return err
+			b := next
+			var err error
+			if !prefetched {
+				if b, err = tx.DequeueInstance(ctx, &dp); err != nil {
+					return err
+				}
+			}
+			next, prefetched = nil, false
+			if b == nil {
+				return nil
 			}
 			b.Messages = effectOrder(b.Messages, r.opts.BatchLimit)
 			m := &member{batch: b}
@@ -363,7 +377,23 @@ func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityPar
 				ops = eagerOps{txOps{tx}, ct, e}
 			}
 			m.entry, m.rep, err = r.process(ctx, ops, b.InstanceID, b.Messages, b.Head, now)
-			if f, ok := tx.(provider.TxFlusher); ok && err == nil {
+			switch f, ok := tx.(provider.TxFlusher); {
+			case err != nil || !ok:
+			case fd != nil && len(group) < size:
+				// The round's deferred writes go with the next dequeue;
+				// they fail as the round's own, the dequeue as the
+				// transaction's.
+				next, err = fd.FlushAndDequeue(ctx, &dp)
+				switch {
+				case err == nil:
+					prefetched = true
+				case !errors.Is(err, provider.ErrFlush):
+					return err
+				default:
+					m.entry.close()
+					m.entry, m.rep = nil, nil
+				}
+			default:
 				// The round's deferred writes fail as the round's own.
 				if err = f.Flush(ctx); err != nil {
 					m.entry.close()

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,22 +41,20 @@ WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.in
   AND ($10 = 1 OR EXISTS (SELECT 1 FROM {{schema}}.history h WHERE h.part = $11 AND h.instance_id = $1 AND h.seq = $10 - 1))`
 
 // appendCheckedSQL is appendHistorySQL followed, in the same statement,
-// by the stored log over the events' seqs ($12 of them), in seq order:
-// the rows it inserted, or, when it inserted none, those the log held
-// before it (its snapshot's), which checkAppended compares with the
-// events.
+// by the stored log over the events' seqs ($12 of them): the rows it
+// inserted, or, when it inserted none, those the log held before it (its
+// snapshot's), which checkAppended compares with the events (in seq
+// order, which it sorts them in).
 var appendCheckedSQL = `
 WITH ins AS (` + appendHistorySQL + `
     RETURNING seq, hash)
+SELECT seq, hash FROM ins
+UNION ALL
 SELECT seq, hash FROM (
-    SELECT seq, hash FROM ins
-    UNION ALL
-    SELECT seq, hash FROM (
-        SELECT h.seq, h.hash FROM {{schema}}.history h
-        WHERE h.part = $11 AND h.instance_id = $1 AND h.seq >= $10
-        ORDER BY h.seq LIMIT $12) AS stored
-    WHERE NOT EXISTS (SELECT 1 FROM ins)) AS log
-ORDER BY seq`
+    SELECT h.seq, h.hash FROM {{schema}}.history h
+    WHERE h.part = $11 AND h.instance_id = $1 AND h.seq >= $10
+    ORDER BY h.seq LIMIT $12) AS stored
+WHERE NOT EXISTS (SELECT 1 FROM ins)`
 
 // historyHeadSQL reads the last event's seq and hash of an instance.
 const historyHeadSQL = `
@@ -222,22 +222,28 @@ func checkAppended(rows pgx.Rows, p *provider.AppendHistoryParams) error {
 	defer rows.Close()
 	events, first := p.Events, p.Events[0].Seq
 	n := len(events)
-	i := 0
+	type stored struct {
+		seq  int64
+		hash []byte
+	}
+	var log []stored
 	for rows.Next() {
-		var (
-			seq  int64
-			hash []byte
-		)
-		if err := rows.Scan(&seq, &hash); err != nil {
+		var r stored
+		if err := rows.Scan(&r.seq, &r.hash); err != nil {
 			return failf(err, "append to %s", p.InstanceID)
 		}
-		if seq != first+int64(i) || !bytes.Equal(hash, events[i].Hash) {
-			return fmt.Errorf("postgres: append to %s at seq %d: %w: seq already taken", p.InstanceID, seq, provider.ErrConflict)
-		}
-		i++
+		log = append(log, r)
 	}
 	if err := rows.Err(); err != nil {
 		return failf(err, "append to %s", p.InstanceID)
+	}
+	slices.SortFunc(log, func(a, b stored) int { return cmp.Compare(a.seq, b.seq) })
+	i := 0
+	for _, r := range log {
+		if i >= n || r.seq != first+int64(i) || !bytes.Equal(r.hash, events[i].Hash) {
+			return fmt.Errorf("postgres: append to %s at seq %d: %w: seq already taken", p.InstanceID, r.seq, provider.ErrConflict)
+		}
+		i++
 	}
 	if i == 0 {
 		return fmt.Errorf("postgres: append to %s: %w: first seq %d does not follow the stored log", p.InstanceID, provider.ErrConflict, first)

@@ -165,14 +165,16 @@ const (
 // the lock (see dequeueFetchSQL): the head of its history (a row with
 // head set; none when the history is empty) and its visible messages (at
 // most $2), and it clears the instance's hold when it was held and the
-// hold has passed (a row the lock holds; chronicle.held is a One-Time
-// Filter too). It is dequeueFetchSQL, historyHeadSQL and clearHoldSQL in
-// one statement.
+// hold has passed (a row the lock holds, found by its key: a test of the
+// partition that an index could serve let the update walk the
+// partition's held instances; chronicle.held is a One-Time Filter too).
+// It is dequeueFetchSQL, historyHeadSQL and clearHoldSQL in one
+// statement.
 const fetchDequeuedSQL = `
 WITH cleared AS (
     UPDATE {{schema}}.instances SET hold_until = NULL
     WHERE current_setting('chronicle.held', true) = 'true'
-      AND part = $3 AND instance_id = ` + dequeuedSQL + ` AND hold_until <= $1)
+      AND instance_id = ` + dequeuedSQL + ` AND {{check part = $3}} AND hold_until <= $1)
 SELECT true AS head, NULL::text AS id, NULL::bytea AS envelope, 0 AS attempts, '' AS last_error, h.seq, h.hash
 FROM (SELECT seq, hash FROM {{schema}}.history
       WHERE ` + someDequeuedSQL + ` AND part = $3 AND instance_id = ` + dequeuedSQL + `

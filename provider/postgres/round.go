@@ -118,6 +118,10 @@ type roundTx struct {
 	// without a row, and it is inserted only when the round does not
 	// consume it (see insertUnsent).
 	unsent *unsentResult
+	// extraSavepoint is set when FlushAndDequeue's writes failed after
+	// its dequeue set a savepoint of its own, which the abandon of the
+	// writes' instance releases first.
+	extraSavepoint bool
 	// left tells whether the instances the round locked still had
 	// messages at its last round trip, and arrivals is the store's count
 	// of work hints just before it (see checkReleased).
@@ -128,6 +132,7 @@ type roundTx struct {
 var (
 	_ provider.Tx              = (*roundTx)(nil)
 	_ provider.TxFlusher       = (*roundTx)(nil)
+	_ provider.FlushDequeuer   = (*roundTx)(nil)
 	_ provider.ActivityTx      = (*roundTx)(nil)
 	_ provider.ClaimingTx      = (*roundTx)(nil)
 	_ provider.ActivityTxStore = (*Store)(nil)
@@ -464,9 +469,47 @@ func (t *roundTx) requireLock(instanceID string) error {
 func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
 	var batch *provider.Batch
 	err := t.step(func() error {
+		var err error
+		batch, err = t.dequeue(ctx, p, false)
+		return err
+	})
+	return batch, err
+}
+
+// FlushAndDequeue implements provider.FlushDequeuer: on PostgreSQL the
+// deferred writes go first in the pipeline of the dequeue's first lock.
+// When one fails, the error wraps provider.ErrFlush; if the lock ran
+// (the writes' statements succeeded and a callback reported the
+// failure: a conflicting append), it is undone by the abandon that
+// follows (see extraSavepoint).
+func (t *roundTx) FlushAndDequeue(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
+	var batch *provider.Batch
+	err := t.step(func() error {
+		var err error
+		batch, err = t.dequeue(ctx, p, true)
+		return err
+	})
+	return batch, err
+}
+
+// dequeue is DequeueInstance; with carry the deferred writes are sent
+// with the first lock (FlushAndDequeue). Callers hold t.mu.
+func (t *roundTx) dequeue(ctx context.Context, p *provider.DequeueParams, carry bool) (*provider.Batch, error) {
+	var batch *provider.Batch
+	err := func() error {
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
+		}
+		t.extraSavepoint = false
+		var carried *pgx.Batch
+		if carry && !t.s.citus && p.InstanceID == "" && t.unsent == nil && t.pending != nil && t.pending.Len() > 0 {
+			carried, t.pending = t.pending, nil
+		} else if err := t.flush(ctx); err != nil {
+			if carry {
+				return fmt.Errorf("%w: %w", provider.ErrFlush, err)
+			}
+			return err
 		}
 		if p.InstanceID != "" && t.holds(p.InstanceID) {
 			return nil
@@ -474,9 +517,6 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 		// The completion's result, unless its instance turns out busy:
 		// then it is inserted before the commit.
 		unsent := t.unsent != nil && !t.unsent.consumed && t.unsent.msg.InstanceID == p.InstanceID
-		if err := t.flush(ctx); err != nil {
-			return err
-		}
 		if p.InstanceID != "" && t.busy[p.InstanceID] {
 			return nil
 		}
@@ -511,7 +551,8 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			if t.s.citus {
 				id, stored, head, err = t.lockThenFetch(ctx, lock, args, part, p, limit)
 			} else {
-				id, stored, head, err = t.pickAndFetch(ctx, pick, args, part, p, limit)
+				id, stored, head, err = t.pickAndFetch(ctx, carried, pick, args, part, p, limit)
+				carried = nil
 			}
 			if err != nil {
 				return err
@@ -554,7 +595,7 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 			skip = append(skip, id)
 		}
 		return nil
-	})
+	}()
 	return batch, err
 }
 
@@ -584,23 +625,47 @@ const dequeuedSavepoint = "chronicle_dequeued"
 // pickAndFetch locks an instance with pick (pickSQL), reads its visible
 // messages and the head of its history, clears a hold that has passed,
 // and sets dequeuedSavepoint, in one round trip; id is "" when pick
-// locked none.
-func (t *roundTx) pickAndFetch(ctx context.Context, pick string, args []any, part int32, p *provider.DequeueParams, limit int) (id string, stored []storedMessage, head *provider.Head, err error) {
-	b := &pgx.Batch{}
-	b.Queue(pick, args...)
-	b.Queue(t.s.sql.fetchDequeued, p.Now, limit, part)
-	b.Queue("SAVEPOINT " + dequeuedSavepoint)
-	br := t.tx.SendBatch(ctx, b)
-	var held bool
-	err = br.QueryRow().Scan(&id, &held)
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			stored, head, err = scanDequeued(rows)
+// locked none. The writes of carried, when set, go first in that round
+// trip: their failure is returned wrapping provider.ErrFlush.
+func (t *roundTx) pickAndFetch(ctx context.Context, carried *pgx.Batch, pick string, args []any, part int32, p *provider.DequeueParams, limit int) (id string, stored []storedMessage, head *provider.Head, err error) {
+	b := carried
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	var writesErr error
+	for _, qq := range b.QueuedQueries {
+		fn := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if fn != nil {
+				err = fn(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err != nil && writesErr == nil {
+				writesErr = err
+			}
+			return err
 		}
 	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
+	b.Queue(pick, args...).QueryRow(func(row pgx.Row) error {
+		var held bool
+		return row.Scan(&id, &held)
+	})
+	b.Queue(t.s.sql.fetchDequeued, p.Now, limit, part).Query(func(rows pgx.Rows) error {
+		var err error
+		stored, head, err = scanDequeued(rows)
+		return err
+	})
+	b.Queue("SAVEPOINT " + dequeuedSavepoint)
+	err = t.tx.SendBatch(ctx, b).Close()
+	if writesErr != nil {
+		// Unless a write's statement failed, which aborted the
+		// transaction (the server skipped what followed), the lock and
+		// its savepoint ran after the writes: the abandon of their
+		// instance rolls back past that savepoint too.
+		t.extraSavepoint = t.tx.Conn().PgConn().TxStatus() != 'E'
+		return "", nil, nil, fmt.Errorf("%w: %w", provider.ErrFlush, failf(writesErr, "round writes"))
 	}
 	if err != nil {
 		return "", nil, nil, failf(err, "dequeue: lock an instance and read its messages")
@@ -890,6 +955,14 @@ func (t *roundTx) AbandonMessages(ctx context.Context, p *provider.AbandonMessag
 		t.abandoned = true
 		b := &pgx.Batch{}
 		rollback := "ROLLBACK TO SAVEPOINT " + dequeuedSavepoint
+		if t.extraSavepoint {
+			// A dequeue sent with the instance's writes set a savepoint
+			// of the same name after them (FlushAndDequeue): released,
+			// the rollback goes to the instance's own, and undoes that
+			// dequeue's lock too.
+			t.extraSavepoint = false
+			b.Queue("RELEASE SAVEPOINT " + dequeuedSavepoint)
+		}
 		if t.tx.Conn().PgConn().TxStatus() == 'E' {
 			// A failed statement (a deferred write of the round, say)
 			// aborted the transaction: pgx prepares a batch's new

@@ -424,6 +424,65 @@ func TestRounds(t *testing.T) {
 		require.Len(t, msgs, 1, "the other round's ack and enqueue committed")
 		require.Equal(t, "n-2", msgs[0].ID)
 	})
+
+	// FlushAndDequeue sends a round's writes with the next dequeue: when
+	// they fail, the error is the round's (ErrFlush), even where the
+	// dequeue ran after them and locked the next instance, and the abandon
+	// of the round's instance undoes that lock with the writes.
+	t.Run("AFailedFlushWithTheNextDequeueIsTheRoundsOwn", func(t *testing.T) {
+		t.Parallel()
+		s := pgtest.NewStore(t, postgres.Options{})
+		ctx := t.Context()
+		raised := func(seq int64, key string, prev []byte) []history.Event {
+			e := []history.Event{{Seq: seq, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
+				CorrelationID: key, At: base, Actor: "system", Payload: mustAttributes(t, key)}}
+			history.Seal(prev, e)
+			return e
+		}
+		first := raised(1, "k1", nil)
+		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
+		}))
+		for i, conflicting := range [][]history.Event{
+			raised(2, "k1", first[0].Hash), // a used idempotency key: the statement fails
+			raised(1, "k2", nil),           // a taken Seq: the check after it fails
+		} {
+			enqueueSignals(t, s, base, signal(t, "m-1", "i-1"))
+			enqueueSignals(t, s, base, signal(t, fmt.Sprintf("m-3-%d", i), "i-3"))
+			require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
+				b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
+				require.NoError(t, err)
+				require.Equal(t, "i-1", b.InstanceID)
+				require.NoError(t, tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: conflicting}))
+				require.NoError(t, tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}}))
+				next, err := tx.(provider.FlushDequeuer).FlushAndDequeue(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
+				require.ErrorIs(t, err, provider.ErrFlush)
+				require.ErrorIs(t, err, provider.ErrConflict)
+				require.Nil(t, next)
+				require.NoError(t, tx.AbandonMessages(ctx, &provider.AbandonMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1"}, VisibleAt: base, Error: err.Error()}))
+				// The next instance is there to dequeue, its lock undone
+				// with the failed writes or never taken.
+				b, err = tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
+				require.NoError(t, err)
+				require.Equal(t, "i-3", b.InstanceID)
+				require.NoError(t, tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-3", MessageIDs: []string{b.Messages[0].ID}}))
+				next, err = tx.(provider.FlushDequeuer).FlushAndDequeue(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
+				require.NoError(t, err)
+				require.Nil(t, next)
+				return nil
+			}))
+		}
+		got, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+		require.NoError(t, err)
+		require.Equal(t, first, got)
+		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-1"})
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "the abandoned instance's message is still queued")
+		require.Equal(t, 2, msgs[0].Attempts, "with both failed deliveries counted")
+		msgs, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-3"})
+		require.NoError(t, err)
+		require.Empty(t, msgs, "the next instance's rounds committed their acks")
+	})
 }
 
 func TestWorkHints(t *testing.T) {

@@ -35,11 +35,24 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := s.pool.BeginTx(ctx, s.sql.begin)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return failf(err, "begin round")
 	}
-	t := &roundTx{s: s, tx: ptx}
+	x := &lazyTx{conn: conn, prefix: []string{beginReadCommitted}}
+	if s.sql.generic {
+		x.prefix = append(x.prefix, genericPlansSQL)
+	}
+	if s.citus {
+		// On Citus the transaction begins at once, and its last writes
+		// go before the COMMIT: their callbacks may queue more.
+		if _, err := conn.Exec(ctx, beginReadCommitted); err != nil {
+			conn.Release()
+			return failf(err, "begin round")
+		}
+		x.begun = true
+	}
+	t := &roundTx{s: s, tx: x}
 	committed := false
 	defer func() {
 		if !committed {
@@ -47,9 +60,10 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 			// The round's error is returned; a failed rollback leaves the
 			// connection inside a transaction, and the pool destroys such a
 			// connection on release rather than reuse it.
-			_ = ptx.Rollback(rbCtx)
+			_ = x.rollback(rbCtx)
 			cancel()
 		}
+		conn.Release()
 		t.end(committed)
 	}()
 	if err := fn(ctx, t); err != nil {
@@ -59,22 +73,33 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
-	t.insertUnsent()
-	t.checkReleased()
+	// Writes still deferred may carry checks that veto the commit (an
+	// append's): they go first, alone. What is queued after them (an
+	// unsent result, the check of the released instances) cannot, and
+	// goes with the COMMIT, except on Citus.
 	err = t.flush(ctx)
+	var last *pgx.Batch
+	if err == nil {
+		t.insertUnsent()
+		t.checkReleased()
+		if s.citus {
+			err = t.flush(ctx)
+		} else {
+			last, t.pending = t.pending, nil
+		}
+	}
 	t.closed = true
 	t.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if committed, err = x.commitWith(ctx, last); !committed {
 		// The outcome may be unknown: wake workers as if it committed.
 		t.mu.Lock()
 		t.wakeOnEnd = true
 		t.mu.Unlock()
 		return failf(err, "commit round")
 	}
-	committed = true
 	if hook := s.afterCommit; hook != nil {
 		return hook()
 	}
@@ -84,7 +109,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 // roundTx is the provider.Tx of one RunRound.
 type roundTx struct {
 	s  *Store
-	tx pgx.Tx
+	tx *lazyTx
 
 	mu     sync.Mutex
 	closed bool

@@ -633,7 +633,7 @@ func citusHistorySQL(n int) string {
 // inserted: 0 when the guard failed or an insert met a unique key (a
 // concurrent append, a used idempotency key), after rolling back to the
 // savepoint; citusAppendHistory then finds out which.
-func (s *Store) citusAppend(ctx context.Context, tx dbtx, a *appendArgs) (int64, error) {
+func (s *Store) citusAppend(ctx context.Context, tx pgx.Tx, a *appendArgs) (int64, error) {
 	var ok bool
 	if err := tx.QueryRow(ctx, s.sql.citusAppendCheck, a.id, a.part, a.first).Scan(&ok); err != nil {
 		return 0, err

@@ -165,7 +165,7 @@ func (s *Store) appendArgs(p *provider.AppendHistoryParams) (*appendArgs, error)
 // of a distributed store, at once (citusAppend: under a savepoint, so a
 // conflict leaves the transaction usable and writes nothing). A store
 // on PostgreSQL defers its appends instead (deferAppend).
-func (s *Store) citusAppendHistory(ctx context.Context, tx dbtx, p *provider.AppendHistoryParams) error {
+func (s *Store) citusAppendHistory(ctx context.Context, tx pgx.Tx, p *provider.AppendHistoryParams) error {
 	if len(p.Events) == 0 {
 		return nil
 	}

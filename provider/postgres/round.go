@@ -35,24 +35,11 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	ptx, err := s.pool.BeginTx(ctx, s.sql.begin)
 	if err != nil {
 		return failf(err, "begin round")
 	}
-	x := &lazyTx{conn: conn, prefix: []string{beginReadCommitted}}
-	if s.sql.generic {
-		x.prefix = append(x.prefix, genericPlansSQL)
-	}
-	if s.citus {
-		// On Citus the transaction begins at once, and its last writes
-		// go before the COMMIT: their callbacks may queue more.
-		if _, err := conn.Exec(ctx, beginReadCommitted); err != nil {
-			conn.Release()
-			return failf(err, "begin round")
-		}
-		x.begun = true
-	}
-	t := &roundTx{s: s, tx: x}
+	t := &roundTx{s: s, tx: ptx}
 	committed := false
 	defer func() {
 		if !committed {
@@ -60,10 +47,9 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 			// The round's error is returned; a failed rollback leaves the
 			// connection inside a transaction, and the pool destroys such a
 			// connection on release rather than reuse it.
-			_ = x.rollback(rbCtx)
+			_ = ptx.Rollback(rbCtx)
 			cancel()
 		}
-		conn.Release()
 		t.end(committed)
 	}()
 	if err := fn(ctx, t); err != nil {
@@ -73,33 +59,22 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 		return err
 	}
 	t.mu.Lock()
-	// Writes still deferred may carry checks that veto the commit (an
-	// append's): they go first, alone. What is queued after them (an
-	// unsent result, the check of the released instances) cannot, and
-	// goes with the COMMIT, except on Citus.
+	t.insertUnsent()
+	t.checkReleased()
 	err = t.flush(ctx)
-	var last *pgx.Batch
-	if err == nil {
-		t.insertUnsent()
-		t.checkReleased()
-		if s.citus {
-			err = t.flush(ctx)
-		} else {
-			last, t.pending = t.pending, nil
-		}
-	}
 	t.closed = true
 	t.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if committed, err = x.commitWith(ctx, last); !committed {
+	if err := ptx.Commit(ctx); err != nil {
 		// The outcome may be unknown: wake workers as if it committed.
 		t.mu.Lock()
 		t.wakeOnEnd = true
 		t.mu.Unlock()
 		return failf(err, "commit round")
 	}
+	committed = true
 	if hook := s.afterCommit; hook != nil {
 		return hook()
 	}
@@ -109,7 +84,7 @@ func (s *Store) RunRound(ctx context.Context, fn func(ctx context.Context, tx pr
 // roundTx is the provider.Tx of one RunRound.
 type roundTx struct {
 	s  *Store
-	tx *lazyTx
+	tx pgx.Tx
 
 	mu     sync.Mutex
 	closed bool

@@ -116,3 +116,6 @@ func (r closingRow) Scan(dest ...any) error {
 	}
 	return err
 }
+
+// RoundConn returns the connection of a round's transaction.
+func RoundConn(tx provider.Tx) *pgx.Conn { return tx.(*roundTx).tx.Conn() }

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chronicleflow/chronicle/provider/postgres"
-	"github.com/chronicleflow/chronicle/provider/postgres/pgtest"
 )
 
 // TestWritesOutsideRoundsReadCommitted checks the transaction of a write
@@ -28,17 +26,10 @@ func TestWritesOutsideRoundsReadCommitted(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-			require.NoError(t, err)
-			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
 			log := &sentLog{}
-			cfg.ConnConfig.Tracer = log
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			s := pgtest.NewStore(t, postgres.Options{Pool: pool})
+			pool, s := tracedStore(t, log, map[string]string{"default_transaction_isolation": level})
 			table := pgx.Identifier{s.Schema(), "scratch"}.Sanitize()
-			_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (x int)")
+			_, err := pool.Exec(ctx, "CREATE TABLE "+table+" (x int)")
 			require.NoError(t, err)
 
 			log.reset()

@@ -2,7 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -24,20 +24,12 @@ import (
 func TestWarmRoundTwoRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	require.NoError(t, err)
 	trips := &tripCounter{}
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := pgtest.NewStore(t, postgres.Options{Pool: pool})
+	pool, s := tracedStore(t, trips, nil)
 
 	// The instance's history holds one event, its queue two signals, and
 	// a hold that has passed delays it.
-	first := []history.Event{{Seq: 1, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
-		CorrelationID: "k-0", At: base, Actor: "system", Payload: mustAttributes(t, "k-0")}}
-	history.Seal(nil, first)
+	first := raisedEvent(t, "i-1", 1, "k-0", nil)
 	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-0", "i-1")}, Now: base}))
 	require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base, Owner: "n1"})
@@ -47,31 +39,30 @@ func TestWarmRoundTwoRoundTrips(t *testing.T) {
 		return tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-0"}})
 	}))
 	require.NoError(t, s.EnqueueMessages(ctx, &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1"), signal(t, "m-2", "i-1")}, Now: base}))
-	_, err = pool.Exec(ctx, "UPDATE "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+" SET hold_until = $1 WHERE instance_id = 'i-1'", base)
+	_, err := pool.Exec(ctx, "UPDATE "+pgx.Identifier{s.Schema(), "instances"}.Sanitize()+" SET hold_until = $1 WHERE instance_id = 'i-1'", base)
 	require.NoError(t, err)
 
 	var dequeue, flush, empty int64
 	require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
-		before := trips.n.Load()
+		conn := postgres.RoundConn(tx)
+		before := trips.on(conn)
 		b, err := tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base.Add(1), Owner: "n1"})
 		require.NoError(t, err)
-		dequeue = trips.n.Load() - before
+		dequeue = trips.on(conn) - before
 		require.NotNil(t, b)
 		require.Equal(t, []string{"m-1", "m-2"}, []string{b.Messages[0].ID, b.Messages[1].ID})
 		require.Equal(t, &provider.Head{Seq: 1, Hash: first[0].Hash}, b.Head)
 
-		next := []history.Event{{Seq: 2, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
-			CorrelationID: "k-1", At: base, Actor: "system", Payload: mustAttributes(t, "k-1")}}
-		history.Seal(first[0].Hash, next)
-		before = trips.n.Load()
+		next := raisedEvent(t, "i-1", 2, "k-1", first[0].Hash)
+		before = trips.on(conn)
 		require.NoError(t, tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: next}))
 		require.NoError(t, tx.AckMessages(ctx, &provider.AckMessagesParams{InstanceID: "i-1", MessageIDs: []string{"m-1", "m-2"}}))
 		require.NoError(t, tx.(provider.TxFlusher).Flush(ctx))
-		flush = trips.n.Load() - before
+		flush = trips.on(conn) - before
 
-		before = trips.n.Load()
+		before = trips.on(conn)
 		b, err = tx.DequeueInstance(ctx, &provider.DequeueParams{Now: base.Add(1), Owner: "n1"})
-		empty = trips.n.Load() - before
+		empty = trips.on(conn) - before
 		require.Nil(t, b)
 		return err
 	}))
@@ -94,22 +85,58 @@ func mustAttributes(t *testing.T, key string) []byte {
 	return payload
 }
 
-// tripCounter counts the round trips a pool makes: each statement sent
-// alone and each pipeline.
-type tripCounter struct{ n atomic.Int64 }
+// tripCounter counts the round trips of each connection of a pool: each
+// statement sent alone and each pipeline (the store's other work, a
+// NOTIFY say, goes on other connections).
+type tripCounter struct {
+	mu sync.Mutex
+	n  map[*pgx.Conn]int64
+}
 
-func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
+func (c *tripCounter) add(conn *pgx.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[*pgx.Conn]int64{}
+	}
+	c.n[conn]++
+}
+
+// on returns the round trips of conn so far.
+func (c *tripCounter) on(conn *pgx.Conn) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[conn]
+}
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.add(conn)
 	return ctx
 }
 
 func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
+func (c *tripCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.add(conn)
 	return ctx
 }
 
 func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
 func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// tracedStore returns a store on a pool of its own whose connections run
+// with tracer and the runtime parameters params.
+func tracedStore(t *testing.T, tracer pgx.QueryTracer, params map[string]string) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, pgtest.NewStore(t, postgres.Options{Pool: pool})
+}

@@ -366,14 +366,7 @@ func TestRounds(t *testing.T) {
 		t.Parallel()
 		s := pgtest.NewStore(t, postgres.Options{})
 		ctx := t.Context()
-		raised := func(seq int64, key string, prev []byte) []history.Event {
-			payload, err := history.EncodeAttributes(&history.EventRaised{Name: "approved", IdempotencyKey: key})
-			require.NoError(t, err)
-			e := []history.Event{{Seq: seq, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
-				CorrelationID: key, At: base, Actor: "system", Payload: payload}}
-			history.Seal(prev, e)
-			return e
-		}
+		raised := func(seq int64, key string, prev []byte) []history.Event { return raisedEvent(t, "i-1", seq, key, prev) }
 		first := raised(1, "k1", nil)
 		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
@@ -433,12 +426,7 @@ func TestRounds(t *testing.T) {
 		t.Parallel()
 		s := pgtest.NewStore(t, postgres.Options{})
 		ctx := t.Context()
-		raised := func(seq int64, key string, prev []byte) []history.Event {
-			e := []history.Event{{Seq: seq, InstanceID: "i-1", ExecutionID: "exec-1", Kind: history.KindEventRaised,
-				CorrelationID: key, At: base, Actor: "system", Payload: mustAttributes(t, key)}}
-			history.Seal(prev, e)
-			return e
-		}
+		raised := func(seq int64, key string, prev []byte) []history.Event { return raisedEvent(t, "i-1", seq, key, prev) }
 		first := raised(1, "k1", nil)
 		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
 			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
@@ -563,4 +551,14 @@ SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_
 		require.NoError(t, b.EnqueueMessages(t.Context(), &provider.EnqueueMessagesParams{Messages: []provider.Message{signal(t, "m-1", "i-1")}, Now: base}))
 		waitClosed(t, hint, "a NOTIFY after reconnecting")
 	})
+}
+
+// raisedEvent returns an event raised on instanceID at seq with the
+// idempotency key key, sealed after the hash prev.
+func raisedEvent(t *testing.T, instanceID string, seq int64, key string, prev []byte) []history.Event {
+	t.Helper()
+	e := []history.Event{{Seq: seq, InstanceID: instanceID, ExecutionID: "exec-1", Kind: history.KindEventRaised,
+		CorrelationID: key, At: base, Actor: "system", Payload: mustAttributes(t, key)}}
+	history.Seal(prev, e)
+	return e
 }

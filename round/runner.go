@@ -347,23 +347,17 @@ func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityPar
 			}
 		}
 		// next is the batch a FlushDequeuer dequeued with the writes of
-		// the round before (prefetched), nil when it found none.
-		var (
-			next       *provider.Batch
-			prefetched bool
-		)
+		// the round before.
+		var next *provider.Batch
 		fd, _ := tx.(provider.FlushDequeuer)
 		for len(group) < size {
 			b := next
+			next = nil
 			var err error
-			if !prefetched {
-				if b, err = tx.DequeueInstance(ctx, &dp); err != nil {
+			if b == nil {
+				if b, err = tx.DequeueInstance(ctx, &dp); err != nil || b == nil {
 					return err
 				}
-			}
-			next, prefetched = nil, false
-			if b == nil {
-				return nil
 			}
 			b.Messages = effectOrder(b.Messages, r.opts.BatchLimit)
 			m := &member{batch: b}
@@ -377,25 +371,22 @@ func (r *Runner) runTxGroup(ctx context.Context, c *provider.CompleteActivityPar
 				ops = eagerOps{txOps{tx}, ct, e}
 			}
 			m.entry, m.rep, err = r.process(ctx, ops, b.InstanceID, b.Messages, b.Head, now)
-			switch f, ok := tx.(provider.TxFlusher); {
-			case err != nil || !ok:
-			case fd != nil && len(group) < size:
-				// The round's deferred writes go with the next dequeue;
-				// they fail as the round's own, the dequeue as the
-				// transaction's.
-				next, err = fd.FlushAndDequeue(ctx, &dp)
-				switch {
-				case err == nil:
-					prefetched = true
-				case !errors.Is(err, provider.ErrFlush):
-					return err
-				default:
-					m.entry.close()
-					m.entry, m.rep = nil, nil
+			if f, ok := tx.(provider.TxFlusher); ok && err == nil {
+				// The round's deferred writes fail as the round's own;
+				// sent with the next dequeue, that dequeue's failure is
+				// the transaction's.
+				if fd != nil && len(group) < size {
+					next, err = fd.FlushAndDequeue(ctx, &dp)
+					switch {
+					case err != nil && !errors.Is(err, provider.ErrFlush):
+						return err
+					case err == nil && next == nil:
+						return nil // the group ends: nothing more to dequeue
+					}
+				} else {
+					err = f.Flush(ctx)
 				}
-			default:
-				// The round's deferred writes fail as the round's own.
-				if err = f.Flush(ctx); err != nil {
+				if err != nil {
 					m.entry.close()
 					m.entry, m.rep = nil, nil
 				}

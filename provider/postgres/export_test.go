@@ -90,10 +90,9 @@ func Statements(s *Store) map[string]string {
 // write outside a round, and returns the row of the last one.
 func RCBatch(ctx context.Context, s *Store, sqls ...string) pgx.Row {
 	b := &pgx.Batch{}
-	for _, sql := range sqls[:len(sqls)-1] {
+	for _, sql := range sqls {
 		b.Queue(sql)
 	}
-	b.Queue(sqls[len(sqls)-1])
 	br := s.rc.SendBatch(ctx, b)
 	for range len(sqls) - 1 {
 		if _, err := br.Exec(); err != nil {

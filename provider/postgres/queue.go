@@ -140,7 +140,7 @@ LIMIT $3`
 
 // pickSQL wraps a statement that locks at most one instance and returns
 // its (instance_id, held): the wrapped statement returns one row always,
-// (the id, held), or (”, false) when it locked none, and records both in
+// (the id, held), or ("", false) when it locked none, and records both in
 // the transaction's settings chronicle.dequeued and chronicle.held, from
 // which fetchDequeuedSQL, sent after it in the dequeue's round trip, reads
 // its instance.

@@ -467,13 +467,7 @@ func (t *roundTx) requireLock(instanceID string) error {
 // goes on with the next instance, so another worker's lock never makes
 // the result spuriously empty.
 func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
-	var batch *provider.Batch
-	err := t.step(func() error {
-		var err error
-		batch, err = t.dequeue(ctx, p, false)
-		return err
-	})
-	return batch, err
+	return t.dequeue(ctx, p, false)
 }
 
 // FlushAndDequeue implements provider.FlushDequeuer: on PostgreSQL the
@@ -483,20 +477,14 @@ func (t *roundTx) DequeueInstance(ctx context.Context, p *provider.DequeueParams
 // failure: a conflicting append), it is undone by the abandon that
 // follows (see extraSavepoint).
 func (t *roundTx) FlushAndDequeue(ctx context.Context, p *provider.DequeueParams) (*provider.Batch, error) {
-	var batch *provider.Batch
-	err := t.step(func() error {
-		var err error
-		batch, err = t.dequeue(ctx, p, true)
-		return err
-	})
-	return batch, err
+	return t.dequeue(ctx, p, true)
 }
 
 // dequeue is DequeueInstance; with carry the deferred writes are sent
-// with the first lock (FlushAndDequeue). Callers hold t.mu.
+// with the first lock (FlushAndDequeue).
 func (t *roundTx) dequeue(ctx context.Context, p *provider.DequeueParams, carry bool) (*provider.Batch, error) {
 	var batch *provider.Batch
-	err := func() error {
+	err := t.step(func() error {
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
@@ -595,7 +583,7 @@ func (t *roundTx) dequeue(ctx context.Context, p *provider.DequeueParams, carry 
 			skip = append(skip, id)
 		}
 		return nil
-	}()
+	})
 	return batch, err
 }
 

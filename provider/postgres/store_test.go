@@ -364,13 +364,9 @@ func TestRounds(t *testing.T) {
 
 	t.Run("ConflictLeavesTheRoundUsable", func(t *testing.T) {
 		t.Parallel()
-		s := pgtest.NewStore(t, postgres.Options{})
+		s, first := storeWithEvent(t)
 		ctx := t.Context()
 		raised := func(seq int64, key string, prev []byte) []history.Event { return raisedEvent(t, "i-1", seq, key, prev) }
-		first := raised(1, "k1", nil)
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
-			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
-		}))
 		// A round group: i-2's round appends, i-1's conflicts, twice.
 		for _, conflicting := range [][]history.Event{
 			raised(2, "k1", first[0].Hash), // a used idempotency key (a unique violation)
@@ -424,13 +420,9 @@ func TestRounds(t *testing.T) {
 	// of the round's instance undoes that lock with the writes.
 	t.Run("AFailedFlushWithTheNextDequeueIsTheRoundsOwn", func(t *testing.T) {
 		t.Parallel()
-		s := pgtest.NewStore(t, postgres.Options{})
+		s, first := storeWithEvent(t)
 		ctx := t.Context()
 		raised := func(seq int64, key string, prev []byte) []history.Event { return raisedEvent(t, "i-1", seq, key, prev) }
-		first := raised(1, "k1", nil)
-		require.NoError(t, s.RunRound(ctx, func(ctx context.Context, tx provider.Tx) error {
-			return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
-		}))
 		for i, conflicting := range [][]history.Event{
 			raised(2, "k1", first[0].Hash), // a used idempotency key: the statement fails
 			raised(1, "k2", nil),           // a taken Seq: the check after it fails
@@ -561,4 +553,16 @@ func raisedEvent(t *testing.T, instanceID string, seq int64, key string, prev []
 		CorrelationID: key, At: base, Actor: "system", Payload: mustAttributes(t, key)}}
 	history.Seal(prev, e)
 	return e
+}
+
+// storeWithEvent returns a new store whose instance i-1 has one event in
+// its history, which it returns.
+func storeWithEvent(t *testing.T) (*postgres.Store, []history.Event) {
+	t.Helper()
+	s := pgtest.NewStore(t, postgres.Options{})
+	first := raisedEvent(t, "i-1", 1, "k1", nil)
+	require.NoError(t, s.RunRound(t.Context(), func(ctx context.Context, tx provider.Tx) error {
+		return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
+	}))
+	return s, first
 }

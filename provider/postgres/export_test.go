@@ -45,6 +45,17 @@ func QueueStatements(s *Store) map[string]string {
 	}
 }
 
+// NotifierStopping returns a channel closed when Close starts stopping
+// the store's NOTIFY sender, or nil when none runs.
+func NotifierStopping(s *Store) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notifier == nil {
+		return nil
+	}
+	return s.notifier.stopping
+}
+
 // OrchestrationHint returns the orchestration queue's current hint
 // channel without starting the store's listener (whose connection would
 // close it).

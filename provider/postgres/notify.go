@@ -118,22 +118,28 @@ func (s *Store) announce(q provider.Queue, parts []int32) {
 // the next, so that announcements in between coalesce. A NOTIFY that
 // fails is lost: the workers of other processes find the work by their
 // safety poll. When ctx ends it sends what is still announced and returns.
+//
+// The end of ctx does not interrupt a NOTIFY under way (each is bounded by
+// notifyTimeout): one interrupted would be lost, and its connection, which
+// pgx then closes in the background, waiting up to 15 seconds for the
+// server to hang up, would hold up the pool's Close in the store's.
 func (s *Store) notifyLoop(ctx context.Context) {
+	send := context.WithoutCancel(ctx)
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	for {
 		select {
 		case <-s.kick:
 		case <-ctx.Done():
-			s.sendNotifications(context.WithoutCancel(ctx))
+			s.sendNotifications(send)
 			return
 		}
-		s.sendNotifications(ctx)
+		s.sendNotifications(send)
 		pause.Reset(s.notifyInterval)
 		select {
 		case <-pause.C:
 		case <-ctx.Done():
-			s.sendNotifications(context.WithoutCancel(ctx))
+			s.sendNotifications(send)
 			return
 		}
 	}
@@ -241,10 +247,13 @@ func (s *Store) wakeAll() {
 // listens for work hints of a schema, as pg_stat_activity shows it.
 func ListenerApplicationName(schema string) string { return "chronicle-listener:" + schema }
 
-// listener is the goroutine that LISTENs for the store.
+// listener is the goroutine that LISTENs for the store, or the one that
+// sends its NOTIFYs.
 type listener struct {
 	cancel context.CancelFunc
-	done   chan struct{}
+	// stopping is closed when stop is called.
+	stopping <-chan struct{}
+	done     chan struct{}
 }
 
 func (l *listener) stop() {
@@ -256,7 +265,7 @@ func (l *listener) stop() {
 // stopped: the store's work-hint listener and its notifier.
 func startLoop(loop func(ctx context.Context)) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cancel: cancel, done: make(chan struct{})}
+	l := &listener{cancel: cancel, stopping: ctx.Done(), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		loop(ctx)

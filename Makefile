@@ -97,6 +97,18 @@ fuzz: ## run every fuzz target for FUZZTIME each (those of TLOG_FUZZ for TLOG_FU
 SERVER_TESTS := ^(TestConformance|TestMigrate|TestRoundFailsWhenItsConnectionIsKilled|TestCommitWhoseOutcomeIsUnknownIsSafeToRetry|TestRounds|TestWorkHints|TestPostgresCommands|TestPostgresEndToEnd|TestConcurrentWriters|TestUndecodableMessage|TestKillWorkersPostgres|TestConformancePeekLock|TestConformanceTransactional|TestMongo.*|TestOracle.*|TestPostgresUI|TestPostgresNoSequentialScans|TestCitus.*|TestKillWorkersCitus)$$
 SERVER_PACKAGES := ./provider/postgres/ ./provider/mongo/ ./provider/oracle/ ./cmd/chronicle/ ./internal/killtest/ .
 
+# The jobs that run tests verbosely print, of their output, the lines
+# that say which tests ran and the loud skips (TEST_SUMMARY); the whole
+# output is kept in .ci-logs/, and when the tests fail the job prints it
+# but for the lines of the tests that passed: the failures' messages, a
+# timed-out run's running tests and goroutines.
+TEST_SUMMARY := ^(--- |ok|FAIL|panic)|!!!
+# $(call summarize,log) is the end of a verbose go test pipeline: log is
+# the name of the file in .ci-logs/ that keeps the whole output.
+summarize = tee $(CURDIR)/.ci-logs/$(1) | grep -E '$(TEST_SUMMARY)' || { \
+	echo "== the tests failed: their output but the lines of tests that passed (whole in .ci-logs/$(1)):"; \
+	grep -v -E '^ *(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP))' $(CURDIR)/.ci-logs/$(1) | tail -n 800; exit 1; }
+
 # `make ci` runs these jobs CI_JOBS at a time (make -j), longest first, each
 # job's output printed whole when it ends (--output-sync), between the
 # times it started and passed: CI's single threaded parts (the rapid
@@ -118,6 +130,7 @@ ci: ## what CI runs: lint, every test with -race (the server ones listed), the n
 .PHONY: ci-build
 ci-build: services
 	@date -u "+== $@ starts %H:%M:%S UTC"
+	@mkdir -p .ci-logs
 	$(GO) build ./... && $(GO) build -race ./...
 	@date -u "+== $@ passed %H:%M:%S UTC"
 
@@ -137,15 +150,15 @@ ci-race: ci-build
 .PHONY: ci-server
 ci-server: ci-build
 	@date -u "+== $@ starts %H:%M:%S UTC"
-	$(GO) test -race -count=1 -timeout 20m -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	$(GO) test -race -count=1 -timeout 30m -v -run '$(SERVER_TESTS)' $(SERVER_PACKAGES) 2>&1 | $(call summarize,ci-server.log)
 	@date -u "+== $@ passed %H:%M:%S UTC"
 
 .PHONY: ci-modules
 ci-modules: ci-build $(STATICCHECK)
 	@date -u "+== $@ starts %H:%M:%S UTC"
 	cd otel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
-	cd console/browsertest && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
-	cd bench/compare && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... | grep -E '^(--- |ok|FAIL|panic)|!!!'
+	cd console/browsertest && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... 2>&1 | $(call summarize,browsertest.log)
+	cd bench/compare && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 -v ./... 2>&1 | $(call summarize,compare.log)
 	@date -u "+== $@ passed %H:%M:%S UTC"
 
 # The full rapid runs (without -race), in three processes that run side

@@ -219,7 +219,9 @@ func openCitus(t testing.TB, url, schema string, opts postgres.Options) *postgre
 // and the settings, every sequence restarted), ready for the next
 // subtest; every schema is dropped when t ends. A store made here differs
 // from a new one only in what the server keeps of the rows deleted (dead
-// tuples, statistics), which no result depends on.
+// tuples, statistics), which no result depends on. Give opts a URL rather
+// than a Pool: a store closes the pool it opened, so nothing of a subtest
+// writes to its schema once it is emptied.
 func Stores(t testing.TB, opts postgres.Options) func(t testing.TB) *postgres.Store {
 	t.Helper()
 	url := URL(t)

@@ -401,14 +401,8 @@ func TestRounds(t *testing.T) {
 		got, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-2", FromSeq: 1})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		got, err = s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
-		require.NoError(t, err)
-		require.Equal(t, first, got)
-		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-1"})
-		require.NoError(t, err)
-		require.Len(t, msgs, 1, "the abandoned instance's message is still queued")
-		require.Equal(t, 2, msgs[0].Attempts, "with both failed deliveries counted")
-		msgs, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-2"})
+		requireAbandonedTwice(t, s, first)
+		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-2"})
 		require.NoError(t, err)
 		require.Len(t, msgs, 1, "the other round's ack and enqueue committed")
 		require.Equal(t, "n-2", msgs[0].ID)
@@ -452,14 +446,8 @@ func TestRounds(t *testing.T) {
 				return nil
 			}))
 		}
-		got, err := s.LoadHistory(ctx, &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
-		require.NoError(t, err)
-		require.Equal(t, first, got)
-		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-1"})
-		require.NoError(t, err)
-		require.Len(t, msgs, 1, "the abandoned instance's message is still queued")
-		require.Equal(t, 2, msgs[0].Attempts, "with both failed deliveries counted")
-		msgs, err = s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-3"})
+		requireAbandonedTwice(t, s, first)
+		msgs, err := s.ListMessages(ctx, &provider.ListMessagesParams{InstanceID: "i-3"})
 		require.NoError(t, err)
 		require.Empty(t, msgs, "the next instance's rounds committed their acks")
 	})
@@ -565,4 +553,18 @@ func storeWithEvent(t *testing.T) (*postgres.Store, []history.Event) {
 		return tx.AppendHistory(ctx, &provider.AppendHistoryParams{InstanceID: "i-1", Events: first})
 	}))
 	return s, first
+}
+
+// requireAbandonedTwice checks that i-1's history is still first alone and
+// that its message m-1 is queued with the two failed deliveries of two
+// abandoned rounds.
+func requireAbandonedTwice(t *testing.T, s *postgres.Store, first []history.Event) {
+	t.Helper()
+	got, err := s.LoadHistory(t.Context(), &provider.LoadHistoryParams{InstanceID: "i-1", FromSeq: 1})
+	require.NoError(t, err)
+	require.Equal(t, first, got)
+	msgs, err := s.ListMessages(t.Context(), &provider.ListMessagesParams{InstanceID: "i-1"})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the abandoned instance's message is still queued")
+	require.Equal(t, 2, msgs[0].Attempts, "with both failed deliveries counted")
 }

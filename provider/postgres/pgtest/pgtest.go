@@ -137,6 +137,14 @@ func NewStore(t testing.TB, opts postgres.Options) *postgres.Store {
 		opts.URL = URL(t)
 	}
 	opts.Schema = Schema(t)
+	s := migrated(t, opts)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// migrated opens a store on opts.Schema, migrating it.
+func migrated(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
 	opts.MigrateOnStart = true
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -144,7 +152,6 @@ func NewStore(t testing.TB, opts postgres.Options) *postgres.Store {
 	if err != nil {
 		t.Fatalf("pgtest: new store: %v", err)
 	}
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -228,18 +235,11 @@ func Stores(t testing.TB, opts postgres.Options) func(t testing.TB) *postgres.St
 	if opts.Pool == nil && opts.URL == "" {
 		opts.URL = url
 	}
-	opts.MigrateOnStart = true
 	return reuse(t, url, "chronicle_test_", func(st testing.TB, schema string) *postgres.Store {
 		st.Helper()
 		o := opts
 		o.Schema = schema
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := postgres.New(ctx, o)
-		if err != nil {
-			st.Fatalf("pgtest: new store: %v", err)
-		}
-		return s
+		return migrated(st, o)
 	}, deleteRows)
 }
 
